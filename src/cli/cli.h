@@ -1,0 +1,28 @@
+/* cli.h — the subcommands of the deltallm binary. Each lives in its own cmd_*.c and returns the process
+ * exit status (0 ok, 1 runtime error, 2 usage error). main.c only dispatches. */
+#ifndef DL_CLI_CLI_H
+#define DL_CLI_CLI_H
+
+typedef int (*CmdFn)(int argc, char **argv);
+
+/* Declared weak so that a command whose file is not built yet reads as "not available". */
+#define DL_CMD(name) int name(int argc, char **argv) __attribute__((weak))
+DL_CMD(cmd_inspect);
+DL_CMD(cmd_run);
+DL_CMD(cmd_eval);
+DL_CMD(cmd_synth);
+DL_CMD(cmd_parity);
+DL_CMD(cmd_bench);
+DL_CMD(cmd_tokenize);
+DL_CMD(cmd_detokenize);
+DL_CMD(cmd_chat_format);
+DL_CMD(cmd_serve);
+#undef DL_CMD
+
+/* Shared helpers for option parsing: print "deltallm CMD: message" to stderr and return 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parses a decimal integer in [lo, hi]; returns 0 or -1 (message printed). */
+int cli_parse_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi, long long *out);
+int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
+
+#endif

@@ -1,0 +1,90 @@
+/* main.c — entry point of the deltallm binary: dispatches to a subcommand. The only place that exits. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Command {
+    const char *name;
+    CmdFn *fn; /* address of the (weak) function pointer, so unbuilt commands read as NULL */
+    const char *help;
+} Command;
+
+static CmdFn f_inspect = cmd_inspect, f_run = cmd_run, f_eval = cmd_eval, f_synth = cmd_synth,
+             f_parity = cmd_parity, f_bench = cmd_bench, f_tokenize = cmd_tokenize, f_detokenize = cmd_detokenize,
+             f_chat_format = cmd_chat_format, f_serve = cmd_serve;
+
+static const Command commands[] = {
+    {"run", &f_run, "generate text: run -m MODEL.gguf -p PROMPT [-n N] [--chat] [sampling options]"},
+    {"serve", &f_serve, "OpenAI-compatible HTTP server: serve -m MODEL.gguf [--host H] [--port P]"},
+    {"inspect", &f_inspect, "show a GGUF file: metadata, hyperparameters, tensors, memory needs"},
+    {"eval", &f_eval, "write all-position logits for a token file: eval -m MODEL --tokens-file F --logits-out OUT"},
+    {"parity", &f_parity, "compare stage dumps and logits with llama.cpp reference dumps"},
+    {"bench", &f_bench, "prefill / decode speed in the style of llama-bench"},
+    {"tokenize", &f_tokenize, "text to token ids (JSON array): tokenize -m MODEL [--special] [-f FILE | TEXT]"},
+    {"detokenize", &f_detokenize, "token ids to text: detokenize -m MODEL IDS"},
+    {"chat-format", &f_chat_format, "render an OpenAI-style conversation (JSON on stdin) as the model's prompt"},
+    {"synth", &f_synth, "write a synthetic random-weight model (real shapes) with deltallm's GGUF writer"},
+};
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "deltallm %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+int cli_parse_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s expects an integer in [%lld, %lld], got '%s'", opt, lo, hi, s ? s : "");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s ? s : "");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: deltallm COMMAND [options]   (deltallm COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s%s\n", commands[i].name, commands[i].help, *commands[i].fn ? "" : " [not built]");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0) continue;
+        if (!*commands[i].fn) {
+            fprintf(stderr, "deltallm: '%s' is not available in this build\n", argv[1]);
+            return 2;
+        }
+        return (*commands[i].fn)(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "deltallm: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

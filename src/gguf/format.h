@@ -1,0 +1,77 @@
+/* format.h — the weight-format table: one row per GGUF tensor type.
+ *
+ * A row says how a type is stored (block size, bytes per block), how to turn it into floats (scalar
+ * dequantization, bit-identical to ggml's to_float), and which activation format its dot product pairs
+ * with (ggml's vec_dot_type: Q8_0, Q8_1, Q8_K, F16, BF16 or F32). Activation formats have a from_float
+ * quantizer, bit-identical to what ggml's x86 CPU backend produces, since that rounding decides parity
+ * with llama.cpp.
+ *
+ * Adding a type is one row here plus its functions (gguf/quant_*.c) and kernels (kernels/). Ids are
+ * ggml's, because GGUF stores them. */
+#ifndef DL_GGUF_FORMAT_H
+#define DL_GGUF_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum FormatId {
+    FMT_F32 = 0,
+    FMT_F16 = 1,
+    FMT_Q4_0 = 2,
+    FMT_Q4_1 = 3,
+    FMT_Q5_0 = 6,
+    FMT_Q5_1 = 7,
+    FMT_Q8_0 = 8,
+    FMT_Q8_1 = 9,
+    FMT_Q2_K = 10,
+    FMT_Q3_K = 11,
+    FMT_Q4_K = 12,
+    FMT_Q5_K = 13,
+    FMT_Q6_K = 14,
+    FMT_Q8_K = 15,
+    FMT_IQ2_XXS = 16,
+    FMT_IQ2_XS = 17,
+    FMT_IQ3_XXS = 18,
+    FMT_IQ1_S = 19,
+    FMT_IQ4_NL = 20,
+    FMT_IQ3_S = 21,
+    FMT_IQ2_S = 22,
+    FMT_IQ4_XS = 23,
+    FMT_I8 = 24,
+    FMT_I16 = 25,
+    FMT_I32 = 26,
+    FMT_I64 = 27,
+    FMT_F64 = 28,
+    FMT_IQ1_M = 29,
+    FMT_BF16 = 30,
+    FMT_TQ1_0 = 34,
+    FMT_TQ2_0 = 35,
+    FMT_MXFP4 = 39,
+    FMT_COUNT = 40
+} FormatId;
+
+/* Dequantizes n values (n a multiple of the block size) from src into dst. */
+typedef void (*FormatToFloat)(const void *src, float *dst, int64_t n);
+/* Quantizes n floats (n a multiple of the block size) into dst. */
+typedef void (*FormatFromFloat)(const float *src, void *dst, int64_t n);
+
+typedef struct Format {
+    FormatId id;
+    const char *name;      /* ggml's name: "q4_K", "iq2_xxs", ... */
+    int block;             /* elements per block */
+    int bytes;             /* bytes per block */
+    bool weight;           /* a weight format deltallm loads and computes with */
+    FormatId vec_dot_type; /* activation partner of the dot product (weights only) */
+    FormatToFloat to_float;
+    FormatFromFloat from_float; /* activation formats (and the float formats) only */
+} Format;
+
+/* NULL for ids that are out of range or not in the table (removed or never-existing ggml types). */
+const Format *format_get(uint32_t id);
+/* Known ggml names, including types deltallm refuses (for error messages); "?" when unknown. */
+const char *format_name(uint32_t id);
+/* Bytes for a row of n elements; n must be a multiple of the block size. */
+static inline size_t format_row_bytes(const Format *f, int64_t n) { return (size_t)(n / f->block) * (size_t)f->bytes; }
+
+#endif

@@ -1,0 +1,2 @@
+#include "test.h"
+TEST(smoke, runner_works) { CHECK(1 + 1 == 2); }
