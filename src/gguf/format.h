@@ -55,6 +55,10 @@ typedef enum FormatId {
 typedef void (*FormatToFloat)(const void *src, float *dst, int64_t n);
 /* Quantizes n floats (n a multiple of the block size) into dst. */
 typedef void (*FormatFromFloat)(const float *src, void *dst, int64_t n);
+/* Scalar reference dot product of n elements: a weight row in this format with an activation row already
+ * quantized to this format's vec_dot_type. Integer formats sum integer products per block and apply the
+ * scales per block, as ggml's generic kernels do; it is the spec the fast kernels are tested against. */
+typedef float (*FormatVecDot)(int64_t n, const void *w, const void *act);
 
 typedef struct Format {
     FormatId id;
@@ -64,7 +68,9 @@ typedef struct Format {
     bool weight;           /* a weight format deltallm loads and computes with */
     FormatId vec_dot_type; /* activation partner of the dot product (weights only) */
     FormatToFloat to_float;
-    FormatFromFloat from_float; /* activation formats (and the float formats) only */
+    FormatFromFloat from_float; /* activation formats (and the float formats): ggml's CPU from_float */
+    FormatFromFloat quantize;   /* weight quantizer for writing files (synth, tests); NULL if none */
+    FormatVecDot vec_dot;       /* weights only: reference dot with a vec_dot_type activation row */
 } Format;
 
 /* NULL for ids that are out of range or not in the table (removed or never-existing ggml types). */
