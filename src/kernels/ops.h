@@ -1,0 +1,125 @@
+/* ops.h — the op catalog: every computation the forward pass performs, with shapes and dtypes.
+ *
+ * The forward pass (src/model/) is written once against this catalog. Each op has a scalar reference
+ * implementation in kernels/ref/ — that is the spec — and may have fast implementations (kernels/cpu/)
+ * that are tested against it. The heavy ops (matmul, delta-net scan, attention, conv) go through the Ops
+ * table so that a faster implementation plugs in without touching the model; small elementwise ops are
+ * plain functions.
+ *
+ * Conventions: row-major C arrays; "[T][n]" means T rows of n floats, row t at t*n. Weights are ggml
+ * matrices: W{in, out} is out rows of `in` elements, y[o] = Σ_i W[o][i]·x[i]. Nothing here allocates;
+ * scratch memory comes in through OpCtx. */
+#ifndef DL_KERNELS_OPS_H
+#define DL_KERNELS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/pool.h"
+
+/* One weight matrix: `rows` rows of `cols` elements in GGUF format `type` (a FormatId). For 3-D expert
+ * tensors the model makes one MatW per expert. */
+typedef struct MatW {
+    const void *data;
+    uint32_t type;
+    int64_t cols, rows; /* ggml ne[0] (input width), ne[1] (outputs) */
+    size_t row_bytes;
+} MatW;
+
+typedef enum MatMode {
+    /* activations rounded to the weight format's vec_dot partner (Q8_0 / Q8_1 / Q8_K / F16 / BF16) before
+     * the dot product, as ggml does: the default, and the closest one can get to llama.cpp */
+    MATMUL_GGML = 0,
+    /* weights dequantized, activations and accumulation in F32: the reference the fast path is judged by */
+    MATMUL_EXACT = 1,
+} MatMode;
+
+/* What every op gets: the mode, the thread pool (NULL = run on the caller), and scratch memory. */
+typedef struct OpCtx {
+    MatMode mode;
+    Pool *pool;
+    void *scratch; /* at least ops_scratch_bytes(max rows, max cols, n_threads) bytes, 64-aligned */
+    size_t scratch_bytes;
+} OpCtx;
+
+/* Scratch an OpCtx needs for matmuls of up to `rows` activation rows of up to `cols` elements. */
+size_t ops_scratch_bytes(int64_t rows, int64_t cols, int n_threads);
+
+/* ---- delta-net scan ---------------------------------------------------------------------------------- */
+
+/* One sequence of T tokens through the gated delta rule, all value heads.
+ *   q, k   [T][n_k_head][d_k]   L2-normalised (q not yet scaled by 1/sqrt(d_k))
+ *   v      [T][n_v_head][d_v]
+ *   g      [T][n_v_head]        log-decay (≤ 0); the state decays by exp(g)
+ *   beta   [T][n_v_head]        sigmoid(b)
+ *   state  [n_v_head][d_v][d_k] in/out, TRANSPOSED: state[h][j][i] = S_h[key i][value j]
+ *   out    [T][n_v_head][d_v]
+ * Value head j reads key head j / (n_v_head/n_k_head) when grouped (qwen3next), j % n_k_head otherwise
+ * (qwen35, qwen35moe). d_v == d_k. */
+typedef struct DeltaNetArgs {
+    int T, n_k_head, n_v_head, d_k, d_v;
+    bool grouped;
+    const float *q, *k, *v, *g, *beta;
+    float *state, *out;
+} DeltaNetArgs;
+
+/* ---- attention ---------------------------------------------------------------------------------------- */
+
+/* Causal attention of T new queries over a sequence's cache.
+ *   q      [T][n_head][d]        normed and roped
+ *   k, v   [n_kv][n_head_kv][d]  the cache rows 0..pos0+T-1 (this batch's rows already written)
+ *   out    [T][n_head][d]
+ * Query t sits at position pos0 + t and sees keys 0..pos0+t. Scores are scaled by `scale`; GQA maps
+ * query head h to kv head h / (n_head / n_head_kv). */
+typedef struct AttnArgs {
+    int T, pos0, n_head, n_head_kv, d;
+    float scale;
+    const float *q, *k, *v;
+    float *out;
+} AttnArgs;
+
+/* ---- the table ---------------------------------------------------------------------------------------- */
+
+typedef struct Ops {
+    const char *name;
+    /* y[t][o] = W[o]·x[t] for t < T, o < w->rows; x is [T][w->cols], y is [T][w->rows] */
+    void (*matmul)(const OpCtx *c, const MatW *w, const float *x, int64_t T, float *y);
+    /* causal depthwise conv + SiLU over T tokens of C channels with a (K-1)-sample state per channel.
+     *   x [T][C] inputs, w [C][K] taps (w[c][K-1] multiplies the current token), state [C][K-1] oldest first
+     *   (updated to the last K-1 inputs), y [T][C] = silu(conv) */
+    void (*conv_silu)(const OpCtx *c, const float *x, int T, int C, int K, const float *w, float *state, float *y);
+    void (*deltanet_recurrent)(const OpCtx *c, const DeltaNetArgs *a);
+    void (*deltanet_chunked)(const OpCtx *c, const DeltaNetArgs *a);
+    void (*attention)(const OpCtx *c, const AttnArgs *a);
+} Ops;
+
+extern const Ops ops_ref; /* the scalar reference implementations */
+
+/* Reference implementations, callable directly (tests compare fast kernels against these). */
+void matmul_ref(const OpCtx *c, const MatW *w, const float *x, int64_t T, float *y);
+void conv_silu_ref(const OpCtx *c, const float *x, int T, int C, int K, const float *w, float *state, float *y);
+void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a);
+void deltanet_chunked_ref(const OpCtx *c, const DeltaNetArgs *a);
+void attention_ref(const OpCtx *c, const AttnArgs *a);
+
+/* Chunk length of the chunked delta-net form. */
+#define DELTANET_CHUNK 64
+
+/* ---- small ops (scalar; cheap next to the matmuls) ------------------------------------------------------ */
+
+/* y = x / sqrt(mean(x²) + eps) · w  (w may be NULL); sums in double as ggml does. y may alias x. */
+void op_rmsnorm(const float *x, const float *w, int n, float eps, float *y);
+/* y = x / max(‖x‖₂, eps); y may alias x. */
+void op_l2norm(const float *x, int n, float eps, float *y);
+float op_silu(float x);
+float op_sigmoid(float x);
+float op_softplus(float x);
+/* softmax in place over n (max-subtracted, sum in double). */
+void op_softmax(float *x, int n);
+/* NeoX rotation of the first n_rot dims of one head vector (pairs i, i + n_rot/2) at position pos, with
+ * ggml's iterative angle computation; dims ≥ n_rot pass through. sections (4 ints) selects IMROPE's sector
+ * rule (text positions: sections t, h, w see pos, e sees 0); NULL means plain NEOX. */
+void op_rope(float *x, int n_rot, int pos, float base, float freq_scale, const int *sections);
+
+#endif

@@ -1,0 +1,160 @@
+/* deltanet_ref.c — the two reference forms of the gated delta rule (ops.h, docs/MODEL.md).
+ *
+ * Recurrent: token by token, per value head, on the transposed state (row j of a head's block is column
+ * j of S, so every inner loop is contiguous): S ← exp(g)·S; δ = β(v − Sᵀk); S += k δᵀ; o = Sᵀq / √d_k.
+ *
+ * Chunked (WY/UT form): chunks of DELTANET_CHUNK tokens; within a chunk, with G the cumulative log-decay,
+ *   A[r][c] = β_r (k_r·k_c) e^{G_r−G_c} (c < r),   (I + A) U = diag(β) V,   (I + A) W = diag(β e^G) K
+ * (one forward substitution for both), then with the chunk's starting state S:
+ *   Vnew = U − W S,   o_r = e^{G_r} Sᵀq_r + Σ_{c≤r} e^{G_r−G_c} (q_r·k_c) Vnew_c,
+ *   S ← e^{G_last} S + Σ_c e^{G_last−G_c} k_c Vnewᵀ_c.
+ * A last chunk shorter than the chunk length is processed as is, which equals llama.cpp's zero padding. */
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline int key_head(const DeltaNetArgs *a, int j) {
+    return a->grouped ? j / (a->n_v_head / a->n_k_head) : j % a->n_k_head;
+}
+
+static float dotf(const float *a, const float *b, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += (double)a[i] * (double)b[i];
+    return (float)s;
+}
+
+typedef struct DnJob {
+    const DeltaNetArgs *a;
+} DnJob;
+
+static void recurrent_heads(void *ctx, int64_t b, int64_t e, int thread) {
+    const DeltaNetArgs *a = ((const DnJob *)ctx)->a;
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head;
+    const float scale = 1.0f / sqrtf((float)dv);
+    for (int64_t j = b; j < e; j++) {
+        float *s = a->state + j * dv * dk;
+        const int kh = key_head(a, (int)j);
+        for (int t = 0; t < a->T; t++) {
+            const float *q = a->q + ((int64_t)t * a->n_k_head + kh) * dk;
+            const float *k = a->k + ((int64_t)t * a->n_k_head + kh) * dk;
+            const float *v = a->v + ((int64_t)t * H + j) * dv;
+            float *o = a->out + ((int64_t)t * H + j) * dv;
+            const float decay = expf(a->g[(int64_t)t * H + j]);
+            const float beta = a->beta[(int64_t)t * H + j];
+            for (int c = 0; c < dv; c++) {
+                float *row = s + (int64_t)c * dk;
+                for (int i = 0; i < dk; i++) row[i] *= decay;
+                const float delta = (v[c] - dotf(row, k, dk)) * beta;
+                for (int i = 0; i < dk; i++) row[i] += k[i] * delta;
+                o[c] = dotf(row, q, dk) * scale;
+            }
+        }
+    }
+}
+
+void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a) {
+    DnJob j = {a};
+    pool_for(c->pool, a->n_v_head, 1, recurrent_heads, &j);
+}
+
+/* Per-thread scratch of the chunked form, allocated per call (the reference is not on the hot path). */
+typedef struct ChunkScratch {
+    float *G, *A, *U, *W, *Vn; /* [C], [C][C], [C][dv], [C][dk], [C][dv] */
+} ChunkScratch;
+
+static void chunked_heads(void *ctx, int64_t b, int64_t e, int thread) {
+    const DeltaNetArgs *a = ((const DnJob *)ctx)->a;
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head, CS = DELTANET_CHUNK;
+    const float scale = 1.0f / sqrtf((float)dk);
+    float *mem = malloc(sizeof(float) * (size_t)(CS + CS * CS + CS * dv + CS * dk + CS * dv));
+    if (!mem) abort();
+    ChunkScratch sc = {mem, mem + CS, mem + CS + CS * CS, mem + CS + CS * CS + CS * dv,
+                       mem + CS + CS * CS + CS * dv + CS * dk};
+    for (int64_t j = b; j < e; j++) {
+        float *S = a->state + j * dv * dk; /* S[c][i] = S_math[i][c] */
+        const int kh = key_head(a, (int)j);
+#define QROW(t) (a->q + ((int64_t)(t) * a->n_k_head + kh) * dk)
+#define KROW(t) (a->k + ((int64_t)(t) * a->n_k_head + kh) * dk)
+#define VROW(t) (a->v + ((int64_t)(t) * H + j) * dv)
+#define OROW(t) (a->out + ((int64_t)(t) * H + j) * dv)
+        for (int t0 = 0; t0 < a->T; t0 += CS) {
+            const int C = a->T - t0 < CS ? a->T - t0 : CS;
+            float gsum = 0.0f;
+            for (int r = 0; r < C; r++) {
+                gsum += a->g[(int64_t)(t0 + r) * H + j];
+                sc.G[r] = gsum;
+            }
+            /* A (strictly lower) and the forward substitution for U and W together */
+            for (int r = 0; r < C; r++) {
+                const float br = a->beta[(int64_t)(t0 + r) * H + j];
+                for (int cc = 0; cc < r; cc++)
+                    sc.A[r * CS + cc] = br * dotf(KROW(t0 + r), KROW(t0 + cc), dk) * expf(sc.G[r] - sc.G[cc]);
+                float *u = sc.U + (int64_t)r * dv, *w = sc.W + (int64_t)r * dk;
+                const float *v = VROW(t0 + r), *k = KROW(t0 + r);
+                const float wb = br * expf(sc.G[r]);
+                for (int x = 0; x < dv; x++) u[x] = br * v[x];
+                for (int x = 0; x < dk; x++) w[x] = wb * k[x];
+                for (int cc = 0; cc < r; cc++) {
+                    const float m = sc.A[r * CS + cc];
+                    const float *uc = sc.U + (int64_t)cc * dv, *wc = sc.W + (int64_t)cc * dk;
+                    for (int x = 0; x < dv; x++) u[x] -= m * uc[x];
+                    for (int x = 0; x < dk; x++) w[x] -= m * wc[x];
+                }
+            }
+            /* Vnew = U − W S and the outputs, both against the chunk's starting state */
+            for (int r = 0; r < C; r++) {
+                float *vn = sc.Vn + (int64_t)r * dv;
+                const float *w = sc.W + (int64_t)r * dk;
+                for (int x = 0; x < dv; x++) vn[x] = sc.U[(int64_t)r * dv + x] - dotf(S + (int64_t)x * dk, w, dk);
+            }
+            for (int r = 0; r < C; r++) {
+                const float *q = QROW(t0 + r);
+                float *o = OROW(t0 + r);
+                const float eg = expf(sc.G[r]);
+                for (int x = 0; x < dv; x++) o[x] = eg * dotf(S + (int64_t)x * dk, q, dk);
+                for (int cc = 0; cc <= r; cc++) {
+                    const float m = dotf(q, KROW(t0 + cc), dk) * expf(sc.G[r] - sc.G[cc]);
+                    const float *vn = sc.Vn + (int64_t)cc * dv;
+                    for (int x = 0; x < dv; x++) o[x] += m * vn[x];
+                }
+                for (int x = 0; x < dv; x++) o[x] *= scale;
+            }
+            /* state update */
+            const float glast = sc.G[C - 1], el = expf(glast);
+            for (int x = 0; x < dv; x++) {
+                float *row = S + (int64_t)x * dk;
+                for (int i = 0; i < dk; i++) row[i] *= el;
+            }
+            for (int cc = 0; cc < C; cc++) {
+                const float f = expf(glast - sc.G[cc]);
+                const float *k = KROW(t0 + cc), *vn = sc.Vn + (int64_t)cc * dv;
+                for (int x = 0; x < dv; x++) {
+                    float *row = S + (int64_t)x * dk;
+                    const float m = f * vn[x];
+                    for (int i = 0; i < dk; i++) row[i] += m * k[i];
+                }
+            }
+        }
+#undef QROW
+#undef KROW
+#undef VROW
+#undef OROW
+    }
+    free(mem);
+}
+
+void deltanet_chunked_ref(const OpCtx *c, const DeltaNetArgs *a) {
+    DnJob j = {a};
+    pool_for(c->pool, a->n_v_head, 1, chunked_heads, &j);
+}
+
+const Ops ops_ref = {
+    .name = "ref",
+    .matmul = matmul_ref,
+    .conv_silu = conv_silu_ref,
+    .deltanet_recurrent = deltanet_recurrent_ref,
+    .deltanet_chunked = deltanet_chunked_ref,
+    .attention = attention_ref,
+};

@@ -1,0 +1,221 @@
+/* forward.c — the forward pass, written once against the op catalog: embeddings, the decoder blocks
+ *   x += Mixer(RMSNorm(x));  x += FFN(RMSNorm(x))
+ * (the mixer is a delta-net layer or gated attention, layer_*.c), the final norm and the LM head.
+ * All buffers are allocated in forward_new for max_batch rows; forward_batch allocates nothing. */
+#include "model/forward_internal.h"
+
+#include "gguf/format.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN64(x) (((x) + 63) & ~(size_t)63)
+
+typedef struct BufSpec {
+    const char *name;
+    void **ptr;
+    size_t elems; /* per row unless per_batch */
+    size_t elem_size;
+    bool per_batch; /* elems is the total, not per row */
+} BufSpec;
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
+    const ModelConfig *c = &m->cfg;
+    ForwardOptions opt = *o;
+    if (opt.max_batch < 1 || opt.max_batch > 65536)
+        return err_set(err, "batch size %d out of range [1, 65536]", opt.max_batch), NULL;
+    if (opt.max_seqs < 1) opt.max_seqs = 1;
+    if (opt.max_seqs > opt.max_batch) opt.max_seqs = opt.max_batch;
+    Forward *f = calloc(1, sizeof *f);
+    if (!f) return err_set(err, "out of memory"), NULL;
+    f->m = m;
+    f->ops = opt.ops ? opt.ops : &ops_ref;
+    f->max_batch = opt.max_batch;
+    f->max_seqs = opt.max_seqs;
+    f->algo = opt.algo;
+    f->chunk_min_tokens = 1 << 30; /* AUTO: see forward_deltanet_algo */
+    if (f->algo == DELTANET_AUTO) {
+        const char *env = getenv("DELTALLM_DELTANET");
+        if (env && strcmp(env, "recurrent") == 0) f->algo = DELTANET_RECURRENT;
+        else if (env && strcmp(env, "chunked") == 0) f->algo = DELTANET_CHUNKED;
+        else if (env && *env && strcmp(env, "auto") != 0) {
+            free(f);
+            return err_set(err, "DELTALLM_DELTANET must be recurrent, chunked or auto, not '%s'", env), NULL;
+        }
+    }
+    int n_threads = opt.n_threads > 0 ? opt.n_threads : pool_default_threads();
+    if (n_threads > 1) {
+        f->pool = pool_create(n_threads, err);
+        if (!f->pool) {
+            free(f);
+            return NULL;
+        }
+    }
+
+    const size_t E = (size_t)c->n_embd, conv = (size_t)c->ssm_conv_dim, val = (size_t)c->ssm_d_inner;
+    const size_t Hv = (size_t)c->ssm_n_v_head, key = (size_t)c->ssm_key_dim;
+    const size_t HD = (size_t)c->n_head * (size_t)c->head_dim, KVD = (size_t)c->n_head_kv * (size_t)c->head_dim;
+    const size_t kE = c->moe ? (size_t)c->n_expert_used : 0, nE = c->moe ? (size_t)c->n_expert : 0;
+    const size_t maxF = (size_t)max64(max64(c->n_ff, c->n_ff_shexp), c->n_ff_exp);
+    bool legacy = false;
+    for (int il = 0; il < c->n_layer; il++) legacy |= m->layers[il].legacy;
+    const size_t R = (size_t)opt.max_batch;
+    Bufs *b = &f->b;
+    BufSpec specs[] = {
+        {"x", (void **)&b->x, E, 4, false},         {"h", (void **)&b->h, E, 4, false},
+        {"tmp", (void **)&b->tmp, E, 4, false},     {"tmp2", (void **)&b->tmp2, c->moe ? E : 0, 4, false},
+        {"proj", (void **)&b->proj, legacy ? conv + val : 0, 4, false},
+        {"mixed", (void **)&b->mixed, conv, 4, false}, {"z", (void **)&b->z, val, 4, false},
+        {"ba", (void **)&b->ba, 2 * Hv, 4, false},  {"conv_y", (void **)&b->conv_y, conv, 4, false},
+        {"q", (void **)&b->q, key, 4, false},       {"k", (void **)&b->k, key, 4, false},
+        {"v", (void **)&b->v, val, 4, false},       {"g", (void **)&b->g, Hv, 4, false},
+        {"beta", (void **)&b->beta, Hv, 4, false},  {"o", (void **)&b->o, val, 4, false},
+        {"on", (void **)&b->on, val, 4, false},     {"qg", (void **)&b->qg, 2 * HD, 4, false},
+        {"qa", (void **)&b->qa, HD, 4, false},      {"ka", (void **)&b->ka, KVD, 4, false},
+        {"va", (void **)&b->va, KVD, 4, false},     {"ao", (void **)&b->ao, HD, 4, false},
+        {"fg", (void **)&b->fg, maxF, 4, false},    {"fu", (void **)&b->fu, maxF, 4, false},
+        {"rl", (void **)&b->rl, nE, 4, false},      {"ew", (void **)&b->ew, kE, 4, false},
+        {"es", (void **)&b->es, kE, 4, false},      {"erows", (void **)&b->erows, kE, 4, false},
+        {"gx", (void **)&b->gx, c->moe ? E : 0, 4, false}, {"eo", (void **)&b->eo, kE * E, 4, false},
+        {"sgate", (void **)&b->sgate, 1, 4, false},
+        {"head", (void **)&b->head, opt.max_seqs > 1 ? (size_t)opt.max_seqs * (size_t)c->n_vocab : 0, 4, true},
+        {"row0", (void **)&f->row0, (size_t)opt.max_seqs, sizeof(int), true},
+    };
+    const size_t n_specs = sizeof specs / sizeof specs[0];
+    /* widest activation row any matmul sees, for the quantized-activation scratch */
+    int64_t max_cols = max64(max64((int64_t)E, (int64_t)val), max64((int64_t)HD, (int64_t)maxF));
+    size_t scratch = ops_scratch_bytes((int64_t)R, max_cols, n_threads);
+    size_t total = ALIGN64(scratch);
+    for (size_t i = 0; i < n_specs; i++)
+        total += ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * specs[i].elem_size);
+    if (posix_memalign(&f->mem, 64, total) != 0) {
+        forward_free(f);
+        return err_set(err, "out of memory for activation buffers (%zu MiB for batch %d)", total >> 20, opt.max_batch),
+               NULL;
+    }
+    memset(f->mem, 0, total);
+    uint8_t *p = f->mem;
+    f->oc = (OpCtx){opt.mode, f->pool, p, scratch};
+    p += ALIGN64(scratch);
+    for (size_t i = 0; i < n_specs; i++) {
+        size_t n = ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * specs[i].elem_size);
+        *specs[i].ptr = n ? (void *)p : NULL;
+        p += n;
+    }
+    return f;
+}
+
+void forward_free(Forward *f) {
+    if (!f) return;
+    pool_destroy(f->pool);
+    free(f->mem);
+    free(f);
+}
+
+void forward_set_dump(Forward *f, Dump *d) { f->dump = d; }
+
+DeltaNetAlgo forward_deltanet_algo(const Forward *f, int T) {
+    if (f->algo != DELTANET_AUTO) return f->algo;
+    return T >= f->chunk_min_tokens ? DELTANET_CHUNKED : DELTANET_RECURRENT;
+}
+
+int forward_run(Forward *f, SeqState *s, const int32_t *tokens, int T, float *logits, int n_out, Err *err) {
+    BatchSeq seq = {s, tokens, T, n_out, logits};
+    return forward_batch(f, &seq, 1, err);
+}
+
+static void embed(Forward *f, Bufs *b) {
+    const Model *m = f->m;
+    const Format *fmt = format_get(m->tok_embd.type);
+    const int64_t E = m->cfg.n_embd;
+    for (int s = 0; s < f->n_seqs; s++)
+        for (int t = 0; t < f->seqs[s].n_tokens; t++) {
+            const int32_t id = f->seqs[s].tokens[t];
+            fmt->to_float((const uint8_t *)m->tok_embd.data + (size_t)id * m->tok_embd.row_bytes,
+                          b->x + (int64_t)(f->row0[s] + t) * E, E);
+        }
+    fwd_dump(f, m->cfg.arch == ARCH_QWEN3NEXT ? "model.embed_tokens" : "model.input_embed", -1, b->x, E, f->rows, 1, 1);
+}
+
+static void head(Forward *f, Bufs *b) {
+    const Model *m = f->m;
+    const int64_t E = m->cfg.n_embd, V = m->cfg.n_vocab;
+    /* final norm of the rows that want logits, gathered contiguously into h */
+    int n = 0;
+    for (int s = 0; s < f->n_seqs; s++) {
+        const BatchSeq *q = &f->seqs[s];
+        for (int t = q->n_tokens - q->n_out; t < q->n_tokens; t++, n++)
+            op_rmsnorm(b->x + (int64_t)(f->row0[s] + t) * E, m->output_norm, (int)E, m->cfg.rms_eps, b->h + (int64_t)n * E);
+    }
+    if (n == 0) return;
+    fwd_dump(f, "result_norm", -1, b->h, E, n, 1, 1);
+    if (f->n_seqs == 1) {
+        f->ops->matmul(&f->oc, &m->output, b->h, n, f->seqs[0].logits);
+        fwd_dump(f, "result_output", -1, f->seqs[0].logits, V, n, 1, 1);
+        return;
+    }
+    /* several sequences: one pass over the head weights, then copy each sequence's rows out */
+    f->ops->matmul(&f->oc, &m->output, b->h, n, b->head);
+    n = 0;
+    for (int s = 0; s < f->n_seqs; s++) {
+        const BatchSeq *q = &f->seqs[s];
+        if (q->n_out) memcpy(q->logits, b->head + (int64_t)n * V, sizeof(float) * (size_t)(q->n_out * V));
+        n += q->n_out;
+    }
+}
+
+int forward_batch(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
+    const Model *m = f->m;
+    const ModelConfig *c = &m->cfg;
+    if (n_seqs < 1 || n_seqs > f->max_seqs)
+        return err_set(err, "a batch of %d sequences (this context takes at most %d)", n_seqs, f->max_seqs);
+    int rows = 0, n_out = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        const BatchSeq *q = &seqs[s];
+        if (q->n_tokens < 1) return err_set(err, "empty token list for sequence %d of the batch", s);
+        if (q->n_out < 0 || q->n_out > q->n_tokens || (q->n_out && !q->logits))
+            return err_set(err, "bad logits request (%d rows of %d tokens)", q->n_out, q->n_tokens);
+        if (q->n_tokens > f->max_batch - rows)
+            return err_set(err, "batch of more than %d tokens (the batch size)", f->max_batch);
+        if (q->n_tokens > q->state->n_ctx - q->state->n_past)
+            return err_set(err, "context full: %d tokens + %d new exceed the context size %d", q->state->n_past,
+                           q->n_tokens, q->state->n_ctx);
+        for (int t = 0; t < q->n_tokens; t++)
+            if (q->tokens[t] < 0 || q->tokens[t] >= c->n_vocab)
+                return err_set(err, "token id %d out of range [0, %d)", q->tokens[t], c->n_vocab);
+        for (int r = 0; r < s; r++)
+            if (seqs[r].state == q->state) return err_set(err, "the same sequence twice in one batch");
+        f->row0[s] = rows;
+        rows += q->n_tokens;
+        n_out += q->n_out;
+    }
+    if (n_seqs > 1 && n_out > f->max_seqs)
+        return err_set(err, "%d logit rows requested from a multi-sequence batch (at most %d)", n_out, f->max_seqs);
+    f->seqs = seqs;
+    f->n_seqs = n_seqs;
+    f->rows = rows;
+    Bufs *b = &f->b;
+    if (f->dump && n_seqs == 1) dump_begin_ubatch(f->dump, seqs[0].state->n_past, rows);
+
+    embed(f, b);
+    const int64_t E = c->n_embd;
+    for (int il = 0; il < c->n_layer; il++) {
+        for (int64_t r = 0; r < rows; r++) op_rmsnorm(b->x + r * E, m->layers[il].attn_norm, (int)E, c->rms_eps, b->h + r * E);
+        fwd_dump(f, "attn_norm", il, b->h, E, rows, 1, 1);
+        if (m->layers[il].recurrent) layer_deltanet(f, b, il);
+        else layer_attention(f, b, il);
+        for (int64_t i = 0; i < rows * E; i++) b->x[i] += b->tmp[i];
+        fwd_dump(f, "attn_residual", il, b->x, E, rows, 1, 1);
+        for (int64_t r = 0; r < rows; r++) op_rmsnorm(b->x + r * E, m->layers[il].post_norm, (int)E, c->rms_eps, b->h + r * E);
+        fwd_dump(f, "attn_post_norm", il, b->h, E, rows, 1, 1);
+        layer_ffn(f, b, il);
+        fwd_dump(f, "ffn_out", il, b->tmp, E, rows, 1, 1);
+        for (int64_t i = 0; i < rows * E; i++) b->x[i] += b->tmp[i];
+        fwd_dump(f, "l_out", il, b->x, E, rows, 1, 1);
+    }
+    head(f, b);
+    for (int s = 0; s < n_seqs; s++) seqs[s].state->n_past += seqs[s].n_tokens;
+    return 0;
+}
