@@ -1,58 +1,56 @@
 /* format.c — the rows of the weight-format table (see format.h). The per-type functions live in
- * gguf/quant_*.c; this file only wires them into rows. */
+ * gguf/quant_*.c (declared in gguf/quant.h); this file only wires them into rows.
+ *
+ * from_float is ggml's CPU from_float for the row's own type (what an activation row becomes); for the
+ * weight formats that are not also activation formats it is NULL. quantize is deltallm's weight
+ * quantizer (bit-identical to ggml only where quant_*.c says so). */
 #include "gguf/format.h"
 
-#include "base/fp16.h"
+#include "gguf/quant.h"
 
-#include <string.h>
+#include <stddef.h>
 
-static void f32_to_float(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
-static void f32_from_float(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
-
-static void f16_to_float(const void *src, float *dst, int64_t n) {
-    const uint16_t *s = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = fp16_to_fp32(s[i]);
-}
-static void f16_from_float(const float *src, void *dst, int64_t n) {
-    uint16_t *d = dst;
-    for (int64_t i = 0; i < n; i++) d[i] = fp32_to_fp16(src[i]);
-}
-static void bf16_to_float(const void *src, float *dst, int64_t n) {
-    const uint16_t *s = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_fp32(s[i]);
-}
-static void bf16_from_float(const float *src, void *dst, int64_t n) {
-    uint16_t *d = dst;
-    for (int64_t i = 0; i < n; i++) d[i] = fp32_to_bf16(src[i]);
-}
+#define ROW(ID, NAME, BLOCK, BYTES, WEIGHT, VDT, TO, FROM, QUANT, DOT, PATH, PICK)                                 \
+    [ID] = {.id = ID, .name = NAME, .block = BLOCK, .bytes = BYTES, .weight = WEIGHT, .vec_dot_type = VDT, \
+            .to_float = TO, .from_float = FROM, .quantize = QUANT, .vec_dot = DOT, .dot_path = PATH, .pick_path = PICK}
 
 static const Format formats[FMT_COUNT] = {
-    [FMT_F32] = {FMT_F32, "f32", 1, 4, true, FMT_F32, f32_to_float, f32_from_float},
-    [FMT_F16] = {FMT_F16, "f16", 1, 2, true, FMT_F16, f16_to_float, f16_from_float},
-    [FMT_BF16] = {FMT_BF16, "bf16", 1, 2, true, FMT_BF16, bf16_to_float, bf16_from_float},
-    [FMT_Q4_0] = {FMT_Q4_0, "q4_0", 32, 18, true, FMT_Q8_0, NULL, NULL},
-    [FMT_Q4_1] = {FMT_Q4_1, "q4_1", 32, 20, true, FMT_Q8_1, NULL, NULL},
-    [FMT_Q5_0] = {FMT_Q5_0, "q5_0", 32, 22, true, FMT_Q8_0, NULL, NULL},
-    [FMT_Q5_1] = {FMT_Q5_1, "q5_1", 32, 24, true, FMT_Q8_1, NULL, NULL},
-    [FMT_Q8_0] = {FMT_Q8_0, "q8_0", 32, 34, true, FMT_Q8_0, NULL, NULL},
-    [FMT_Q8_1] = {FMT_Q8_1, "q8_1", 32, 36, false, FMT_Q8_1, NULL, NULL},
-    [FMT_Q2_K] = {FMT_Q2_K, "q2_K", 256, 84, true, FMT_Q8_K, NULL, NULL},
-    [FMT_Q3_K] = {FMT_Q3_K, "q3_K", 256, 110, true, FMT_Q8_K, NULL, NULL},
-    [FMT_Q4_K] = {FMT_Q4_K, "q4_K", 256, 144, true, FMT_Q8_K, NULL, NULL},
-    [FMT_Q5_K] = {FMT_Q5_K, "q5_K", 256, 176, true, FMT_Q8_K, NULL, NULL},
-    [FMT_Q6_K] = {FMT_Q6_K, "q6_K", 256, 210, true, FMT_Q8_K, NULL, NULL},
-    [FMT_Q8_K] = {FMT_Q8_K, "q8_K", 256, 292, false, FMT_Q8_K, NULL, NULL},
-    [FMT_IQ2_XXS] = {FMT_IQ2_XXS, "iq2_xxs", 256, 66, true, FMT_Q8_K, NULL, NULL},
-    [FMT_IQ2_XS] = {FMT_IQ2_XS, "iq2_xs", 256, 74, true, FMT_Q8_K, NULL, NULL},
-    [FMT_IQ2_S] = {FMT_IQ2_S, "iq2_s", 256, 82, true, FMT_Q8_K, NULL, NULL},
-    [FMT_IQ3_XXS] = {FMT_IQ3_XXS, "iq3_xxs", 256, 98, true, FMT_Q8_K, NULL, NULL},
-    [FMT_IQ3_S] = {FMT_IQ3_S, "iq3_s", 256, 110, true, FMT_Q8_K, NULL, NULL},
-    [FMT_IQ4_NL] = {FMT_IQ4_NL, "iq4_nl", 32, 18, true, FMT_Q8_0, NULL, NULL},
-    [FMT_IQ4_XS] = {FMT_IQ4_XS, "iq4_xs", 256, 136, true, FMT_Q8_K, NULL, NULL},
-    [FMT_IQ1_S] = {FMT_IQ1_S, "iq1_s", 256, 50, true, FMT_Q8_K, NULL, NULL},
-    [FMT_IQ1_M] = {FMT_IQ1_M, "iq1_m", 256, 56, true, FMT_Q8_K, NULL, NULL},
-    [FMT_MXFP4] = {FMT_MXFP4, "mxfp4", 32, 17, true, FMT_Q8_0, NULL, NULL},
+    /* float formats: from_float = quantize (plain rounding) */
+    ROW(FMT_F32, "f32", 1, 4, true, FMT_F32, dequant_f32, quantize_f32, quantize_f32, vec_dot_f32, dot_path_f32, dot_path_f32_pick),
+    ROW(FMT_F16, "f16", 1, 2, true, FMT_F16, dequant_f16, quantize_f16, quantize_f16, vec_dot_f16, NULL, NULL),
+    ROW(FMT_BF16, "bf16", 1, 2, true, FMT_BF16, dequant_bf16, quantize_bf16, quantize_bf16, vec_dot_bf16, NULL, NULL),
+    /* 32-element formats */
+    ROW(FMT_Q4_0, "q4_0", 32, 18, true, FMT_Q8_0, dequant_q4_0, NULL, quantize_q4_0, vec_dot_q4_0, NULL, NULL),
+    ROW(FMT_Q4_1, "q4_1", 32, 20, true, FMT_Q8_1, dequant_q4_1, NULL, quantize_q4_1, vec_dot_q4_1, NULL, NULL),
+    ROW(FMT_Q5_0, "q5_0", 32, 22, true, FMT_Q8_0, dequant_q5_0, NULL, quantize_q5_0, vec_dot_q5_0, NULL, NULL),
+    ROW(FMT_Q5_1, "q5_1", 32, 24, true, FMT_Q8_1, dequant_q5_1, NULL, quantize_q5_1, vec_dot_q5_1, NULL, NULL),
+    /* Q8_0 is both: x86 activation rounding for from_float, ggml's reference rounding for quantize */
+    ROW(FMT_Q8_0, "q8_0", 32, 34, true, FMT_Q8_0, dequant_q8_0, quantize_act_q8_0, quantize_q8_0, vec_dot_q8_0, NULL, NULL),
+    ROW(FMT_Q8_1, "q8_1", 32, 36, false, FMT_Q8_1, dequant_q8_1, quantize_act_q8_1, NULL, NULL, NULL, NULL),
+    ROW(FMT_IQ4_NL, "iq4_nl", 32, 18, true, FMT_Q8_0, dequant_iq4_nl, NULL, quantize_iq4_nl, vec_dot_iq4_nl, NULL, NULL),
+    ROW(FMT_MXFP4, "mxfp4", 32, 17, true, FMT_Q8_0, dequant_mxfp4, NULL, NULL, vec_dot_mxfp4, NULL, NULL),
+    /* K-quants */
+    ROW(FMT_Q2_K, "q2_K", 256, 84, true, FMT_Q8_K, dequant_q2_K, NULL, quantize_q2_K, vec_dot_q2_K, NULL, NULL),
+    ROW(FMT_Q3_K, "q3_K", 256, 110, true, FMT_Q8_K, dequant_q3_K, NULL, quantize_q3_K, vec_dot_q3_K, NULL, NULL),
+    ROW(FMT_Q4_K, "q4_K", 256, 144, true, FMT_Q8_K, dequant_q4_K, NULL, quantize_q4_K, vec_dot_q4_K, NULL, NULL),
+    ROW(FMT_Q5_K, "q5_K", 256, 176, true, FMT_Q8_K, dequant_q5_K, NULL, quantize_q5_K, vec_dot_q5_K, NULL, NULL),
+    ROW(FMT_Q6_K, "q6_K", 256, 210, true, FMT_Q8_K, dequant_q6_K, NULL, quantize_q6_K, vec_dot_q6_K, NULL, NULL),
+    ROW(FMT_Q8_K, "q8_K", 256, 292, false, FMT_Q8_K, dequant_q8_K, quantize_act_q8_K, NULL, NULL, NULL, NULL),
+    /* i-quants (read only, except IQ4_XS) */
+    ROW(FMT_IQ2_XXS, "iq2_xxs", 256, 66, true, FMT_Q8_K, dequant_iq2_xxs, NULL, NULL, vec_dot_iq2_xxs, NULL, NULL),
+    ROW(FMT_IQ2_XS, "iq2_xs", 256, 74, true, FMT_Q8_K, dequant_iq2_xs, NULL, NULL, vec_dot_iq2_xs, NULL, NULL),
+    ROW(FMT_IQ2_S, "iq2_s", 256, 82, true, FMT_Q8_K, dequant_iq2_s, NULL, NULL, vec_dot_iq2_s, NULL, NULL),
+    ROW(FMT_IQ3_XXS, "iq3_xxs", 256, 98, true, FMT_Q8_K, dequant_iq3_xxs, NULL, NULL, vec_dot_iq3_xxs, NULL, NULL),
+    ROW(FMT_IQ3_S, "iq3_s", 256, 110, true, FMT_Q8_K, dequant_iq3_s, NULL, NULL, vec_dot_iq3_s, NULL, NULL),
+    ROW(FMT_IQ4_XS, "iq4_xs", 256, 136, true, FMT_Q8_K, dequant_iq4_xs, NULL, quantize_iq4_xs, vec_dot_iq4_xs, NULL, NULL),
+    ROW(FMT_IQ1_S, "iq1_s", 256, 50, true, FMT_Q8_K, dequant_iq1_s, NULL, NULL, vec_dot_iq1_s, NULL, NULL),
+    ROW(FMT_IQ1_M, "iq1_m", 256, 56, true, FMT_Q8_K, dequant_iq1_m, NULL, NULL, vec_dot_iq1_m, NULL, NULL),
 };
+
+DotPath format_pick_path(const Format *f, int64_t rows, int64_t cols, int64_t n_act, bool expert) {
+    if (f->pick_path) return f->pick_path(rows, cols, n_act, expert);
+    return expert ? DOT_ID : n_act >= 2 ? DOT_GEMM : DOT_GEMV;
+}
 
 const Format *format_get(uint32_t id) {
     if (id >= FMT_COUNT || formats[id].name == NULL) return NULL;

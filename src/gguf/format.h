@@ -60,6 +60,20 @@ typedef void (*FormatFromFloat)(const float *src, void *dst, int64_t n);
  * scales per block, as ggml's generic kernels do; it is the spec the fast kernels are tested against. */
 typedef float (*FormatVecDot)(int64_t n, const void *w, const void *act);
 
+/* llama.cpp's CPU backend multiplies through different kernels that sum in different orders: vec_dot for
+ * one activation row, tinyBLAS or repacked GEMM kernels for batches, vec_dot again inside mul_mat_id
+ * (experts). A DotPath names the kernel whose order a dot product reproduces. */
+typedef enum DotPath {
+    DOT_GEMV = 0, /* mul_mat with one activation row */
+    DOT_GEMM = 1, /* mul_mat with ≥ 2 activation rows */
+    DOT_ID = 2,   /* mul_mat_id (expert matrices), any number of rows */
+} DotPath;
+typedef float (*FormatDotPath)(DotPath path, int64_t n, const void *w, const void *act);
+/* Which path llama.cpp takes for a matrix of `rows` × `cols` in this format multiplied with `n_act`
+ * activation rows (expert = through mul_mat_id): each format's kernels have their own conditions (tinyBLAS
+ * wants rows % 4 == 0, repacking wants rows % 8 == 0, ...). */
+typedef DotPath (*FormatPickPath)(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+
 typedef struct Format {
     FormatId id;
     const char *name;      /* ggml's name: "q4_K", "iq2_xxs", ... */
@@ -71,7 +85,12 @@ typedef struct Format {
     FormatFromFloat from_float; /* activation formats (and the float formats): ggml's CPU from_float */
     FormatFromFloat quantize;   /* weight quantizer for writing files (synth, tests); NULL if none */
     FormatVecDot vec_dot;       /* weights only: reference dot with a vec_dot_type activation row */
+    FormatDotPath dot_path;     /* the dot in the summation order of a given llama.cpp path; NULL = vec_dot */
+    FormatPickPath pick_path;   /* NULL: GEMM for ≥ 2 rows of a non-expert matrix, else GEMV / ID */
 } Format;
+
+/* The DotPath llama.cpp would take (the format's pick_path, or the default rule). */
+DotPath format_pick_path(const Format *f, int64_t rows, int64_t cols, int64_t n_act, bool expert);
 
 /* NULL for ids that are out of range or not in the table (removed or never-existing ggml types). */
 const Format *format_get(uint32_t id);

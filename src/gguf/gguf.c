@@ -246,6 +246,8 @@ static uint64_t bytes_hash(const char *s, uint64_t n);
 static uint64_t name_hash(const char *s) { return bytes_hash(s, strlen(s)); }
 
 static int build_index(Gguf *g, Err *err) {
+    if (g->n_tensors >= (int64_t)UINT32_MAX) /* the index stores i + 1 in 32 bits */
+        return err_set(err, "absurd tensor count %lld", (long long)g->n_tensors);
     uint64_t cap = 16;
     while (cap < (uint64_t)g->n_tensors * 2) cap *= 2;
     g->hash = calloc(cap, sizeof *g->hash);
@@ -255,9 +257,14 @@ static int build_index(Gguf *g, Err *err) {
         const char *name = g->tensors[i].name;
         uint64_t h = name_hash(name) & (cap - 1);
         while (g->hash[h]) {
-            if (strcmp(g->tensors[g->hash[h] - 1].name, name) == 0)
+            const GgufTensor *o = &g->tensors[g->hash[h] - 1];
+            if (strcmp(o->name, name) == 0) {
+                if (g->n_splits > 1)
+                    return err_set(err, "duplicate tensor name '%s' (tensors %u and %lld, in split parts %d and %d)",
+                                   name, g->hash[h] - 1, (long long)i, o->split + 1, g->tensors[i].split + 1);
                 return err_set(err, "duplicate tensor name '%s' (tensors %u and %lld)", name, g->hash[h] - 1,
                                (long long)i);
+            }
             h = (h + 1) & (cap - 1);
         }
         g->hash[h] = (uint32_t)(i + 1);
@@ -302,9 +309,10 @@ static const GgufValue *find_kv(const GgufKV *kv, int64_t n, const char *key) {
     return NULL;
 }
 
-/* Parses one file image. The first split keeps its metadata in g; later splits' metadata is parsed
- * (to validate it and read split.no / alignment) and then dropped. */
-static int parse_one(Gguf *g, int split, Err *err) {
+/* Parses one file image. The first split keeps its metadata in g; later splits' metadata is parsed (to
+ * validate it and read the split.* keys and the alignment), handed back through kv_out (it stays allocated
+ * until close) and otherwise ignored, as llama.cpp ignores it. */
+static int parse_one(Gguf *g, int split, const GgufKV **kv_out, int64_t *n_kv_out, Err *err) {
     const Split *sp = &g->splits[split];
     Cursor c = {sp->base, sp->size, 0, err, "header"};
     char magic[4];
@@ -319,13 +327,15 @@ static int parse_one(Gguf *g, int split, Err *err) {
     if (cur_u64(&c, &n_tensors)) return -1;
     c.what = "metadata count";
     if (cur_u64(&c, &n_kv)) return -1;
-    /* a kv needs >= 8 (key len) + 4 (type) + 1 bytes; a tensor record >= 8 + 4 + 8 + 4 + 8 */
-    if (n_kv > (c.size - c.pos) / 13)
-        return err_set(err, "absurd metadata count %llu for a %zu-byte file at byte offset 16",
-                       (unsigned long long)n_kv, c.size);
-    if (n_tensors > (c.size - c.pos) / 32 || n_tensors > UINT32_MAX - 1)
-        return err_set(err, "absurd tensor count %llu for a %zu-byte file at byte offset 8",
-                       (unsigned long long)n_tensors, c.size);
+    /* a kv needs >= 8 (key len) + 4 (type) + 1 bytes; a tensor record >= 8 + 4 + 8 + 4 + 8. A count that
+     * cannot fit is absurd, or the file is cut short: the message says both. */
+    size_t left = c.size - c.pos;
+    if (n_kv > left / 13 || n_kv > UINT32_MAX - 1)
+        return err_set(err, "absurd metadata count %llu: the %zu bytes after the header hold at most %zu entries "
+                            "(file truncated?) at byte offset 16", (unsigned long long)n_kv, left, left / 13);
+    if (n_tensors > left / 32 || n_tensors > UINT32_MAX - 1)
+        return err_set(err, "absurd tensor count %llu: the %zu bytes after the header hold at most %zu tensor records "
+                            "(file truncated?) at byte offset 8", (unsigned long long)n_tensors, left, left / 32);
 
     GgufKV *kv = NULL;
     uint32_t *keyset = NULL;
@@ -370,11 +380,9 @@ static int parse_one(Gguf *g, int split, Err *err) {
         g->alignment = alignment;
         g->kv = kv;
         g->n_kv = (int64_t)n_kv;
-    } else {
-        const GgufValue *no = find_kv(kv, (int64_t)n_kv, "split.no");
-        if (!no || !gguf_type_is_int(no->type) || (int64_t)no->u != split)
-            return err_set(err, "split part %d: split.no is missing or does not say %d", split + 1, split);
     }
+    *kv_out = kv;
+    *n_kv_out = (int64_t)n_kv;
 
     /* tensor directory */
     int64_t first = g->n_tensors;
@@ -459,8 +467,10 @@ static int parse_one(Gguf *g, int split, Err *err) {
         uint64_t end;
         if (!ck_add_u64(data_start, t->offset, &t->file_off) || !ck_add_u64(t->file_off, t->nbytes, &end) ||
             end > c.size)
-            return err_set(err, "tensor '%s': data [%llu, +%llu) lies outside the file (%zu bytes): file truncated?",
-                           t->name, (unsigned long long)t->file_off, (unsigned long long)t->nbytes, c.size);
+            return err_set(err, "tensor '%s': data (%llu bytes at offset %llu of the data section, which starts at "
+                                "byte %llu) lies outside the file (%zu bytes): file truncated?",
+                           t->name, (unsigned long long)t->nbytes, (unsigned long long)t->offset,
+                           (unsigned long long)data_start, c.size);
         t->data = sp->base + t->file_off;
     }
     return 0;
@@ -515,15 +525,18 @@ Gguf *gguf_open_memory(const void *data, size_t size, Err *err) {
     if (!g->splits) return gguf_close(g), err_set(err, "out of memory"), NULL;
     g->splits[0] = (Split){data, size, false};
     g->n_splits = 1;
-    if (parse_one(g, 0, err) || build_index(g, err)) {
+    const GgufKV *kv;
+    int64_t n_kv;
+    if (parse_one(g, 0, &kv, &n_kv, err) || build_index(g, err)) {
         gguf_close(g);
         return NULL;
     }
     return g;
 }
 
-/* Recognizes PREFIX-0000K-of-0000N.gguf; writes the prefix length and N. */
-static bool split_name(const char *path, size_t *prefix_len, int *count) {
+/* Recognizes PREFIX-0000K-of-0000N.gguf (llama.cpp's "%s-%05d-of-%05d.gguf", K counting from 1); writes the
+ * prefix length, K and N. */
+static bool split_name(const char *path, size_t *prefix_len, int *no, int *count) {
     size_t n = strlen(path);
     const char *suffix = "-00000-of-00000.gguf";
     size_t sl = strlen(suffix);
@@ -535,56 +548,95 @@ static bool split_name(const char *path, size_t *prefix_len, int *count) {
         } else if (s[i] != suffix[i]) return false;
     }
     *prefix_len = n - sl;
+    *no = atoi(s + 1);
     *count = atoi(s + 10);
-    return *count >= 1;
+    return true;
+}
+
+/* The split.* keys of one part, as llama.cpp's gguf-split writes them: every part carries split.no (u16,
+ * counting from 0), split.count (u16) and split.tensors.count (i32, the total over all parts); only the
+ * first part carries the model's metadata. Any integer type is accepted. Returns 1 if the key is present,
+ * 0 if absent, -1 (err set) if it is not an integer. */
+static int split_key(const GgufKV *kv, int64_t n_kv, const char *key, int64_t *out, Err *err) {
+    const GgufValue *v = find_kv(kv, n_kv, key);
+    if (!v) return 0;
+    if (!gguf_type_is_int(v->type))
+        return err_set(err, "metadata '%s' must be an integer, found %s", key, gguf_value_type_name(v->type));
+    bool is_unsigned = v->type == GGUF_TYPE_U8 || v->type == GGUF_TYPE_U16 || v->type == GGUF_TYPE_U32 ||
+                       v->type == GGUF_TYPE_U64;
+    *out = is_unsigned ? (v->u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v->u) : v->i;
+    return 1;
+}
+
+/* Checks one part's split.* keys against the file name (part k of count, from 0) and the first part. */
+static int check_split_part(const GgufKV *kv, int64_t n_kv, int k, int count, bool named_split, int64_t *tensors_count,
+                            Err *err) {
+    int64_t no = 0, declared = 1, tc;
+    int has_no = split_key(kv, n_kv, "split.no", &no, err);
+    int has_count = split_key(kv, n_kv, "split.count", &declared, err);
+    int has_tc = split_key(kv, n_kv, "split.tensors.count", &tc, err);
+    if (has_no < 0 || has_count < 0 || has_tc < 0) return -1;
+    if (!named_split) {
+        /* a lone file may carry split.count 0 or 1 (gguf-split --merge writes 0), never more */
+        if (has_count && declared > 1)
+            return err_set(err, "split.count says this is one of %lld parts, but the file is not named "
+                                "PREFIX-00001-of-%05lld.gguf", (long long)declared, (long long)declared);
+        return 0;
+    }
+    if (count > 1 && !has_count) return err_set(err, "named as one of %d parts but has no split.count key", count);
+    if (has_count && declared != count)
+        return err_set(err, "split.count says %lld parts, the file name says %d", (long long)declared, count);
+    if (k > 0 && !has_no) return err_set(err, "split part %d of %d has no split.no key", k + 1, count);
+    if (has_no && no != k)
+        return err_set(err, "split.no is %lld but the file name says part %d of %d (split.no %d)", (long long)no, k + 1,
+                       count, k);
+    if (has_tc) {
+        if (tc < 0) return err_set(err, "split.tensors.count is negative (%lld)", (long long)tc);
+        if (*tensors_count >= 0 && tc != *tensors_count)
+            return err_set(err, "split.tensors.count says %lld, the first part says %lld", (long long)tc,
+                           (long long)*tensors_count);
+        *tensors_count = tc;
+    }
+    return 0;
 }
 
 Gguf *gguf_open(const char *path, Err *err) {
     Gguf *g = calloc(1, sizeof *g);
     if (!g) return err_set(err, "out of memory"), NULL;
-    size_t prefix_len;
-    int count = 1;
-    bool is_split = split_name(path, &prefix_len, &count);
-    if (count > GGUF_MAX_SPLITS) {
+    size_t prefix_len = 0;
+    int no = 1, count = 1;
+    bool is_split = split_name(path, &prefix_len, &no, &count);
+    if (is_split && (count < 1 || count > GGUF_MAX_SPLITS || no < 1 || no > count)) {
         gguf_close(g);
-        return err_set(err, "'%s': %d split parts is more than %d", path, count, GGUF_MAX_SPLITS), NULL;
+        if (count < 1 || count > GGUF_MAX_SPLITS)
+            return err_set(err, "'%s': a split set of %d parts (1 to %d allowed)", path, count, GGUF_MAX_SPLITS), NULL;
+        return err_set(err, "'%s': part %d of %d does not exist (parts count from 1)", path, no, count), NULL;
     }
     g->splits = calloc((size_t)count, sizeof *g->splits);
     if (!g->splits) return gguf_close(g), err_set(err, "out of memory"), NULL;
+    int64_t tensors_count = -1; /* split.tensors.count, once a part has said it */
     for (int i = 0; i < count; i++) {
         char part[4096];
         if (is_split)
             snprintf(part, sizeof part, "%.*s-%05d-of-%05d.gguf", (int)prefix_len, path, i + 1, count);
         else
             snprintf(part, sizeof part, "%s", path);
-        if (map_file(part, &g->splits[i], err)) goto fail;
+        if (map_file(part, &g->splits[i], err)) {
+            if (is_split) err_prefix(err, "split part %d of %d", i + 1, count);
+            goto fail;
+        }
         g->n_splits = i + 1;
-        if (parse_one(g, i, err)) {
+        const GgufKV *kv;
+        int64_t n_kv;
+        if (parse_one(g, i, &kv, &n_kv, err) || check_split_part(kv, n_kv, i, count, is_split, &tensors_count, err)) {
             err_prefix(err, "%s", part);
             goto fail;
         }
-        if (i == 0 && is_split) {
-            /* a file named like a split must say so, and agree on the count */
-            uint32_t declared = 0;
-            const GgufValue *v = gguf_get(g, "split.count");
-            if (v && gguf_type_is_int(v->type)) declared = (uint32_t)v->u;
-            if (v && declared != (uint32_t)count) {
-                err_set(err, "%s: split.count says %u parts, the file name says %d", part, declared, count);
-                goto fail;
-            }
-            if (!v && count > 1) {
-                err_set(err, "%s: named as part of %d but has no split.count key", part, count);
-                goto fail;
-            }
-        }
     }
-    if (is_split) {
-        const GgufValue *v = gguf_get(g, "split.tensors.count");
-        if (v && gguf_type_is_int(v->type) && (int64_t)v->u != g->n_tensors) {
-            err_set(err, "%s: split.tensors.count says %llu tensors, the %d parts hold %lld", path,
-                    (unsigned long long)v->u, count, (long long)g->n_tensors);
-            goto fail;
-        }
+    if (is_split && tensors_count >= 0 && tensors_count != g->n_tensors) {
+        err_set(err, "%s: split.tensors.count says %lld tensors, the %d parts hold %lld", path, (long long)tensors_count,
+                count, (long long)g->n_tensors);
+        goto fail;
     }
     if (build_index(g, err)) {
         err_prefix(err, "%s", path);
@@ -626,19 +678,17 @@ static const GgufValue *lookup(const Gguf *g, const char *key, bool required, Er
     return v;
 }
 
-/* integer value of v as int64 with range info; false if not an integer type or out of int64 range */
-static bool value_int(const GgufValue *v, int64_t *out, bool *neg) {
-    if (!gguf_type_is_int(v->type)) return false;
+/* The integer value of v as int64 for a getter that returns `target`: -1 (err names the key) if v is not an
+ * integer or (a u64 past INT64_MAX) cannot be one. */
+static int value_int(const GgufValue *v, const char *key, const char *target, int64_t *out, Err *err) {
+    if (!gguf_type_is_int(v->type))
+        return err_set(err, "metadata '%s' must be an integer, found %s", key, gguf_value_type_name(v->type));
     bool is_unsigned = v->type == GGUF_TYPE_U8 || v->type == GGUF_TYPE_U16 || v->type == GGUF_TYPE_U32 ||
                        v->type == GGUF_TYPE_U64;
-    if (is_unsigned) {
-        if (v->u > (uint64_t)INT64_MAX) return false;
-        *out = (int64_t)v->u;
-    } else {
-        *out = v->i;
-    }
-    *neg = *out < 0;
-    return true;
+    if (is_unsigned && v->u > (uint64_t)INT64_MAX)
+        return err_set(err, "metadata '%s' = %llu is out of range for %s", key, (unsigned long long)v->u, target);
+    *out = is_unsigned ? (int64_t)v->u : v->i;
+    return 0;
 }
 
 int gguf_get_u32(const Gguf *g, const char *key, uint32_t *out, bool required, Err *err) {
@@ -646,9 +696,8 @@ int gguf_get_u32(const Gguf *g, const char *key, uint32_t *out, bool required, E
     const GgufValue *v = lookup(g, key, required, err, &rc);
     if (rc != 1) return rc;
     int64_t x;
-    bool neg;
-    if (!value_int(v, &x, &neg)) return err_set(err, "metadata '%s' must be an integer, found %s", key, gguf_value_type_name(v->type));
-    if (neg || x > UINT32_MAX) return err_set(err, "metadata '%s' = %lld is out of range for u32", key, (long long)x);
+    if (value_int(v, key, "u32", &x, err)) return -1;
+    if (x < 0 || x > UINT32_MAX) return err_set(err, "metadata '%s' = %lld is out of range for u32", key, (long long)x);
     *out = (uint32_t)x;
     return 1;
 }
@@ -657,8 +706,9 @@ int gguf_get_i64(const Gguf *g, const char *key, int64_t *out, bool required, Er
     int rc;
     const GgufValue *v = lookup(g, key, required, err, &rc);
     if (rc != 1) return rc;
-    bool neg;
-    if (!value_int(v, out, &neg)) return err_set(err, "metadata '%s' must be an integer, found %s", key, gguf_value_type_name(v->type));
+    int64_t x;
+    if (value_int(v, key, "i64", &x, err)) return -1;
+    *out = x;
     return 1;
 }
 
@@ -704,9 +754,14 @@ int64_t gguf_arr_i64(const GgufArray *a, uint64_t i) {
     GgufValue v;
     scalar_from_raw(a->type, a->raw + i * gguf_value_type_size(a->type), &v);
     switch (a->type) {
-    case GGUF_TYPE_F32: case GGUF_TYPE_F64: return (int64_t)v.f;
+    case GGUF_TYPE_F32: case GGUF_TYPE_F64:
+        /* converting a NaN or out-of-range float to an integer is undefined behaviour: saturate instead */
+        if (v.f != v.f) return 0;
+        if (v.f >= 9223372036854775808.0) return INT64_MAX;
+        if (v.f < -9223372036854775808.0) return INT64_MIN;
+        return (int64_t)v.f;
     case GGUF_TYPE_I8: case GGUF_TYPE_I16: case GGUF_TYPE_I32: case GGUF_TYPE_I64: return v.i;
-    default: return (int64_t)v.u;
+    default: return v.u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v.u;
     }
 }
 

@@ -5,18 +5,21 @@
 #include "gguf/format.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* One metadata entry. Keys and strings are kept as bytes with a length, so entries copied from a file
+ * (gguf_w_copy_kv) survive byte for byte, NULs included. */
 typedef struct WKV {
-    char *key;
+    char *key; /* key_len bytes (+ a NUL) */
+    size_t key_len;
     GgufValueType type;
     GgufValueType elem; /* arrays */
     uint64_t n;         /* arrays: element count */
-    uint8_t *bytes;     /* scalar value, packed scalar array, or string bytes */
+    uint8_t *bytes;     /* scalar value, string bytes, or an array's elements exactly as GGUF stores them */
     size_t nbytes;
-    char **strs; /* string arrays */
 } WKV;
 
 typedef struct WTensor {
@@ -50,16 +53,13 @@ void gguf_writer_free(GgufWriter *w) {
     for (size_t i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key);
         free(w->kv[i].bytes);
-        if (w->kv[i].strs)
-            for (uint64_t j = 0; j < w->kv[i].n; j++) free(w->kv[i].strs[j]);
-        free(w->kv[i].strs);
     }
     free(w->kv);
     free(w->t);
     free(w);
 }
 
-static WKV *add_kv(GgufWriter *w, const char *key, GgufValueType type) {
+static WKV *add_kv_n(GgufWriter *w, const char *key, size_t key_len, GgufValueType type) {
     if (w->n_kv == w->cap_kv) {
         size_t cap = w->cap_kv ? w->cap_kv * 2 : 32;
         WKV *kv = realloc(w->kv, cap * sizeof *kv);
@@ -69,19 +69,26 @@ static WKV *add_kv(GgufWriter *w, const char *key, GgufValueType type) {
     }
     WKV *e = &w->kv[w->n_kv];
     memset(e, 0, sizeof *e);
-    e->key = strdup(key);
+    e->key = malloc(key_len + 1);
     if (!e->key) return NULL;
+    memcpy(e->key, key, key_len);
+    e->key[key_len] = '\0';
+    e->key_len = key_len;
     e->type = type;
     w->n_kv++;
     return e;
 }
 
-static int add_scalar(GgufWriter *w, const char *key, GgufValueType t, const void *v, size_t n) {
-    WKV *e = add_kv(w, key, t);
+/* An entry whose value is the n bytes at v (v may be NULL when n is 0: an empty array). */
+static int add_bytes_n(GgufWriter *w, const char *key, size_t key_len, GgufValueType t, const void *v, size_t n) {
+    WKV *e = add_kv_n(w, key, key_len, t);
     if (!e || !(e->bytes = malloc(n ? n : 1))) return -1;
-    memcpy(e->bytes, v, n);
+    if (n) memcpy(e->bytes, v, n);
     e->nbytes = n;
     return 0;
+}
+static int add_scalar(GgufWriter *w, const char *key, GgufValueType t, const void *v, size_t n) {
+    return add_bytes_n(w, key, strlen(key), t, v, n);
 }
 
 int gguf_w_u32(GgufWriter *w, const char *key, uint32_t v) { return add_scalar(w, key, GGUF_TYPE_U32, &v, 4); }
@@ -105,55 +112,95 @@ int gguf_w_arr(GgufWriter *w, const char *key, GgufValueType elem_type, const vo
     return 0;
 }
 
-int gguf_w_arr_str(GgufWriter *w, const char *key, const char *const *strs, uint64_t n) {
-    WKV *e = add_kv(w, key, GGUF_TYPE_ARRAY);
-    if (!e) return -1;
-    e->elem = GGUF_TYPE_STRING;
-    e->strs = calloc(n ? n : 1, sizeof *e->strs);
-    if (!e->strs) return -1;
-    e->n = n;
-    for (uint64_t i = 0; i < n; i++)
-        if (!(e->strs[i] = strdup(strs[i]))) return -1;
+/* A growing byte buffer, for serializing string arrays and arrays of arrays. */
+typedef struct Bytes {
+    uint8_t *p;
+    size_t len, cap;
+} Bytes;
+
+static int bytes_put(Bytes *b, const void *p, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n) cap *= 2;
+        uint8_t *q = realloc(b->p, cap);
+        if (!q) return -1;
+        b->p = q;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->len, p, n);
+    b->len += n;
     return 0;
+}
+
+/* Appends the elements of a exactly as GGUF stores them (without a's own type and count). */
+static int bytes_elems(Bytes *b, const GgufArray *a) {
+    if (a->type == GGUF_TYPE_STRING) {
+        for (uint64_t i = 0; i < a->n; i++) {
+            uint64_t l = a->strs[i].len;
+            if (bytes_put(b, &l, 8) || bytes_put(b, a->strs[i].ptr, (size_t)l)) return -1;
+        }
+        return 0;
+    }
+    if (a->type == GGUF_TYPE_ARRAY) {
+        for (uint64_t i = 0; i < a->n; i++) {
+            const GgufArray *x = &a->items[i].arr;
+            uint32_t t = x->type;
+            if (bytes_put(b, &t, 4) || bytes_put(b, &x->n, 8) || bytes_elems(b, x)) return -1;
+        }
+        return 0;
+    }
+    return bytes_put(b, a->raw, (size_t)a->n * gguf_value_type_size(a->type));
+}
+
+/* An array entry taking ownership of its serialized elements (freed here on failure). */
+static int add_array(GgufWriter *w, const char *key, size_t key_len, GgufValueType elem, uint64_t n, Bytes *b) {
+    WKV *e = add_kv_n(w, key, key_len, GGUF_TYPE_ARRAY);
+    if (!e) {
+        free(b->p);
+        return -1;
+    }
+    e->elem = elem;
+    e->n = n;
+    e->bytes = b->p; /* NULL for no bytes: emit writes none */
+    e->nbytes = b->len;
+    return 0;
+}
+
+int gguf_w_arr_str(GgufWriter *w, const char *key, const char *const *strs, uint64_t n) {
+    Bytes b = {NULL, 0, 0};
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t l = strlen(strs[i]);
+        if (bytes_put(&b, &l, 8) || bytes_put(&b, strs[i], (size_t)l)) {
+            free(b.p);
+            return -1;
+        }
+    }
+    return add_array(w, key, strlen(key), GGUF_TYPE_STRING, n, &b);
 }
 
 int gguf_w_copy_kv(GgufWriter *w, const Gguf *g, const char *const *skip, int n_skip) {
     for (int64_t i = 0; i < gguf_n_kv(g); i++) {
         const GgufKV *kv = gguf_kv(g, i);
-        char key[512];
-        gguf_str_copy(kv->key, key, sizeof key);
-        int drop = 0;
-        for (int s = 0; s < n_skip; s++) drop |= strncmp(key, skip[s], strlen(skip[s])) == 0;
+        const char *key = kv->key.ptr;
+        size_t kl = (size_t)kv->key.len;
+        /* the writer owns the alignment (see emit) */
+        bool drop = gguf_str_eq(kv->key, "general.alignment");
+        for (int s = 0; s < n_skip; s++) drop |= kl >= strlen(skip[s]) && memcmp(key, skip[s], strlen(skip[s])) == 0;
         if (drop) continue;
         const GgufValue *v = &kv->val;
         int rc = 0;
         switch (v->type) {
-        case GGUF_TYPE_STRING: {
-            WKV *e = add_kv(w, key, GGUF_TYPE_STRING);
-            if (!e || !(e->bytes = malloc(v->s.len ? v->s.len : 1))) return -1;
-            memcpy(e->bytes, v->s.ptr, v->s.len);
-            e->nbytes = v->s.len;
+        case GGUF_TYPE_STRING: rc = add_bytes_n(w, key, kl, GGUF_TYPE_STRING, v->s.ptr, (size_t)v->s.len); break;
+        case GGUF_TYPE_ARRAY: {
+            /* kept as the bytes of its elements; emit writes them verbatim */
+            Bytes b = {NULL, 0, 0};
+            if (bytes_elems(&b, &v->arr)) {
+                free(b.p);
+                return -1;
+            }
+            rc = add_array(w, key, kl, v->arr.type, v->arr.n, &b);
             break;
         }
-        case GGUF_TYPE_ARRAY:
-            if (v->arr.type == GGUF_TYPE_STRING) {
-                WKV *e = add_kv(w, key, GGUF_TYPE_ARRAY);
-                if (!e) return -1;
-                e->elem = GGUF_TYPE_STRING;
-                e->n = v->arr.n;
-                e->strs = calloc(v->arr.n ? v->arr.n : 1, sizeof *e->strs);
-                if (!e->strs) return -1;
-                for (uint64_t j = 0; j < v->arr.n; j++) {
-                    e->strs[j] = malloc(v->arr.strs[j].len + 1);
-                    if (!e->strs[j]) return -1;
-                    gguf_str_copy(v->arr.strs[j], e->strs[j], v->arr.strs[j].len + 1);
-                }
-            } else if (v->arr.type == GGUF_TYPE_ARRAY) {
-                continue; /* nested arrays are not produced by any model file deltallm copies from */
-            } else {
-                rc = gguf_w_arr(w, key, v->arr.type, v->arr.raw, v->arr.n);
-            }
-            break;
         default: {
             uint8_t raw[8];
             size_t n = gguf_value_type_size(v->type);
@@ -163,7 +210,7 @@ int gguf_w_copy_kv(GgufWriter *w, const Gguf *g, const char *const *skip, int n_
             case GGUF_TYPE_I8: case GGUF_TYPE_I16: case GGUF_TYPE_I32: case GGUF_TYPE_I64: memcpy(raw, &v->i, n); break;
             default: memcpy(raw, &v->u, n); break;
             }
-            rc = add_scalar(w, key, v->type, raw, n);
+            rc = add_bytes_n(w, key, kl, v->type, raw, n);
         }
         }
         if (rc) return -1;
@@ -226,7 +273,7 @@ static int put(Sink *s, const void *p, size_t n) {
         s->buf = b;
         s->cap = cap;
     }
-    memcpy(s->buf + s->len, p, n);
+    if (n) memcpy(s->buf + s->len, p, n); /* p may be NULL when n is 0 (an empty array's elements) */
     s->len += n;
     return 0;
 }
@@ -246,29 +293,36 @@ static int pad_to(Sink *s, uint64_t pos, uint32_t align) {
 
 static int emit(GgufWriter *w, Sink *s) {
     uint64_t pos = 0;
-    if (put(s, "GGUF", 4) || put_u32(s, 3) || put_u64(s, w->n_t) || put_u64(s, w->n_kv)) return -1;
-    pos += 24;
+    /* Readers compute the data offset from general.alignment (32 when absent), so a writer with another
+     * alignment must say so; a general.alignment the caller set must agree with the writer's. */
+    bool add_align = w->alignment != GGUF_DEFAULT_ALIGNMENT;
     for (size_t i = 0; i < w->n_kv; i++) {
         const WKV *e = &w->kv[i];
-        size_t kl = strlen(e->key);
+        if (e->key_len != 17 || memcmp(e->key, "general.alignment", 17) != 0) continue;
+        uint32_t a = 0;
+        if (e->type == GGUF_TYPE_U32) memcpy(&a, e->bytes, 4);
+        if (a != w->alignment)
+            return err_set(s->err, "writer: general.alignment must be the u32 %u the writer aligns to", w->alignment);
+        add_align = false;
+    }
+    if (put(s, "GGUF", 4) || put_u32(s, 3) || put_u64(s, w->n_t) || put_u64(s, w->n_kv + add_align)) return -1;
+    pos += 24;
+    if (add_align) {
+        const char *k = "general.alignment";
+        if (put_str(s, k, strlen(k)) || put_u32(s, GGUF_TYPE_U32) || put_u32(s, w->alignment)) return -1;
+        pos += 8 + strlen(k) + 4 + 4;
+    }
+    for (size_t i = 0; i < w->n_kv; i++) {
+        const WKV *e = &w->kv[i];
+        size_t kl = e->key_len;
         if (put_str(s, e->key, kl) || put_u32(s, e->type)) return -1;
         pos += 8 + kl + 4;
         if (e->type == GGUF_TYPE_STRING) {
             if (put_str(s, (const char *)e->bytes, e->nbytes)) return -1;
             pos += 8 + e->nbytes;
         } else if (e->type == GGUF_TYPE_ARRAY) {
-            if (put_u32(s, e->elem) || put_u64(s, e->n)) return -1;
-            pos += 12;
-            if (e->elem == GGUF_TYPE_STRING) {
-                for (uint64_t j = 0; j < e->n; j++) {
-                    size_t l = strlen(e->strs[j]);
-                    if (put_str(s, e->strs[j], l)) return -1;
-                    pos += 8 + l;
-                }
-            } else {
-                if (put(s, e->bytes, e->nbytes)) return -1;
-                pos += e->nbytes;
-            }
+            if (put_u32(s, e->elem) || put_u64(s, e->n) || put(s, e->bytes, e->nbytes)) return -1;
+            pos += 12 + e->nbytes;
         } else {
             if (put(s, e->bytes, e->nbytes)) return -1;
             pos += e->nbytes;

@@ -25,6 +25,7 @@ typedef struct MatW {
     uint32_t type;
     int64_t cols, rows; /* ggml ne[0] (input width), ne[1] (outputs) */
     size_t row_bytes;
+    bool gemv; /* multiplied row by row even in a batch, as llama.cpp's mul_mat_id does (experts) */
 } MatW;
 
 typedef enum MatMode {
@@ -45,6 +46,8 @@ typedef struct OpCtx {
 
 /* Scratch an OpCtx needs for matmuls of up to `rows` activation rows of up to `cols` elements. */
 size_t ops_scratch_bytes(int64_t rows, int64_t cols, int n_threads);
+/* Scratch the attention op needs for a context of n_ctx tokens (the OpCtx scratch must cover both). */
+size_t attention_scratch_bytes(int n_ctx, int n_threads);
 
 /* ---- delta-net scan ---------------------------------------------------------------------------------- */
 
@@ -112,10 +115,17 @@ void attention_ref(const OpCtx *c, const AttnArgs *a);
 void op_rmsnorm(const float *x, const float *w, int n, float eps, float *y);
 /* y = x / max(‖x‖₂, eps); y may alias x. */
 void op_l2norm(const float *x, int n, float eps, float *y);
-float op_silu(float x);
-float op_sigmoid(float x);
+float op_silu(float x);    /* libm expf */
+float op_sigmoid(float x); /* libm expf, as ggml */
 float op_softplus(float x);
-/* softmax in place over n (max-subtracted, sum in double). */
+/* exp(x) as ggml-cpu's vector exp computes it on AVX-512 machines (a polynomial, ≤ 1.5 ulp from expf; the
+ * same value on any machine deltallm runs on). */
+float op_expf_poly(float x);
+/* Row functions that reproduce ggml-cpu's SIMD arithmetic: 16-element chunks through op_expf_poly, the
+ * tail through libm expf — which is what llama.cpp computes for SiLU, SwiGLU and softmax rows. */
+void op_silu_row(const float *x, float *y, int n);
+void op_swiglu_row(const float *g, const float *u, float *y, int n); /* y = silu(g) · u; y may alias g */
+/* softmax in place over n: max-subtracted, per-chunk sums added in double, scaled by 1/sum. */
 void op_softmax(float *x, int n);
 /* NeoX rotation of the first n_rot dims of one head vector (pairs i, i + n_rot/2) at position pos, with
  * ggml's iterative angle computation; dims ≥ n_rot pass through. sections (4 ints) selects IMROPE's sector

@@ -20,7 +20,8 @@ static int get_uniform(const Gguf *g, const char *arch, const char *suffix, int 
     const GgufValue *v = gguf_get(g, key);
     if (v && v->type == GGUF_TYPE_ARRAY) {
         const GgufArray *a = &v->arr;
-        if (!a->raw || a->n == 0) return err_set(err, "metadata '%s' must be an integer or an array of integers", key);
+        if (!a->raw || a->n == 0 || !gguf_type_is_int(a->type))
+            return err_set(err, "metadata '%s' must be an integer or an array of integers", key);
         if (n_layer > 0 && a->n != (uint64_t)n_layer)
             return err_set(err, "metadata '%s' has %llu entries, block_count is %d", key, (unsigned long long)a->n, n_layer);
         int64_t first = gguf_arr_i64(a, 0);
@@ -107,14 +108,21 @@ int model_config_read(ModelConfig *c, const Gguf *g, Err *err) {
         snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
         const GgufValue *v = gguf_get(g, key);
         if (!v) return err_set(err, "missing required metadata key '%s'", key);
+        int64_t sec[4] = {0, 0, 0, 0};
         if (v->type == GGUF_TYPE_ARRAY && v->arr.raw && gguf_type_is_int(v->arr.type)) {
-            for (uint64_t i = 0; i < v->arr.n && i < 4; i++) c->rope_sections[i] = (int)gguf_arr_i64(&v->arr, i);
+            for (uint64_t i = 0; i < v->arr.n && i < 4; i++) sec[i] = gguf_arr_i64(&v->arr, i);
         } else if (gguf_type_is_int(v->type)) {
-            c->rope_sections[0] = (int)v->i;
+            if (gguf_get_i64(g, key, &sec[0], true, err) < 0) return -1;
         } else {
             return err_set(err, "metadata '%s' must be an integer array", key);
         }
-        for (int i = 0; i < 4; i++) CHECK_RANGE(c->rope_sections[i], 0, 4096, "rope.dimension_sections");
+        /* range-check before narrowing to int */
+        for (int i = 0; i < 4; i++) {
+            if (sec[i] < 0 || sec[i] > 4096)
+                return err_set(err, "%s: rope.dimension_sections[%d] = %lld is out of range [0, 4096]", a, i,
+                               (long long)sec[i]);
+            c->rope_sections[i] = (int)sec[i];
+        }
     }
 
     /* gated delta net */
@@ -143,8 +151,13 @@ int model_config_read(ModelConfig *c, const Gguf *g, Err *err) {
     char key[160];
     snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
     const GgufValue *rl = gguf_get(g, key);
-    if (rl) {
-        if (rl->type != GGUF_TYPE_ARRAY || !rl->arr.raw || rl->arr.n != (uint64_t)L)
+    if (rl && rl->type != GGUF_TYPE_ARRAY) {
+        /* a scalar applies to every layer, as llama.cpp's get_key_or_arr reads it */
+        if (rl->type != GGUF_TYPE_BOOL && !gguf_type_is_int(rl->type))
+            return err_set(err, "metadata '%s' must be a flag or an array of %d flags", key, L);
+        for (int i = 0; i < L; i++) c->recurrent[i] = i < c->n_layer && rl->u != 0;
+    } else if (rl) {
+        if (!rl->arr.raw || rl->arr.n != (uint64_t)L || (rl->arr.type != GGUF_TYPE_BOOL && !gguf_type_is_int(rl->arr.type)))
             return err_set(err, "metadata '%s' must be an array of %d flags", key, L);
         for (int i = 0; i < L; i++) c->recurrent[i] = i < c->n_layer && gguf_arr_i64(&rl->arr, (uint64_t)i) != 0;
     } else {

@@ -27,6 +27,8 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     if (opt.max_batch < 1 || opt.max_batch > 65536)
         return err_set(err, "batch size %d out of range [1, 65536]", opt.max_batch), NULL;
     if (opt.max_seqs < 1) opt.max_seqs = 1;
+    if (opt.max_ctx < 1 || opt.max_ctx > (1 << 24))
+        return err_set(err, "context size %d out of range [1, %d]", opt.max_ctx, 1 << 24), NULL;
     if (opt.max_seqs > opt.max_batch) opt.max_seqs = opt.max_batch;
     Forward *f = calloc(1, sizeof *f);
     if (!f) return err_set(err, "out of memory"), NULL;
@@ -34,6 +36,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     f->ops = opt.ops ? opt.ops : &ops_ref;
     f->max_batch = opt.max_batch;
     f->max_seqs = opt.max_seqs;
+    f->max_ctx = opt.max_ctx;
     f->algo = opt.algo;
     f->chunk_min_tokens = 1 << 30; /* AUTO: see forward_deltanet_algo */
     if (f->algo == DELTANET_AUTO) {
@@ -87,6 +90,8 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     /* widest activation row any matmul sees, for the quantized-activation scratch */
     int64_t max_cols = max64(max64((int64_t)E, (int64_t)val), max64((int64_t)HD, (int64_t)maxF));
     size_t scratch = ops_scratch_bytes((int64_t)R, max_cols, n_threads);
+    const size_t attn_scratch = attention_scratch_bytes(opt.max_ctx, n_threads);
+    if (attn_scratch > scratch) scratch = attn_scratch;
     size_t total = ALIGN64(scratch);
     for (size_t i = 0; i < n_specs; i++)
         total += ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * specs[i].elem_size);
@@ -179,6 +184,8 @@ int forward_batch(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
             return err_set(err, "bad logits request (%d rows of %d tokens)", q->n_out, q->n_tokens);
         if (q->n_tokens > f->max_batch - rows)
             return err_set(err, "batch of more than %d tokens (the batch size)", f->max_batch);
+        if (q->state->n_ctx > f->max_ctx)
+            return err_set(err, "a sequence of context %d on a forward pass sized for %d", q->state->n_ctx, f->max_ctx);
         if (q->n_tokens > q->state->n_ctx - q->state->n_past)
             return err_set(err, "context full: %d tokens + %d new exceed the context size %d", q->state->n_past,
                            q->n_tokens, q->state->n_ctx);

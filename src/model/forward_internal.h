@@ -49,7 +49,7 @@ struct Forward {
     OpCtx oc;
     Pool *pool;
     Dump *dump;
-    int max_batch, max_seqs;
+    int max_batch, max_seqs, max_ctx;
     DeltaNetAlgo algo;
     int chunk_min_tokens; /* AUTO: chunked form from this many tokens of one sequence */
 

@@ -9,15 +9,16 @@
 
 #include <string.h>
 
-static void swiglu(float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) g[i] = op_silu(g[i]) * u[i];
+/* g = silu(g)·u over rows rows of width n, row by row as ggml does */
+static void swiglu(float *g, const float *u, int rows, int n) {
+    for (int64_t r = 0; r < rows; r++) op_swiglu_row(g + r * n, u + r * n, g + r * n, n);
 }
 
 static void ffn_dense(Forward *f, Bufs *b, const LayerW *l) {
     const int R = f->rows, F = f->m->cfg.n_ff;
     f->ops->matmul(&f->oc, &l->ffn_gate, b->h, R, b->fg);
     f->ops->matmul(&f->oc, &l->ffn_up, b->h, R, b->fu);
-    swiglu(b->fg, b->fu, (int64_t)R * F);
+    swiglu(b->fg, b->fu, R, F);
     f->ops->matmul(&f->oc, &l->ffn_down, b->fg, R, b->tmp);
 }
 
@@ -74,7 +75,7 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
         const MatW gate = expert_mat(&l->gate_exps, e), up = expert_mat(&l->up_exps, e), down = expert_mat(&l->down_exps, e);
         ops->matmul(oc, &gate, b->gx, n, b->fg);
         ops->matmul(oc, &up, b->gx, n, b->fu);
-        swiglu(b->fg, b->fu, (int64_t)n * Fe);
+        swiglu(b->fg, b->fu, n, Fe);
         ops->matmul(oc, &down, b->fg, n, b->gx); /* gx is consumed: reuse it for the outputs */
         for (int i = 0; i < n; i++)
             memcpy(b->eo + (int64_t)b->erows[i] * E, b->gx + (int64_t)i * E, sizeof(float) * (size_t)E);
@@ -93,7 +94,7 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
     /* shared expert */
     ops->matmul(oc, &l->gate_shexp, b->h, R, b->fg);
     ops->matmul(oc, &l->up_shexp, b->h, R, b->fu);
-    swiglu(b->fg, b->fu, (int64_t)R * Fs);
+    swiglu(b->fg, b->fu, R, Fs);
     ops->matmul(oc, &l->down_shexp, b->fg, R, b->tmp2);
     fwd_dump(f, "ffn_shexp", il, b->tmp2, E, R, 1, 1);
     ops->matmul(oc, &l->shexp_gate, b->h, R, b->sgate);

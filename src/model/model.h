@@ -26,7 +26,7 @@ typedef struct ExpertW {
 } ExpertW;
 
 static inline MatW expert_mat(const ExpertW *x, int e) {
-    MatW m = {x->data + (size_t)e * x->expert_bytes + x->offset, x->type, x->cols, x->rows, x->row_bytes};
+    MatW m = {x->data + (size_t)e * x->expert_bytes + x->offset, x->type, x->cols, x->rows, x->row_bytes, true};
     return m;
 }
 
@@ -119,6 +119,7 @@ typedef struct Forward Forward;
 typedef struct ForwardOptions {
     int max_batch;       /* largest number of tokens per forward call, all sequences together (the ubatch) */
     int max_seqs;        /* most sequences in one call (0 = 1) */
+    int max_ctx;         /* largest context (SeqState n_ctx) used with this Forward */
     MatMode mode;        /* MATMUL_GGML (default) or MATMUL_EXACT */
     DeltaNetAlgo algo;   /* AUTO picks by T */
     int n_threads;       /* 0 = all CPUs */

@@ -1,9 +1,12 @@
 /* conv_attn_ref.c — reference causal depthwise conv + SiLU, and reference causal attention (ops.h).
  *
- * The conv follows ggml's SSM_CONV: a plain float sum over the K taps, oldest first, then SiLU. The
- * attention computes, per query row, max, Σexp (in double) and the probability-weighted sum of V, as
- * ggml's non-flash path does with an F32 cache; it recomputes the scores instead of keeping a row buffer. */
+ * The conv follows ggml's SSM_CONV: a plain float sum over the K taps, oldest first, then SiLU per token
+ * row. The attention follows ggml's non-flash path with an F32 cache (see attn_rows). */
 #include "kernels/ops.h"
+
+#include "base/fdot.h"
+
+#include "base/err.h"
 
 #include <math.h>
 #include <string.h>
@@ -27,55 +30,68 @@ static void conv_channels(void *ctx, int64_t b, int64_t e, int thread) {
         for (int t = 0; t < j->T; t++) {
             win[K - 1] = j->x[(int64_t)t * j->C + c];
             float acc = 0.0f;
-            for (int i = 0; i < K; i++) acc += w[i] * win[i];
-            j->y[(int64_t)t * j->C + c] = op_silu(acc);
+            for (int i = 0; i < K; i++) acc = fmaf(win[i], w[i], acc); /* ggml's build fuses this */
+            j->y[(int64_t)t * j->C + c] = acc;
             for (int i = 0; i < K - 1; i++) win[i] = win[i + 1];
         }
         for (int i = 0; i < K - 1; i++) st[i] = win[i];
     }
 }
 
+/* SiLU row by row (ggml applies it to each token's row of C channels) */
+static void silu_rows(void *ctx, int64_t b, int64_t e, int thread) {
+    const ConvJob *j = ctx;
+    for (int64_t t = b; t < e; t++) op_silu_row(j->y + t * j->C, j->y + t * j->C, j->C);
+}
+
 void conv_silu_ref(const OpCtx *c, const float *x, int T, int C, int K, const float *w, float *state, float *y) {
     ConvJob j = {x, w, T, C, K, state, y};
     if (K > MAX_TAPS) return; /* refused at model load */
     pool_for(c->pool, C, 64, conv_channels, &j);
+    pool_for(c->pool, T, 1, silu_rows, &j);
 }
 
 typedef struct AttnJob {
     const AttnArgs *a;
+    float *scratch; /* per thread: [n_pad] probabilities + [n_pad] gathered V column */
+    int64_t n_pad;
 } AttnJob;
 
-static float dotf(const float *a, const float *b, int n) {
-    double s = 0.0;
-    for (int i = 0; i < n; i++) s += (double)a[i] * (double)b[i];
-    return (float)s;
-}
-
+/* One query row as ggml's non-flash path computes it with an F32 cache: kq = K·q (ggml_vec_dot_f32: q is a
+ * permuted view, which keeps tinyBLAS out), softmax over the cache row padded to 256 (masked entries are
+ * 0), then each output dim as the dot of the transposed V column with the probabilities over the padded
+ * length (tinyBLAS order for batches of ≥ 2 queries, ggml_vec_dot_f32 for one). */
 static void attn_rows(void *ctx, int64_t b, int64_t e, int thread) {
-    const AttnArgs *a = ((const AttnJob *)ctx)->a;
+    const AttnJob *j = ctx;
+    const AttnArgs *a = j->a;
     const int d = a->d, group = a->n_head / a->n_head_kv;
     const int64_t kv_stride = (int64_t)a->n_head_kv * d;
+    float *p = j->scratch + (int64_t)thread * 2 * j->n_pad, *vcol = p + j->n_pad;
     for (int64_t r = b; r < e; r++) { /* r = t * n_head + h */
         const int t = (int)(r / a->n_head), h = (int)(r % a->n_head), hk = h / group;
         const float *q = a->q + r * d;
         float *out = a->out + r * d;
         const int n_keys = a->pos0 + t + 1;
+        const int n_pad = (n_keys + 255) / 256 * 256;
         const float *k0 = a->k + (int64_t)hk * d, *v0 = a->v + (int64_t)hk * d;
-        float max = -INFINITY;
-        for (int tau = 0; tau < n_keys; tau++) max = fmaxf(max, dotf(q, k0 + tau * kv_stride, d) * a->scale);
-        double sum = 0.0;
-        for (int tau = 0; tau < n_keys; tau++) sum += (double)expf(dotf(q, k0 + tau * kv_stride, d) * a->scale - max);
-        const float inv = (float)(1.0 / sum);
-        memset(out, 0, sizeof(float) * (size_t)d);
-        for (int tau = 0; tau < n_keys; tau++) {
-            const float p = expf(dotf(q, k0 + tau * kv_stride, d) * a->scale - max) * inv;
-            const float *v = v0 + tau * kv_stride;
-            for (int i = 0; i < d; i++) out[i] += p * v[i];
+        for (int tau = 0; tau < n_keys; tau++) p[tau] = fdot_vec_f32(k0 + tau * kv_stride, q, d) * a->scale;
+        for (int tau = n_keys; tau < n_pad; tau++) p[tau] = -INFINITY;
+        op_softmax(p, n_pad);
+        for (int i = 0; i < d; i++) {
+            for (int tau = 0; tau < n_keys; tau++) vcol[tau] = v0[tau * kv_stride + i];
+            for (int tau = n_keys; tau < n_pad; tau++) vcol[tau] = 0.0f;
+            out[i] = a->T >= 2 ? fdot_gemm_f32(vcol, p, n_pad) : fdot_vec_f32(vcol, p, n_pad);
         }
     }
 }
 
+size_t attention_scratch_bytes(int n_ctx, int n_threads) {
+    return (size_t)n_threads * 2 * (size_t)((n_ctx + 255) / 256 * 256) * sizeof(float);
+}
+
 void attention_ref(const OpCtx *c, const AttnArgs *a) {
-    AttnJob j = {a};
+    const int64_t n_pad = (a->pos0 + a->T + 255) / 256 * 256;
+    ASSERT(attention_scratch_bytes(a->pos0 + a->T, pool_size(c->pool)) <= c->scratch_bytes);
+    AttnJob j = {a, c->scratch, n_pad};
     pool_for(c->pool, (int64_t)a->T * a->n_head, 1, attn_rows, &j);
 }

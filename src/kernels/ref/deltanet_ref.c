@@ -1,7 +1,8 @@
 /* deltanet_ref.c — the two reference forms of the gated delta rule (ops.h, docs/MODEL.md).
  *
  * Recurrent: token by token, per value head, on the transposed state (row j of a head's block is column
- * j of S, so every inner loop is contiguous): S ← exp(g)·S; δ = β(v − Sᵀk); S += k δᵀ; o = Sᵀq / √d_k.
+ * j of S, so every inner loop is contiguous): S ← exp(g)·S; δ = β(v − Sᵀk); S += k δᵀ; o = Sᵀq / √d_k —
+ * llama.cpp's own algorithm, with its dot / multiply-add arithmetic (op_dot_f32, op_mad_f32).
  *
  * Chunked (WY/UT form): chunks of DELTANET_CHUNK tokens; within a chunk, with G the cumulative log-decay,
  *   A[r][c] = β_r (k_r·k_c) e^{G_r−G_c} (c < r),   (I + A) U = diag(β) V,   (I + A) W = diag(β e^G) K
@@ -10,6 +11,8 @@
  *   S ← e^{G_last} S + Σ_c e^{G_last−G_c} k_c Vnewᵀ_c.
  * A last chunk shorter than the chunk length is processed as is, which equals llama.cpp's zero padding. */
 #include "kernels/ops.h"
+
+#include "base/fdot.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -43,12 +46,12 @@ static void recurrent_heads(void *ctx, int64_t b, int64_t e, int thread) {
             float *o = a->out + ((int64_t)t * H + j) * dv;
             const float decay = expf(a->g[(int64_t)t * H + j]);
             const float beta = a->beta[(int64_t)t * H + j];
-            for (int c = 0; c < dv; c++) {
+            for (int c = 0; c < dv; c++) { /* row c is column c of S: decay, delta, update, output */
                 float *row = s + (int64_t)c * dk;
                 for (int i = 0; i < dk; i++) row[i] *= decay;
-                const float delta = (v[c] - dotf(row, k, dk)) * beta;
-                for (int i = 0; i < dk; i++) row[i] += k[i] * delta;
-                o[c] = dotf(row, q, dk) * scale;
+                const float delta = (v[c] - fdot_vec_f32(row, k, dk)) * beta;
+                fdot_mad_f32(row, k, delta, dk);
+                o[c] = fdot_vec_f32(row, q, dk) * scale;
             }
         }
     }

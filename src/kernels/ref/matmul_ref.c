@@ -1,15 +1,18 @@
 /* matmul_ref.c — the reference matrix multiply over every weight format, in both modes (ops.h).
  *
  * MATMUL_GGML: each activation row is rounded to the weight format's vec_dot partner with the format
- * table's from_float, then dotted with each weight row by the table's reference vec_dot — ggml's
- * arithmetic. MATMUL_EXACT (and F32 weights in either mode): each weight row is dequantized once and dotted
+ * table's from_float, then dotted with each weight row in the summation order of the kernel llama.cpp would
+ * run (Format.dot_path) — ggml's arithmetic. MATMUL_EXACT: each weight row is dequantized once and dotted
  * with the F32 activations, accumulating in double. Parallel over output rows; outputs are disjoint, so the
  * thread count never changes a result. */
 #include "kernels/ops.h"
 
+#include "base/fdot.h"
+
 #include "base/err.h"
 #include "gguf/format.h"
 
+#include <math.h>
 #include <string.h>
 
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
@@ -39,9 +42,14 @@ static void quantize_rows(void *ctx, int64_t b, int64_t e, int thread) {
 static void rows_ggml(void *ctx, int64_t b, int64_t e, int thread) {
     MatJob *j = ctx;
     const MatW *w = j->w;
+    /* the summation order of the kernel llama.cpp would use here */
+    const DotPath path = format_pick_path(j->wf, w->rows, w->cols, j->T, w->gemv);
     for (int64_t o = b; o < e; o++) {
         const uint8_t *wr = (const uint8_t *)w->data + o * w->row_bytes;
-        for (int64_t t = 0; t < j->T; t++) j->y[t * w->rows + o] = j->wf->vec_dot(w->cols, wr, j->qact + t * j->qrow);
+        for (int64_t t = 0; t < j->T; t++) {
+            const uint8_t *a = j->qact + t * j->qrow;
+            j->y[t * w->rows + o] = j->wf->dot_path ? j->wf->dot_path(path, w->cols, wr, a) : j->wf->vec_dot(w->cols, wr, a);
+        }
     }
 }
 
@@ -65,7 +73,7 @@ void matmul_ref(const OpCtx *c, const MatW *w, const float *x, int64_t T, float 
     ASSERT(wf && wf->to_float);
     MatJob j = {c, w, wf, NULL, x, T, y, NULL, 0, NULL};
     uint8_t *s = (uint8_t *)(((uintptr_t)c->scratch + 63) & ~(uintptr_t)63);
-    const bool exact = c->mode == MATMUL_EXACT || w->type == FMT_F32 || !wf->vec_dot;
+    const bool exact = c->mode == MATMUL_EXACT || !wf->vec_dot;
     if (exact) {
         j.rowbuf = (float *)s;
         ASSERT((size_t)(s - (uint8_t *)c->scratch) + (size_t)pool_size(c->pool) * ALIGN64((size_t)w->cols * 4) <=

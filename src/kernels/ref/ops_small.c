@@ -3,6 +3,8 @@
  * softplus, the iterative RoPE angle) so that stage dumps line up with llama.cpp's. */
 #include "kernels/ops.h"
 
+#include "base/fdot.h"
+
 #include <math.h>
 
 void op_rmsnorm(const float *x, const float *w, int n, float eps, float *y) {
@@ -24,6 +26,38 @@ void op_l2norm(const float *x, int n, float eps, float *y) {
 }
 
 float op_silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* ggml's vector exp: n = round(x·log2 e), b = x − n·ln2 (two-part constant, fused), a degree-5 polynomial in
+ * b, scaled by 2^n; |n| > 192 saturates to 0 or +inf. Every step is one IEEE operation (fmaf where ggml
+ * fuses), so the bits match the SIMD lanes. */
+float op_expf_poly(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    return ldexpf(j, (int)n);
+}
+
+#define SIMD_W 16 /* float lanes of ggml's AVX-512 loops */
+
+void op_silu_row(const float *x, float *y, int n) {
+    int i = 0;
+    for (; i + SIMD_W - 1 < n; i += SIMD_W)
+        for (int k = i; k < i + SIMD_W; k++) y[k] = x[k] / (1.0f + op_expf_poly(0.0f - x[k]));
+    for (; i < n; i++) y[i] = op_silu(x[i]);
+}
+
+
+void op_swiglu_row(const float *g, const float *u, float *y, int n) {
+    int i = 0;
+    for (; i + SIMD_W - 1 < n; i += SIMD_W)
+        for (int k = i; k < i + SIMD_W; k++) y[k] = (g[k] / (1.0f + op_expf_poly(0.0f - g[k]))) * u[k];
+    for (; i < n; i++) y[i] = op_silu(g[i]) * u[i];
+}
 float op_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 float op_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
@@ -31,12 +65,17 @@ void op_softmax(float *x, int n) {
     float max = -INFINITY;
     for (int i = 0; i < n; i++) max = fmaxf(max, x[i]);
     double sum = 0.0;
-    for (int i = 0; i < n; i++) {
+    int i = 0;
+    for (; i + SIMD_W - 1 < n; i += SIMD_W) {
+        for (int k = i; k < i + SIMD_W; k++) x[k] = op_expf_poly(x[k] - max);
+        sum += (double)fdot_reduce16(x + i);
+    }
+    for (; i < n; i++) {
         x[i] = expf(x[i] - max);
         sum += (double)x[i];
     }
     const float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) x[i] *= inv;
+    for (int k = 0; k < n; k++) x[k] *= inv;
 }
 
 void op_rope(float *x, int n_rot, int pos, float base, float freq_scale, const int *sections) {
@@ -58,8 +97,9 @@ void op_rope(float *x, int n_rot, int pos, float base, float freq_scale, const i
         theta *= freq_scale;
         const float c = cosf(theta), s = sinf(theta);
         const float x0 = x[i], x1 = x[i + half];
-        x[i] = x0 * c - x1 * s;
-        x[i + half] = x0 * s + x1 * c;
+        /* llama.cpp's build fuses the first product of each (checked against its dumps) */
+        x[i] = fmaf(x0, c, -(x1 * s));
+        x[i + half] = fmaf(x0, s, x1 * c);
         theta_p *= theta_scale;
         theta_e *= theta_scale;
     }

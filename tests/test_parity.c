@@ -1,0 +1,179 @@
+/* test_parity.c — logits of every test model and length against llama.cpp v0.4.0 and the float64
+ * reference (tests/data/ref/), in both modes (the budgets are those of tests/data/README.md §5):
+ *   exact mode   vs float64:   max|Δ|/std ≤ 1e-4, top-1 identical (near-ties < 1e-3·std excepted)
+ *   default mode vs llama.cpp: F32 model ≤ 1e-4 (prefill and decode paths, 16 greedy tokens identical);
+ *                              others max|Δ|/std ≤ 0.15, mean KL ≤ 1e-3, top-1 (decisive) ≥ 0.95. */
+#include "test.h"
+
+#include "cli/logit_compare.h"
+#include "cli/tokens_file.h"
+#include "model/model.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int lens[] = {1, 5, 64, 65, 200};
+
+typedef struct Run {
+    Model *m;
+    float *logits; /* [T][V] */
+    int T, V;
+} Run;
+
+/* Evaluates the sequence in steps of `step` tokens (0 = all at once). */
+static float *eval_seq(Model *m, const int32_t *ids, int T, int step, MatMode mode, DeltaNetAlgo algo, int threads) {
+    Err err = {{0}};
+    const int V = m->cfg.n_vocab;
+    if (step <= 0) step = T;
+    SeqState *st = seqstate_new(m, T + 16, &err);
+    ForwardOptions fo = {.max_batch = step, .max_ctx = T + 16, .mode = mode, .algo = algo, .n_threads = threads};
+    Forward *fw = st ? forward_new(m, &fo, &err) : NULL;
+    float *out = malloc(sizeof(float) * (size_t)T * V);
+    bool ok = fw && out;
+    for (int p = 0; ok && p < T; p += step) {
+        int n = T - p < step ? T - p : step;
+        ok = forward_run(fw, st, ids + p, n, out + (size_t)p * V, n, &err) == 0;
+    }
+    if (!ok) {
+        test_check(false, __FILE__, __LINE__, "eval_seq", "%s", err.msg);
+        free(out);
+        out = NULL;
+    }
+    forward_free(fw);
+    seqstate_free(st);
+    return out;
+}
+
+static bool all_f32(const Model *m) {
+    const Gguf *g = m->gguf;
+    for (int64_t i = 0; i < gguf_n_tensors(g); i++)
+        if (gguf_tensor(g, i)->type != 0) return false;
+    return true;
+}
+
+static float *load_ref(const char *model, int len, const char *kind, int V) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "ref/%s/len%d.%s.f32", model, len, kind);
+    float *d;
+    int64_t n = read_f32_file(test_data(rel), &d);
+    if (n != (int64_t)len * V) {
+        free(d);
+        test_check(false, __FILE__, __LINE__, "load_ref", "cannot read %s (%lld floats, want %d)", rel, (long long)n, len * V);
+        return NULL;
+    }
+    return d;
+}
+
+static int *load_greedy(const char *model, int len, int *n) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "ref/%s/len%d.prefill.f32.json", model, len);
+    char *txt = test_read_file(test_data(rel), NULL);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    cJSON *g = j ? cJSON_GetObjectItem(j, "greedy") : NULL;
+    int *ids = NULL;
+    *n = g ? cJSON_GetArraySize(g) : 0;
+    if (*n) {
+        ids = malloc(sizeof(int) * (size_t)*n);
+        for (int i = 0; i < *n; i++) ids[i] = cJSON_GetArrayItem(g, i)->valueint;
+    }
+    cJSON_Delete(j);
+    return ids;
+}
+
+static void check_metrics(const char *what, const LogitMetrics *r, double max_rel, double max_kl, double min_top1) {
+    test_note("%-34s max_rel %.3g  KL %.3g  top1 %.4f (decisive %.4f, %d ties)", what, r->max_rel, r->kl_mean, r->top1,
+              r->top1_decisive, r->near_ties);
+    CHECK_MSG(r->nonfinite == 0, "%s: non-finite logits", what);
+    CHECK_MSG(r->max_rel <= max_rel, "%s: max_rel %.3g > %.3g", what, r->max_rel, max_rel);
+    CHECK_MSG(r->kl_mean <= max_kl, "%s: mean KL %.3g > %.3g", what, r->kl_mean, max_kl);
+    CHECK_MSG(r->top1_decisive >= min_top1, "%s: top1 %.4f < %.4f", what, r->top1_decisive, min_top1);
+}
+
+/* greedy continuation: argmax after the prompt, then one token per step */
+static void check_greedy(Model *m, const int32_t *ids, int T, const char *model, int len) {
+    int n_ref;
+    int *ref = load_greedy(model, len, &n_ref);
+    REQUIRE_MSG(ref && n_ref == 16, "no greedy ids for %s len%d", model, len);
+    Err err = {{0}};
+    const int V = m->cfg.n_vocab;
+    SeqState *st = seqstate_new(m, T + n_ref + 1, &err);
+    ForwardOptions fo = {.max_batch = T, .max_ctx = T + n_ref + 1};
+    Forward *fw = forward_new(m, &fo, &err);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    int ok = forward_run(fw, st, ids, T, lg, 1, &err) == 0;
+    int match = 0;
+    for (int i = 0; ok && i < n_ref; i++) {
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (lg[v] > lg[best]) best = v;
+        match += best == ref[i];
+        int32_t tok = best;
+        ok = forward_run(fw, st, &tok, 1, lg, 1, &err) == 0;
+    }
+    CHECK_MSG(ok, "%s", err.msg);
+    CHECK_MSG(match == n_ref, "%s len%d: %d of %d greedy tokens match llama.cpp", model, len, match, n_ref);
+    free(lg);
+    free(ref);
+    forward_free(fw);
+    seqstate_free(st);
+}
+
+static void parity_model(const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s.gguf", name);
+    Err err = {{0}};
+    Model *m = model_load(test_data(rel), &err);
+    REQUIRE_MSG(m, "%s", err.msg);
+    const int V = m->cfg.n_vocab;
+    const bool f32 = all_f32(m);
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int len = lens[li];
+        snprintf(rel, sizeof rel, "seqs/%s/len%d.txt", name, len);
+        int32_t *ids;
+        int T;
+        if (tokens_file_read(test_data(rel), &ids, &T, &err) || T != len) {
+            CHECK_MSG(false, "%s: %s", rel, err.msg);
+            continue;
+        }
+        char what[128];
+        float *npref = load_ref(name, len, "npref", V), *pre = load_ref(name, len, "prefill", V),
+              *dec = load_ref(name, len, "decode", V);
+        float *exact = eval_seq(m, ids, T, 0, MATMUL_EXACT, DELTANET_AUTO, 2);
+        float *def = eval_seq(m, ids, T, 0, MATMUL_GGML, DELTANET_AUTO, 2);
+        float *def_dec = eval_seq(m, ids, T, 1, MATMUL_GGML, DELTANET_AUTO, 2);
+        if (npref && exact) {
+            snprintf(what, sizeof what, "len%d exact vs float64", len);
+            LogitMetrics r = logits_compare(npref, exact, T, V, 1e-3);
+            check_metrics(what, &r, 1e-4, 1e-6, 1.0);
+        }
+        if (pre && def) {
+            snprintf(what, sizeof what, "len%d default vs llama prefill", len);
+            LogitMetrics r = logits_compare(pre, def, T, V, 1e-3);
+            if (f32) check_metrics(what, &r, 1e-4, 1e-8, 1.0);
+            else check_metrics(what, &r, 0.15, 1e-3, 0.95);
+        }
+        if (dec && def_dec) {
+            snprintf(what, sizeof what, "len%d default vs llama decode", len);
+            LogitMetrics r = logits_compare(dec, def_dec, T, V, 1e-3);
+            if (f32) check_metrics(what, &r, 1e-4, 1e-8, 1.0);
+            else check_metrics(what, &r, 0.15, 1e-3, 0.95);
+        }
+        if (f32 && pre && exact) {
+            snprintf(what, sizeof what, "len%d exact vs llama prefill", len);
+            LogitMetrics r = logits_compare(pre, exact, T, V, 1e-3);
+            check_metrics(what, &r, 1e-4, 1e-8, 1.0);
+            check_greedy(m, ids, T, name, len);
+        }
+        free(npref), free(pre), free(dec), free(exact), free(def), free(def_dec), free(ids);
+    }
+    model_free(m);
+}
+
+TEST(parity, m1_qwen3next_legacy_f32) { parity_model("m1-qwen3next-legacy-f32"); }
+TEST(parity, m2_qwen3next_new_mixed) { parity_model("m2-qwen3next-new-mixed"); }
+TEST(parity, m3_qwen35_dense_bf16) { parity_model("m3-qwen35-dense-bf16"); }
+TEST(parity, m4_qwen35moe_q8_0) { parity_model("m4-qwen35moe-q8_0"); }
+TEST(parity, m5_qwen35_7layer_int3_f16) { parity_model("m5-qwen35-7layer-int3-f16"); }
+TEST(parity, m6_qwen35moe_iq2xxs) { parity_model("m6-qwen35moe-iq2xxs"); }
