@@ -91,7 +91,7 @@ int cmd_eval(int argc, char **argv) {
     const int step = chunk ? (int)chunk : n_tokens;
     st = seqstate_new(m, n_tokens + (int)greedy, &err);
     if (!st) goto done;
-    ForwardOptions fo = {.max_batch = step, .mode = exact ? MATMUL_EXACT : MATMUL_GGML, .n_threads = (int)threads};
+    ForwardOptions fo = {.max_batch = step, .max_ctx = n_tokens + (int)greedy, .mode = exact ? MATMUL_EXACT : MATMUL_GGML, .n_threads = (int)threads};
     fw = forward_new(m, &fo, &err);
     if (!fw) goto done;
     if (dump_dir) {
