@@ -1,0 +1,142 @@
+/* deltallm.h — the public API of the deltallm inference engine.
+ *
+ * An engine is a loaded model (weights mapped read-only, tokenizer, compute threads); a session is one
+ * inference timeline on it (the recurrent state and KV cache of one sequence). The CLI and the server
+ * use only this header.
+ *
+ *   DlEngine *e = dl_engine_open(&params, &err);
+ *   DlSession *s = dl_session_new(e, &err);
+ *   dl_tokenize(e, prompt, strlen(prompt), false, &ids, &n, &err);
+ *   dl_session_eval(s, ids, n, &err);                    // prefill
+ *   for (;;) { int32_t t = dl_sampler_sample(smp, dl_session_logits(s)); ... dl_session_eval(s, &t, 1, &err); }
+ *
+ * Threads: an engine computes on its own thread pool; calls that compute (dl_session_eval,
+ * dl_decode_batch) must not run concurrently on the same engine. Tokenizer calls may run from any
+ * thread at any time.
+ *
+ * Errors: functions return 0 (or a pointer) on success and -1 (or NULL) on failure, with one line in
+ * *err. Nothing here prints or exits. */
+#ifndef DELTALLM_H
+#define DELTALLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct DlError {
+    char msg[512];
+} DlError;
+
+typedef struct DlEngine DlEngine;
+typedef struct DlSession DlSession;
+typedef struct DlSampler DlSampler;
+typedef struct DlDetok DlDetok;
+
+/* ---- engine ---------------------------------------------------------------------------------------- */
+
+typedef struct DlEngineParams {
+    const char *model_path; /* a .gguf file (or any part of a split set) */
+    int n_threads;          /* compute threads; 0 = every CPU this process may use */
+    int n_ctx;              /* context per session in tokens; 0 = min(the model's, 4096) */
+    int n_batch;            /* prompt tokens per forward pass; 0 = 512 */
+    int n_seq_max;          /* sessions one dl_decode_batch may advance together; 0 = 1 */
+    bool exact;             /* F32 activations on dequantized weights (the reference); default: rounded as
+                               llama.cpp rounds them (faster, matches llama.cpp) */
+    const char *deltanet;   /* "auto" (NULL), "recurrent" or "chunked" */
+} DlEngineParams;
+
+void dl_engine_params_init(DlEngineParams *p);
+DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err);
+void dl_engine_close(DlEngine *e);
+
+typedef struct DlModelInfo {
+    const char *arch;   /* "qwen3next", "qwen35", "qwen35moe" */
+    const char *name;   /* general.name ("" when absent) */
+    int n_vocab;
+    int n_ctx_train;
+    int n_ctx;          /* per session, as opened */
+    int n_layer;
+    int n_embd;
+    uint64_t file_bytes;
+    uint64_t weight_bytes;
+    size_t session_bytes; /* memory one session takes (recurrent state + KV cache) */
+} DlModelInfo;
+const DlModelInfo *dl_engine_info(const DlEngine *e);
+
+/* ---- tokens ---------------------------------------------------------------------------------------- */
+
+/* Text to ids (malloc'ed; free with free()). parse_special: control tokens such as <|im_start|> written in
+ * the text become their ids (use it for text produced by a chat template, not for user input). */
+int dl_tokenize(const DlEngine *e, const char *text, size_t len, bool parse_special, int32_t **ids, size_t *n,
+                DlError *err);
+/* The bytes a token stands for (may be part of a UTF-8 character); NULL for an id out of range. */
+const char *dl_token_piece(const DlEngine *e, int32_t id, size_t *len);
+bool dl_token_is_eog(const DlEngine *e, int32_t id); /* end of generation (<|im_end|>, <|endoftext|>, ...) */
+int32_t dl_token_id(const DlEngine *e, const char *text); /* exact vocabulary entry, or -1 */
+const char *dl_chat_template(const DlEngine *e);           /* tokenizer.chat_template, or NULL */
+
+/* Streaming detokenizer: each push returns the text that became complete (always valid UTF-8). */
+DlDetok *dl_detok_new(const DlEngine *e, bool render_special, DlError *err);
+void dl_detok_free(DlDetok *d);
+int dl_detok_push(DlDetok *d, int32_t id, const char **text, size_t *len, DlError *err);
+void dl_detok_flush(DlDetok *d, const char **text, size_t *len);
+
+/* ---- sessions ---------------------------------------------------------------------------------------- */
+
+DlSession *dl_session_new(DlEngine *e, DlError *err);
+void dl_session_free(DlSession *s);
+void dl_session_reset(DlSession *s); /* empty timeline */
+int dl_session_n_past(const DlSession *s);
+int dl_session_n_ctx(const DlSession *s);
+
+/* Feeds n tokens (any n ≥ 1; split into batches internally) and computes the logits of the last one.
+ * Fails with the session unchanged if the context would overflow or an id is out of range. */
+int dl_session_eval(DlSession *s, const int32_t *tokens, size_t n, DlError *err);
+/* Logits [n_vocab] after the last eval (NULL before the first). */
+const float *dl_session_logits(const DlSession *s);
+
+/* One token for each of n sessions in a single forward pass (n ≤ n_seq_max): the weights are read once
+ * for all of them. Each session's logits are updated. */
+int dl_decode_batch(DlSession **s, const int32_t *tokens, int n, DlError *err);
+
+/* Snapshots of a session's whole state (recurrent state, KV cache rows in use, position, last logits):
+ * restoring one gives exactly the state it was taken in. Used for prefix reuse (a recurrent state cannot
+ * be rolled back, only restored). */
+size_t dl_session_snapshot_size(const DlSession *s);
+int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err);
+int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err);
+/* Copies src's state into dst (same engine). */
+int dl_session_copy(DlSession *dst, const DlSession *src, DlError *err);
+
+/* ---- sampling ---------------------------------------------------------------------------------------- */
+
+typedef struct DlSamplingParams {
+    float temperature;       /* ≤ 0: greedy (argmax, lowest id on ties) */
+    int top_k;               /* ≤ 0: off */
+    float top_p;             /* ≥ 1: off */
+    float min_p;             /* ≤ 0: off */
+    float repeat_penalty;    /* 1: off */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    int penalty_last_n;      /* how many recent tokens the penalties look at */
+    uint64_t seed;
+} DlSamplingParams;
+
+void dl_sampling_params_init(DlSamplingParams *p); /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties */
+DlSampler *dl_sampler_new(const DlEngine *e, const DlSamplingParams *p, DlError *err);
+void dl_sampler_free(DlSampler *s);
+/* Picks the next token from logits [n_vocab] (not modified). */
+int32_t dl_sampler_sample(DlSampler *s, const float *logits);
+/* Records a token of the context (prompt or generated) for the penalties. */
+void dl_sampler_accept(DlSampler *s, int32_t token);
+void dl_sampler_reset(DlSampler *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,193 @@
+/* sampling.c — the sampler of include/deltallm.h. The chain is llama.cpp's default order:
+ *   penalties (repeat, frequency, presence over the last N tokens) → top-k → top-p → min-p → temperature →
+ *   draw from the distribution.
+ * top-p and min-p look at the probabilities before temperature, as llama.cpp's chain does. Temperature
+ * ≤ 0 is greedy: argmax, the lowest id on ties. All buffers are allocated once; sampling allocates
+ * nothing. */
+#include "deltallm.h"
+
+#include "engine/engine_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Cand {
+    int32_t id;
+    float logit;
+    float p;
+} Cand;
+
+struct DlSampler {
+    DlSamplingParams p;
+    int n_vocab;
+    Cand *cand;       /* [n_vocab] */
+    float *work;      /* [n_vocab] penalized logits */
+    int32_t *count;   /* [n_vocab] occurrences in the window (kept zero between calls) */
+    int32_t *history; /* ring of the last penalty_last_n accepted tokens */
+    int hist_n, hist_pos;
+    uint64_t rng;
+};
+
+void dl_sampling_params_init(DlSamplingParams *p) {
+    *p = (DlSamplingParams){.temperature = 0.8f,
+                            .top_k = 40,
+                            .top_p = 0.95f,
+                            .min_p = 0.05f,
+                            .repeat_penalty = 1.0f,
+                            .presence_penalty = 0.0f,
+                            .frequency_penalty = 0.0f,
+                            .penalty_last_n = 64,
+                            .seed = 0x5eed};
+}
+
+DlSampler *dl_sampler_new(const DlEngine *e, const DlSamplingParams *p, DlError *err) {
+    DlSampler *s = calloc(1, sizeof *s);
+    const int V = e->info.n_vocab;
+    if (s) {
+        s->p = *p;
+        if (s->p.penalty_last_n < 0) s->p.penalty_last_n = 0;
+        s->n_vocab = V;
+        s->cand = malloc(sizeof *s->cand * (size_t)V);
+        s->work = malloc(sizeof *s->work * (size_t)V);
+        s->count = calloc((size_t)V, sizeof *s->count);
+        s->history = malloc(sizeof *s->history * (size_t)(s->p.penalty_last_n + 1));
+    }
+    if (!s || !s->cand || !s->work || !s->count || !s->history) {
+        dl_sampler_free(s);
+        if (err) snprintf(err->msg, sizeof err->msg, "out of memory for the sampler");
+        return NULL;
+    }
+    dl_sampler_reset(s);
+    return s;
+}
+
+void dl_sampler_free(DlSampler *s) {
+    if (!s) return;
+    free(s->cand);
+    free(s->work);
+    free(s->count);
+    free(s->history);
+    free(s);
+}
+
+void dl_sampler_reset(DlSampler *s) {
+    s->hist_n = s->hist_pos = 0;
+    s->rng = s->p.seed ^ 0x9E3779B97F4A7C15ull;
+}
+
+void dl_sampler_accept(DlSampler *s, int32_t token) {
+    if (s->p.penalty_last_n == 0) return;
+    s->history[s->hist_pos] = token;
+    s->hist_pos = (s->hist_pos + 1) % s->p.penalty_last_n;
+    if (s->hist_n < s->p.penalty_last_n) s->hist_n++;
+}
+
+static double uniform(DlSampler *s) { /* splitmix64 → [0, 1) */
+    uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void apply_penalties(DlSampler *s) {
+    const DlSamplingParams *p = &s->p;
+    if (s->hist_n == 0 || (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f))
+        return;
+    for (int i = 0; i < s->hist_n; i++) {
+        int32_t t = s->history[i];
+        if (t >= 0 && t < s->n_vocab) s->count[t]++;
+    }
+    for (int i = 0; i < s->hist_n; i++) {
+        int32_t t = s->history[i];
+        if (t < 0 || t >= s->n_vocab || s->count[t] == 0) continue;
+        float *l = &s->work[t];
+        if (p->repeat_penalty != 1.0f) *l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+        *l -= (float)s->count[t] * p->frequency_penalty + p->presence_penalty;
+        s->count[t] = 0; /* each token once; leaves count zeroed */
+    }
+}
+
+static int cmp_cand(const void *a, const void *b) {
+    const Cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Keeps the k best candidates (by logit, ties to the lower id) sorted at the front; returns k. */
+static int select_top(Cand *c, int n, int k) {
+    if (k >= n) {
+        qsort(c, (size_t)n, sizeof *c, cmp_cand);
+        return n;
+    }
+    /* a bounded insertion pass: fine for the usual k ≤ a few hundred */
+    if (k <= 256) {
+        Cand best[256];
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            if (m == k && cmp_cand(&c[i], &best[m - 1]) >= 0) continue;
+            int j = m < k ? m++ : k - 1;
+            while (j > 0 && cmp_cand(&c[i], &best[j - 1]) < 0) {
+                best[j] = best[j - 1];
+                j--;
+            }
+            best[j] = c[i];
+        }
+        memcpy(c, best, sizeof *c * (size_t)m);
+        return m;
+    }
+    qsort(c, (size_t)n, sizeof *c, cmp_cand);
+    return k;
+}
+
+int32_t dl_sampler_sample(DlSampler *s, const float *logits) {
+    const DlSamplingParams *p = &s->p;
+    const int V = s->n_vocab;
+    memcpy(s->work, logits, sizeof(float) * (size_t)V);
+    apply_penalties(s);
+    if (p->temperature <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < V; i++)
+            if (s->work[i] > s->work[best]) best = i;
+        return best;
+    }
+    for (int32_t i = 0; i < V; i++) s->cand[i] = (Cand){i, s->work[i], 0};
+    int n = select_top(s->cand, V, p->top_k > 0 ? p->top_k : V);
+    /* probabilities at temperature 1 for top-p / min-p */
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += exp((double)s->cand[i].logit - s->cand[0].logit);
+    for (int i = 0; i < n; i++) s->cand[i].p = (float)(exp((double)s->cand[i].logit - s->cand[0].logit) / sum);
+    if (p->top_p < 1.0f) {
+        double cum = 0;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            cum += s->cand[i].p;
+            if (cum >= p->top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+    }
+    if (p->min_p > 0.0f) {
+        const float floor = p->min_p * s->cand[0].p;
+        int keep = 1;
+        while (keep < n && s->cand[keep].p >= floor) keep++;
+        n = keep;
+    }
+    /* temperature, then draw */
+    sum = 0;
+    for (int i = 0; i < n; i++) {
+        double w = exp(((double)s->cand[i].logit - s->cand[0].logit) / p->temperature);
+        s->cand[i].p = (float)w;
+        sum += w;
+    }
+    double r = uniform(s) * sum, acc = 0;
+    for (int i = 0; i < n; i++) {
+        acc += s->cand[i].p;
+        if (r < acc) return s->cand[i].id;
+    }
+    return s->cand[n - 1].id;
+}
