@@ -77,6 +77,8 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
                        f->seqs[s].state->conv[il], b->conv_y + r0 * conv);
     }
     fwd_dump(f, "conv_output_silu", il, b->conv_y, conv, R, 1, 1);
+    /* the new conv state: each channel's last Kc-1 inputs (llama.cpp's conv_state_last view, [conv][Kc-1]) */
+    if (f->n_seqs == 1) fwd_dump(f, "conv_state_last", il, f->seqs[0].state->conv[il], c->ssm_d_conv - 1, conv, 1, 1);
 
     /* 4. split and L2-normalise */
     for (int t = 0; t < R; t++) {
