@@ -5,6 +5,7 @@
 #include "model/forward_internal.h"
 
 #include "gguf/format.h"
+#include "kernels/cpu/kernels_cpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,16 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     Forward *f = calloc(1, sizeof *f);
     if (!f) return err_set(err, "out of memory"), NULL;
     f->m = m;
-    f->ops = opt.ops ? opt.ops : &ops_ref;
+    if (opt.ops) {
+        f->ops = opt.ops;
+    } else {
+        Isa isa;
+        if (isa_select(&isa, err)) {
+            free(f);
+            return NULL;
+        }
+        f->ops = ops_cpu(isa);
+    }
     f->max_batch = opt.max_batch;
     f->max_seqs = opt.max_seqs;
     f->max_ctx = opt.max_ctx;

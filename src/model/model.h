@@ -123,7 +123,7 @@ typedef struct ForwardOptions {
     MatMode mode;        /* MATMUL_GGML (default) or MATMUL_EXACT */
     DeltaNetAlgo algo;   /* AUTO picks by T */
     int n_threads;       /* 0 = all CPUs */
-    const Ops *ops;      /* NULL = the best for this CPU */
+    const Ops *ops;      /* NULL = the best for this CPU (or DELTALLM_ISA's choice) */
 } ForwardOptions;
 
 Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err);

@@ -1,0 +1,24 @@
+/* kernels_cpu.h — the fast CPU kernels behind the op table: each family has a selector that returns the
+ * implementation for an ISA level (falling back to the scalar reference where it has none). The op table
+ * for an ISA is assembled in ops_cpu.c. */
+#ifndef DL_KERNELS_CPU_KERNELS_CPU_H
+#define DL_KERNELS_CPU_KERNELS_CPU_H
+
+#include "kernels/cpu/isa.h"
+#include "kernels/ops.h"
+
+typedef void (*MatmulFn)(const OpCtx *c, const MatW *w, const float *x, int64_t T, float *y);
+typedef void (*ConvSiluFn)(const OpCtx *c, const float *x, int T, int C, int K, const float *w, float *state, float *y);
+typedef void (*DeltaNetFn)(const OpCtx *c, const DeltaNetArgs *a);
+typedef void (*AttentionFn)(const OpCtx *c, const AttnArgs *a);
+
+MatmulFn matmul_cpu_select(Isa isa);          /* kernels/cpu/matmul_cpu.c */
+ConvSiluFn conv_cpu_select(Isa isa);          /* kernels/cpu/conv_cpu.c */
+DeltaNetFn deltanet_recurrent_cpu_select(Isa isa); /* kernels/cpu/deltanet_cpu.c */
+DeltaNetFn deltanet_chunked_cpu_select(Isa isa);
+AttentionFn attention_cpu_select(Isa isa);    /* kernels/cpu/attention_cpu.c */
+
+/* The op table for an ISA level (static storage). */
+const Ops *ops_cpu(Isa isa);
+
+#endif
