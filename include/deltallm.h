@@ -64,8 +64,20 @@ typedef struct DlModelInfo {
     uint64_t file_bytes;
     uint64_t weight_bytes;
     size_t session_bytes; /* memory one session takes (recurrent state + KV cache) */
+    uint64_t decode_bytes; /* weight bytes read per decoded token (experts: the average share selected) */
+    const char *ops;      /* the kernels in use: "ref", "avx2", "avx512" */
+    int n_threads;
 } DlModelInfo;
 const DlModelInfo *dl_engine_info(const DlEngine *e);
+
+/* Makes the weights resident before compute so no forward pass waits on the disk: reads every page of
+ * the mapping, and with lock also mlock()s it (fails with the reason if the system refuses). */
+int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err);
+
+/* Profiling: time per phase and per op, and major page faults during compute; on resets the counters. */
+void dl_engine_profile(DlEngine *e, bool on);
+/* Writes the report (text, one item per line) into buf; returns the length it needed. */
+int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap);
 
 /* ---- tokens ---------------------------------------------------------------------------------------- */
 

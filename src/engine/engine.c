@@ -5,9 +5,12 @@
 
 #include "engine/engine_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static int fail(DlError *err, const Err *e) {
     if (err) snprintf(err->msg, sizeof err->msg, "%s", e->msg);
@@ -60,8 +63,20 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     en->n_batch = n_batch;
     en->n_seq_max = n_seq;
     const Gguf *g = en->model->gguf;
-    uint64_t weights = 0;
-    for (int64_t i = 0; i < gguf_n_tensors(g); i++) weights += gguf_tensor(g, i)->nbytes;
+    uint64_t weights = 0, decode = 0;
+    for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const GgufTensor *t = gguf_tensor(g, i);
+        weights += t->nbytes;
+        if (strcmp(t->name, "token_embd.weight") == 0) {
+            decode += en->model->tied ? t->nbytes : t->nbytes / (uint64_t)c->n_vocab; /* one row, or the tied head */
+        } else if (strstr(t->name, "_exps.")) {
+            decode += t->nbytes / (uint64_t)c->n_expert * (uint64_t)c->n_expert_used;
+        } else if (strncmp(t->name, "blk.", 4) == 0 && atoi(t->name + 4) >= c->n_layer) {
+            continue; /* MTP blocks are not run */
+        } else {
+            decode += t->nbytes;
+        }
+    }
     en->info = (DlModelInfo){c->arch_name,
                              c->name,
                              c->n_vocab,
@@ -72,7 +87,10 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
                              gguf_file_size(g),
                              weights,
                              seqstate_recurrent_bytes(en->model) +
-                                 (size_t)n_ctx * 2 * (size_t)c->n_head_kv * (size_t)c->head_dim * 4 * (size_t)c->n_attention};
+                                 (size_t)n_ctx * 2 * (size_t)c->n_head_kv * (size_t)c->head_dim * 4 * (size_t)c->n_attention,
+                             decode,
+                             forward_ops_name(en->fw),
+                             forward_n_threads(en->fw)};
     return en;
 fail:
     fail(err, &e);
@@ -89,6 +107,30 @@ void dl_engine_close(DlEngine *e) {
 }
 
 const DlModelInfo *dl_engine_info(const DlEngine *e) { return &e->info; }
+
+int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
+    Err er = {{0}};
+    const Gguf *g = e->model->gguf;
+    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    for (int i = 0; i < gguf_n_splits(g); i++) {
+        const void *base;
+        size_t size;
+        gguf_split_mapping(g, i, &base, &size);
+        if (!base) continue;
+        madvise((void *)base, size, MADV_WILLNEED);
+        volatile uint8_t sink = 0;
+        for (size_t off = 0; off < size; off += (size_t)page) sink ^= ((const volatile uint8_t *)base)[off];
+        (void)sink;
+        if (lock && mlock(base, size) != 0)
+            return err_set(&er, "cannot lock %zu MiB of weights in memory: %s (raise `ulimit -l`)", size >> 20,
+                           strerror(errno)),
+                   fail(err, &er);
+    }
+    return 0;
+}
+
+void dl_engine_profile(DlEngine *e, bool on) { forward_profile_enable(e->fw, on); }
+int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) { return forward_profile_report(e->fw, buf, cap); }
 
 /* ---- sessions ---------------------------------------------------------------------------------------- */
 

@@ -7,8 +7,11 @@
 #include "gguf/format.h"
 #include "kernels/cpu/kernels_cpu.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
 
@@ -130,6 +133,102 @@ void forward_free(Forward *f) {
 }
 
 void forward_set_dump(Forward *f, Dump *d) { f->dump = d; }
+const char *forward_ops_name(const Forward *f) { return f->ops->name; }
+int forward_n_threads(const Forward *f) { return pool_size(f->pool); }
+
+/* ---- profiling ---------------------------------------------------------------------------------------- */
+
+double fwd_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void fwd_phase(Forward *f, Phase ph, double *t0) {
+    if (!f->prof.enabled) return;
+    double t = fwd_now();
+    f->prof.phase[ph] += t - *t0;
+    *t0 = t;
+}
+
+static void prof_op(Forward *f, const char *name, double dt) {
+    Profile *p = &f->prof;
+    int i = 0;
+    while (i < p->n_ops && p->ops[i].name != name) i++;
+    if (i == p->n_ops) {
+        if (p->n_ops == PROFILE_MAX_OPS) return;
+        p->ops[p->n_ops++] = (ProfOp){name, 0, 0};
+    }
+    p->ops[i].seconds += dt;
+    p->ops[i].calls++;
+}
+
+void fwd_matmul(Forward *f, const char *name, const MatW *w, const float *x, int64_t T, float *y) {
+    if (!f->prof.enabled) {
+        f->ops->matmul(&f->oc, w, x, T, y);
+        return;
+    }
+    double t = fwd_now();
+    f->ops->matmul(&f->oc, w, x, T, y);
+    prof_op(f, name, fwd_now() - t);
+}
+
+void fwd_conv_silu(Forward *f, const float *x, int T, int C, int K, const float *w, float *state, float *y) {
+    double t = f->prof.enabled ? fwd_now() : 0;
+    f->ops->conv_silu(&f->oc, x, T, C, K, w, state, y);
+    if (f->prof.enabled) prof_op(f, "conv1d+silu", fwd_now() - t);
+}
+
+void fwd_deltanet(Forward *f, const DeltaNetArgs *a, bool chunked) {
+    double t = f->prof.enabled ? fwd_now() : 0;
+    if (chunked) f->ops->deltanet_chunked(&f->oc, a);
+    else f->ops->deltanet_recurrent(&f->oc, a);
+    if (f->prof.enabled) prof_op(f, chunked ? "deltanet (chunked)" : "deltanet (recurrent)", fwd_now() - t);
+}
+
+void fwd_attention(Forward *f, const AttnArgs *a) {
+    double t = f->prof.enabled ? fwd_now() : 0;
+    f->ops->attention(&f->oc, a);
+    if (f->prof.enabled) prof_op(f, "attention", fwd_now() - t);
+}
+
+void forward_profile_enable(Forward *f, bool on) {
+    memset(&f->prof, 0, sizeof f->prof);
+    f->prof.enabled = on;
+}
+
+static int cmp_op(const void *a, const void *b) {
+    const ProfOp *x = a, *y = b;
+    return x->seconds < y->seconds ? 1 : x->seconds > y->seconds ? -1 : 0;
+}
+
+int forward_profile_report(const Forward *f, char *buf, size_t cap) {
+    static const char *const names[PH_COUNT] = {"embedding", "attention layers", "delta-net pre-scan (proj+conv)",
+                                                "delta-net scan", "delta-net post-scan (norm+ssm_out)",
+                                                "MoE / FFN", "head (norm+logits)"};
+    const Profile *p = &f->prof;
+    size_t n = 0;
+#define OUT(...) (n += (size_t)snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, __VA_ARGS__))
+    const double tot = p->total > 0 ? p->total : 1e-12;
+    OUT("profile: %llu forward passes, %llu tokens, %.3f s, ops: %s, major page faults during compute: %ld\n",
+        (unsigned long long)p->forwards, (unsigned long long)p->tokens, p->total, f->ops->name, p->majflt);
+    OUT("  %-36s %10s %7s\n", "phase", "ms", "%");
+    double covered = 0;
+    for (int i = 0; i < PH_COUNT; i++) {
+        OUT("  %-36s %10.2f %6.1f%%\n", names[i], p->phase[i] * 1e3, 100 * p->phase[i] / tot);
+        covered += p->phase[i];
+    }
+    OUT("  %-36s %10.2f %6.1f%%\n", "other (norms, residuals)", (p->total - covered) * 1e3, 100 * (p->total - covered) / tot);
+    ProfOp ops[PROFILE_MAX_OPS];
+    memcpy(ops, p->ops, sizeof(ProfOp) * (size_t)p->n_ops);
+    qsort(ops, (size_t)p->n_ops, sizeof ops[0], cmp_op);
+    OUT("  %-36s %10s %7s %8s\n", "op", "ms", "%", "calls");
+    for (int i = 0; i < p->n_ops; i++)
+        OUT("  %-36s %10.2f %6.1f%% %8llu\n", ops[i].name, ops[i].seconds * 1e3, 100 * ops[i].seconds / tot,
+            (unsigned long long)ops[i].calls);
+#undef OUT
+    return (int)n;
+}
 
 DeltaNetAlgo forward_deltanet_algo(const Forward *f, int T) {
     if (f->algo != DELTANET_AUTO) return f->algo;
@@ -167,12 +266,12 @@ static void head(Forward *f, Bufs *b) {
     if (n == 0) return;
     fwd_dump(f, "result_norm", -1, b->h, E, n, 1, 1);
     if (f->n_seqs == 1) {
-        f->ops->matmul(&f->oc, &m->output, b->h, n, f->seqs[0].logits);
+        fwd_matmul(f, "output", &m->output, b->h, n, f->seqs[0].logits);
         fwd_dump(f, "result_output", -1, f->seqs[0].logits, V, n, 1, 1);
         return;
     }
     /* several sequences: one pass over the head weights, then copy each sequence's rows out */
-    f->ops->matmul(&f->oc, &m->output, b->h, n, b->head);
+    fwd_matmul(f, "output", &m->output, b->h, n, b->head);
     n = 0;
     for (int s = 0; s < f->n_seqs; s++) {
         const BatchSeq *q = &f->seqs[s];
@@ -216,7 +315,16 @@ int forward_batch(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
     Bufs *b = &f->b;
     if (f->dump && n_seqs == 1) dump_begin_ubatch(f->dump, seqs[0].state->n_past, rows);
 
+    long flt0 = 0;
+    double t_all = 0, t0 = 0;
+    if (f->prof.enabled) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        flt0 = ru.ru_majflt;
+        t_all = t0 = fwd_now();
+    }
     embed(f, b);
+    fwd_phase(f, PH_EMBED, &t0);
     const int64_t E = c->n_embd;
     for (int il = 0; il < c->n_layer; il++) {
         for (int64_t r = 0; r < rows; r++) op_rmsnorm(b->x + r * E, m->layers[il].attn_norm, (int)E, c->rms_eps, b->h + r * E);
@@ -232,7 +340,17 @@ int forward_batch(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
         for (int64_t i = 0; i < rows * E; i++) b->x[i] += b->tmp[i];
         fwd_dump(f, "l_out", il, b->x, E, rows, 1, 1);
     }
+    t0 = fwd_now();
     head(f, b);
+    fwd_phase(f, PH_HEAD, &t0);
+    if (f->prof.enabled) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        f->prof.majflt += ru.ru_majflt - flt0;
+        f->prof.total += fwd_now() - t_all;
+        f->prof.forwards++;
+        f->prof.tokens += (uint64_t)rows;
+    }
     for (int s = 0; s < n_seqs; s++) seqs[s].state->n_past += seqs[s].n_tokens;
     return 0;
 }

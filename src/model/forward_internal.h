@@ -43,6 +43,27 @@ typedef struct Bufs {
     float *head;    /* [max_seqs][n_vocab] logits staging when several sequences want logits */
 } Bufs;
 
+/* Profiling (model.h: forward_profile_*): phases of a forward pass and time per op. */
+typedef enum Phase { PH_EMBED, PH_ATTN, PH_DN_PRE, PH_DN_SCAN, PH_DN_POST, PH_FFN, PH_HEAD, PH_COUNT } Phase;
+
+#define PROFILE_MAX_OPS 48
+
+typedef struct ProfOp {
+    const char *name; /* static string */
+    double seconds;
+    uint64_t calls;
+} ProfOp;
+
+typedef struct Profile {
+    bool enabled;
+    double phase[PH_COUNT];
+    ProfOp ops[PROFILE_MAX_OPS];
+    int n_ops;
+    uint64_t forwards, tokens;
+    long majflt; /* major page faults (disk reads) during forward passes */
+    double total;
+} Profile;
+
 struct Forward {
     const Model *m;
     const Ops *ops;
@@ -60,7 +81,17 @@ struct Forward {
 
     Bufs b;
     void *mem; /* all buffers */
+    Profile prof;
 };
+
+/* Ops through these wrappers are timed when profiling is on (name: a static label such as "ssm_out"). */
+void fwd_matmul(Forward *f, const char *name, const MatW *w, const float *x, int64_t T, float *y);
+void fwd_conv_silu(Forward *f, const float *x, int T, int C, int K, const float *w, float *state, float *y);
+void fwd_deltanet(Forward *f, const DeltaNetArgs *a, bool chunked);
+void fwd_attention(Forward *f, const AttnArgs *a);
+double fwd_now(void);
+/* Adds the time since *t0 to a phase and resets *t0 (no-op unless profiling). */
+void fwd_phase(Forward *f, Phase ph, double *t0);
 
 void layer_deltanet(Forward *f, Bufs *b, int il);
 void layer_attention(Forward *f, Bufs *b, int il);

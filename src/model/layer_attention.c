@@ -11,15 +11,14 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     const Model *m = f->m;
     const ModelConfig *c = &m->cfg;
     const LayerW *l = &m->layers[il];
-    const Ops *ops = f->ops;
-    const OpCtx *oc = &f->oc;
+    double t0 = fwd_now();
     const int R = f->rows, H = c->n_head, Hkv = c->n_head_kv, D = c->head_dim;
     const int HD = H * D, KVD = Hkv * D;
     const int *sections = c->rope_imrope ? c->rope_sections : NULL;
 
-    ops->matmul(oc, &l->wq, b->h, R, b->qg);
-    ops->matmul(oc, &l->wk, b->h, R, b->ka);
-    ops->matmul(oc, &l->wv, b->h, R, b->va);
+    fwd_matmul(f, "attn_q", &l->wq, b->h, R, b->qg);
+    fwd_matmul(f, "attn_k", &l->wk, b->h, R, b->ka);
+    fwd_matmul(f, "attn_v", &l->wv, b->h, R, b->va);
     fwd_dump(f, "Qcur_full", il, b->qg, 2 * HD, R, 1, 1);
     fwd_dump(f, "Vcur", il, b->va, KVD, R, 1, 1);
     fwd_dump(f, "Kcur", il, b->ka, KVD, R, 1, 1);
@@ -52,7 +51,7 @@ void layer_attention(Forward *f, Bufs *b, int il) {
         SeqState *st = f->seqs[s].state;
         AttnArgs a = {f->seqs[s].n_tokens, st->n_past, H, Hkv, D, 1.0f / sqrtf((float)D),
                       b->qa + r0 * HD, st->k[il], st->v[il], b->ao + r0 * HD};
-        ops->attention(oc, &a);
+        fwd_attention(f, &a);
     }
     fwd_dump(f, "attn_pregate", il, b->ao, HD, R, 1, 1);
 
@@ -63,6 +62,7 @@ void layer_attention(Forward *f, Bufs *b, int il) {
             for (int i = 0; i < D; i++) o[i] *= op_sigmoid(gate[i]);
         }
     fwd_dump(f, "attn_gated", il, b->ao, HD, R, 1, 1);
-    ops->matmul(oc, &l->wo, b->ao, R, b->tmp);
+    fwd_matmul(f, "attn_output", &l->wo, b->ao, R, b->tmp);
     fwd_dump(f, "attn_output", il, b->tmp, c->n_embd, R, 1, 1);
+    fwd_phase(f, PH_ATTN, &t0);
 }

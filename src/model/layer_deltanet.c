@@ -26,8 +26,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     const Model *m = f->m;
     const ModelConfig *c = &m->cfg;
     const LayerW *l = &m->layers[il];
-    const Ops *ops = f->ops;
-    const OpCtx *oc = &f->oc;
+    double t0 = fwd_now();
     const int R = f->rows;
     const int conv = c->ssm_conv_dim, val = c->ssm_d_inner, key = c->ssm_key_dim;
     const int Hv = c->ssm_n_v_head, Hk = c->ssm_n_k_head, Dk = c->ssm_d_state, Dv = c->ssm_head_v_dim;
@@ -35,19 +34,19 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
 
     /* 1. projections */
     if (l->legacy) {
-        ops->matmul(oc, &l->ssm_in, b->h, R, b->proj);
+        fwd_matmul(f, "ssm_in", &l->ssm_in, b->h, R, b->proj);
         fwd_dump(f, "linear_attn_mixed_qkvz", il, b->proj, conv + val, R, 1, 1);
         for (int t = 0; t < R; t++)
             split_legacy(c, b->proj + (int64_t)t * (conv + val), b->mixed + (int64_t)t * conv, b->z + (int64_t)t * val);
     } else {
-        ops->matmul(oc, &l->qkv, b->h, R, b->mixed);
-        ops->matmul(oc, &l->z, b->h, R, b->z);
+        fwd_matmul(f, "attn_qkv", &l->qkv, b->h, R, b->mixed);
+        fwd_matmul(f, "attn_gate", &l->z, b->h, R, b->z);
     }
     fwd_dump(f, c->arch == ARCH_QWEN3NEXT ? "qkv_mixed" : "linear_attn_qkv_mixed", il, b->mixed, conv, R, 1, 1);
 
     /* 2. β and g; b->beta holds b then β, b->g holds a then g */
     if (c->arch == ARCH_QWEN3NEXT) {
-        ops->matmul(oc, &l->ba, b->h, R, b->ba);
+        fwd_matmul(f, "ssm_ba", &l->ba, b->h, R, b->ba);
         for (int t = 0; t < R; t++) /* per key group [b (r) | a (r)] */
             for (int j = 0; j < Hv; j++) {
                 const int g = j / r, jj = j % r;
@@ -56,8 +55,8 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
             }
         fwd_dump(f, "b", il, b->beta, Hv, R, 1, 1);
     } else {
-        ops->matmul(oc, &l->beta, b->h, R, b->beta);
-        ops->matmul(oc, &l->alpha, b->h, R, b->g);
+        fwd_matmul(f, "ssm_beta", &l->beta, b->h, R, b->beta);
+        fwd_matmul(f, "ssm_alpha", &l->alpha, b->h, R, b->g);
         fwd_dump(f, "beta", il, b->beta, 1, Hv, R, 1);
         fwd_dump(f, "alpha", il, b->g, Hv, R, 1, 1);
     }
@@ -73,7 +72,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     /* 3. causal conv + SiLU, per sequence with its conv state */
     for (int s = 0; s < f->n_seqs; s++) {
         const int64_t r0 = f->row0[s];
-        ops->conv_silu(oc, b->mixed + r0 * conv, f->seqs[s].n_tokens, conv, c->ssm_d_conv, l->conv1d,
+        fwd_conv_silu(f, b->mixed + r0 * conv, f->seqs[s].n_tokens, conv, c->ssm_d_conv, l->conv1d,
                        f->seqs[s].state->conv[il], b->conv_y + r0 * conv);
     }
     fwd_dump(f, "conv_output_silu", il, b->conv_y, conv, R, 1, 1);
@@ -108,6 +107,8 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         fwd_dump(f, "state_predelta", il, f->seqs[0].state->ssm[il], Dk, Dv, Hv, 1);
     }
 
+    fwd_phase(f, PH_DN_PRE, &t0);
+
     /* 5. the delta rule, per sequence */
     for (int s = 0; s < f->n_seqs; s++) {
         const int64_t r0 = f->row0[s];
@@ -115,9 +116,9 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         DeltaNetArgs a = {T, Hk, Hv, Dk, Dv, c->arch == ARCH_QWEN3NEXT,
                           b->q + r0 * key, b->k + r0 * key, b->v + r0 * val, b->g + r0 * Hv, b->beta + r0 * Hv,
                           f->seqs[s].state->ssm[il], b->o + r0 * val};
-        if (forward_deltanet_algo(f, T) == DELTANET_CHUNKED) ops->deltanet_chunked(oc, &a);
-        else ops->deltanet_recurrent(oc, &a);
+        fwd_deltanet(f, &a, forward_deltanet_algo(f, T) == DELTANET_CHUNKED);
     }
+    fwd_phase(f, PH_DN_SCAN, &t0);
     if (f->dump && f->n_seqs == 1) {
         fwd_dump(f, "new_state", il, f->seqs[0].state->ssm[il], Dk, Dv, Hv, 1);
         fwd_dump(f, "attn_output", il, b->o, Dv, Hv, R, 1);
@@ -134,6 +135,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     fwd_dump(f, "final_output", il, b->on, val, R, 1, 1);
 
     /* 7. output projection */
-    ops->matmul(oc, &l->ssm_out, b->on, R, b->tmp);
+    fwd_matmul(f, "ssm_out", &l->ssm_out, b->on, R, b->tmp);
     fwd_dump(f, "linear_attn_out", il, b->tmp, c->n_embd, R, 1, 1);
+    fwd_phase(f, PH_DN_POST, &t0);
 }

@@ -16,10 +16,10 @@ static void swiglu(float *g, const float *u, int rows, int n) {
 
 static void ffn_dense(Forward *f, Bufs *b, const LayerW *l) {
     const int R = f->rows, F = f->m->cfg.n_ff;
-    f->ops->matmul(&f->oc, &l->ffn_gate, b->h, R, b->fg);
-    f->ops->matmul(&f->oc, &l->ffn_up, b->h, R, b->fu);
+    fwd_matmul(f, "ffn_gate", &l->ffn_gate, b->h, R, b->fg);
+    fwd_matmul(f, "ffn_up", &l->ffn_up, b->h, R, b->fu);
     swiglu(b->fg, b->fu, R, F);
-    f->ops->matmul(&f->oc, &l->ffn_down, b->fg, R, b->tmp);
+    fwd_matmul(f, "ffn_down", &l->ffn_down, b->fg, R, b->tmp);
 }
 
 /* top-k of p[0..n) by descending value, ties to the lower index */
@@ -39,11 +39,9 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
     const ModelConfig *c = &f->m->cfg;
     const int R = f->rows, E = c->n_embd, nE = c->n_expert, kE = c->n_expert_used;
     const int Fe = c->n_ff_exp, Fs = c->n_ff_shexp;
-    const Ops *ops = f->ops;
-    const OpCtx *oc = &f->oc;
 
     /* routing (the router is F32: exact logits) */
-    ops->matmul(oc, &l->router, b->h, R, b->rl);
+    fwd_matmul(f, "moe_router", &l->router, b->h, R, b->rl);
     fwd_dump(f, "ffn_moe_logits", il, b->rl, nE, R, 1, 1);
     for (int t = 0; t < R; t++) op_softmax(b->rl + (int64_t)t * nE, nE);
     fwd_dump(f, "ffn_moe_probs", il, b->rl, nE, R, 1, 1);
@@ -73,10 +71,10 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
         for (int i = 0; i < n; i++)
             memcpy(b->gx + (int64_t)i * E, b->h + (int64_t)(b->erows[i] / kE) * E, sizeof(float) * (size_t)E);
         const MatW gate = expert_mat(&l->gate_exps, e), up = expert_mat(&l->up_exps, e), down = expert_mat(&l->down_exps, e);
-        ops->matmul(oc, &gate, b->gx, n, b->fg);
-        ops->matmul(oc, &up, b->gx, n, b->fu);
+        fwd_matmul(f, "moe_gate_exps", &gate, b->gx, n, b->fg);
+        fwd_matmul(f, "moe_up_exps", &up, b->gx, n, b->fu);
         swiglu(b->fg, b->fu, n, Fe);
-        ops->matmul(oc, &down, b->fg, n, b->gx); /* gx is consumed: reuse it for the outputs */
+        fwd_matmul(f, "moe_down_exps", &down, b->fg, n, b->gx); /* gx is consumed: reuse it for the outputs */
         for (int i = 0; i < n; i++)
             memcpy(b->eo + (int64_t)b->erows[i] * E, b->gx + (int64_t)i * E, sizeof(float) * (size_t)E);
     }
@@ -92,12 +90,12 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
     fwd_dump(f, "ffn_moe_out", il, b->tmp, E, R, 1, 1);
 
     /* shared expert */
-    ops->matmul(oc, &l->gate_shexp, b->h, R, b->fg);
-    ops->matmul(oc, &l->up_shexp, b->h, R, b->fu);
+    fwd_matmul(f, "shexp_gate", &l->gate_shexp, b->h, R, b->fg);
+    fwd_matmul(f, "shexp_up", &l->up_shexp, b->h, R, b->fu);
     swiglu(b->fg, b->fu, R, Fs);
-    ops->matmul(oc, &l->down_shexp, b->fg, R, b->tmp2);
+    fwd_matmul(f, "shexp_down", &l->down_shexp, b->fg, R, b->tmp2);
     fwd_dump(f, "ffn_shexp", il, b->tmp2, E, R, 1, 1);
-    ops->matmul(oc, &l->shexp_gate, b->h, R, b->sgate);
+    fwd_matmul(f, "shexp_gate_inp", &l->shexp_gate, b->h, R, b->sgate);
     for (int t = 0; t < R; t++) b->sgate[t] = op_sigmoid(b->sgate[t]);
     fwd_dump(f, "shared_expert_gate_sigmoid", il, b->sgate, 1, R, 1, 1);
     for (int t = 0; t < R; t++)
@@ -106,6 +104,8 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
 
 void layer_ffn(Forward *f, Bufs *b, int il) {
     const LayerW *l = &f->m->layers[il];
+    double t0 = fwd_now();
     if (f->m->cfg.moe) ffn_moe(f, b, l, il);
     else ffn_dense(f, b, l);
+    fwd_phase(f, PH_FFN, &t0);
 }

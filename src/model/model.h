@@ -129,6 +129,8 @@ typedef struct ForwardOptions {
 Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err);
 void forward_free(Forward *f);
 void forward_set_dump(Forward *f, Dump *d); /* NULL disables */
+const char *forward_ops_name(const Forward *f); /* the op table in use: "ref", "avx2", "avx512" */
+int forward_n_threads(const Forward *f);
 
 /* One sequence's part of a batch: n_tokens tokens continuing from state->n_past; logits (NULL, or
  * [n_out][n_vocab]) receives the rows of its last n_out tokens (1 for generation, n_tokens for evaluation). */
@@ -147,6 +149,11 @@ typedef struct BatchSeq {
 int forward_batch(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err);
 /* forward_batch for one sequence. */
 int forward_run(Forward *f, SeqState *s, const int32_t *tokens, int T, float *logits, int n_out, Err *err);
+/* Profiling: time per phase (embedding, attention, delta-net pre-scan / scan / post-scan, FFN, head) and
+ * per op, and major page faults during compute. enable resets the counters. */
+void forward_profile_enable(Forward *f, bool on);
+/* Formats the report into buf (truncated to cap); returns the length it needed. */
+int forward_profile_report(const Forward *f, char *buf, size_t cap);
 /* The algorithm the delta-net layers use for a sequence chunk of T tokens. */
 DeltaNetAlgo forward_deltanet_algo(const Forward *f, int T);
 

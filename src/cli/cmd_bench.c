@@ -1,0 +1,230 @@
+/* cmd_bench.c — `deltallm bench`, in the style of llama-bench: prompt processing (ppN: N random tokens in
+ * one pass from an empty context) and generation (tgN: N one-token steps from an empty context), repeated,
+ * mean ± standard deviation in tokens/s, as a markdown table or JSON. Decode rows also show the effective
+ * weight bandwidth (weight bytes read per token × tokens/s) next to a read-bandwidth probe measured in the
+ * same run, and every row the major page faults during compute (0 once the weights are resident). */
+#include "cli/bwprobe.h"
+#include "cli/cli.h"
+#include "deltallm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define MAX_LIST 16
+
+typedef struct Result {
+    const char *model;
+    char arch[16], ops[16];
+    uint64_t file_bytes, decode_bytes;
+    int threads;
+    char test[24];
+    int n_tokens;
+    double mean, sd;    /* tokens/s */
+    double weights_gbs; /* decode: effective weight bandwidth */
+    double probe_gbs;
+    long majflt;
+} Result;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static long majflt_now(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_majflt;
+}
+
+static int parse_list(const char *s, long long lo, long long hi, long long *out, int *n) {
+    *n = 0;
+    while (*s && *n < MAX_LIST) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v < lo || v > hi) return -1;
+        out[(*n)++] = v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return *n ? 0 : -1;
+}
+
+/* One timed run: pp evaluates n tokens at once, tg evaluates n tokens one by one. Returns seconds. */
+static double run_once(DlSession *s, const int32_t *toks, int n, bool pp, DlError *err) {
+    dl_session_reset(s);
+    double t0 = now_s();
+    if (pp) {
+        if (dl_session_eval(s, toks, (size_t)n, err)) return -1;
+    } else {
+        for (int i = 0; i < n; i++)
+            if (dl_session_eval(s, &toks[i], 1, err)) return -1;
+    }
+    return now_s() - t0;
+}
+
+static void print_bytes(char *buf, size_t cap, double b) {
+    if (b >= 1024.0 * 1024 * 1024) snprintf(buf, cap, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else snprintf(buf, cap, "%.2f MiB", b / (1024.0 * 1024));
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *models[MAX_LIST];
+    int n_models = 0, n_pp = 1, n_tg = 1, n_thr = 1;
+    long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512;
+    bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: deltallm bench -m MODEL.gguf [-m ...] [-p 512[,..]] [-n 128[,..]] [-t 1,2] [-r 3] [-b 512]\n"
+                   "                      [--json] [--profile] [--mlock] [--no-prefetch] [--exact]\n"
+                   "  -p 0 or -n 0 skips that test. Weights are read into memory first (--no-prefetch: not);\n"
+                   "  --mlock also locks them. DELTALLM_ISA=ref|avx2|avx512 selects the kernels.\n");
+            return 0;
+        } else if (!strcmp(a, "-m") && v) {
+            if (n_models == MAX_LIST) return cli_usage_error("bench", "too many models");
+            models[n_models++] = argv[++i];
+        } else if (!strcmp(a, "-p") && v) {
+            if (parse_list(argv[++i], 0, 1 << 20, pp, &n_pp)) return cli_usage_error("bench", "bad -p list '%s'", v);
+        } else if (!strcmp(a, "-n") && v) {
+            if (parse_list(argv[++i], 0, 1 << 20, tg, &n_tg)) return cli_usage_error("bench", "bad -n list '%s'", v);
+        } else if (!strcmp(a, "-t") && v) {
+            if (parse_list(argv[++i], 1, 1024, thr, &n_thr)) return cli_usage_error("bench", "bad -t list '%s'", v);
+        } else if (!strcmp(a, "-r") && v) {
+            if (cli_parse_int("bench", a, argv[++i], 1, 1000, &reps)) return 2;
+        } else if (!strcmp(a, "-b") && v) {
+            if (cli_parse_int("bench", a, argv[++i], 1, 65536, &batch)) return 2;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--profile")) {
+            profile = true;
+        } else if (!strcmp(a, "--mlock")) {
+            mlock_ = true;
+        } else if (!strcmp(a, "--no-prefetch")) {
+            prefetch = false;
+        } else if (!strcmp(a, "--exact")) {
+            exact = true;
+        } else {
+            return cli_usage_error("bench", "unknown or incomplete option '%s'", a);
+        }
+    }
+    if (!n_models) return cli_usage_error("bench", "needs -m MODEL.gguf");
+    long long max_tok = 0;
+    for (int i = 0; i < n_pp; i++) max_tok = pp[i] > max_tok ? pp[i] : max_tok;
+    for (int i = 0; i < n_tg; i++) max_tok = tg[i] > max_tok ? tg[i] : max_tok;
+    if (max_tok == 0) return cli_usage_error("bench", "nothing to run (-p 0 -n 0)");
+
+    Result res[MAX_LIST * MAX_LIST * 2 * 4];
+    int n_res = 0, rc = 0;
+    double probe_cache[1025] = {0};
+    char *report = profile ? malloc(1 << 16) : NULL;
+    for (int mi = 0; mi < n_models && rc == 0; mi++) {
+        for (int ti = 0; ti < n_thr && rc == 0; ti++) {
+            DlError err = {{0}};
+            DlEngineParams ep;
+            dl_engine_params_init(&ep);
+            ep.model_path = models[mi];
+            ep.n_threads = (int)thr[ti];
+            ep.n_ctx = (int)max_tok + 8;
+            ep.n_batch = (int)batch;
+            ep.exact = exact;
+            DlEngine *e = dl_engine_open(&ep, &err);
+            DlSession *s = e ? dl_session_new(e, &err) : NULL;
+            int32_t *toks = malloc(sizeof(int32_t) * (size_t)max_tok);
+            if (!s || !toks || ((prefetch || mlock_) && dl_engine_prefetch(e, mlock_, &err))) {
+                fprintf(stderr, "deltallm bench: %s: %s\n", models[mi], err.msg[0] ? err.msg : "out of memory");
+                rc = 1;
+            }
+            const DlModelInfo *info = e ? dl_engine_info(e) : NULL;
+            uint64_t rng = 0x12345678u;
+            for (long long i = 0; rc == 0 && i < max_tok; i++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                toks[i] = (int32_t)((rng >> 33) % (uint64_t)info->n_vocab);
+            }
+            const int nthreads = rc ? 1 : info->n_threads;
+            for (int kind = 0; kind < 2 && rc == 0; kind++) {
+                const long long *list = kind == 0 ? pp : tg;
+                for (int li = 0; li < (kind == 0 ? n_pp : n_tg) && rc == 0; li++) {
+                    const int n = (int)list[li];
+                    if (n == 0) continue;
+                    if (run_once(s, toks, n < 8 ? n : 8, kind == 0, &err) < 0) rc = 1; /* warm-up */
+                    if (profile) dl_engine_profile(e, true);
+                    double sum = 0, sum2 = 0;
+                    long f0 = majflt_now();
+                    for (long long r = 0; r < reps && rc == 0; r++) {
+                        double t = run_once(s, toks, n, kind == 0, &err);
+                        if (t < 0) {
+                            rc = 1;
+                            break;
+                        }
+                        double tps = n / t;
+                        sum += tps, sum2 += tps * tps;
+                    }
+                    if (rc) {
+                        fprintf(stderr, "deltallm bench: %s\n", err.msg);
+                        break;
+                    }
+                    Result *R = &res[n_res++];
+                    memset(R, 0, sizeof *R);
+                    R->model = models[mi];
+                    snprintf(R->arch, sizeof R->arch, "%s", info->arch);
+                    snprintf(R->ops, sizeof R->ops, "%s", info->ops);
+                    R->file_bytes = info->file_bytes;
+                    R->decode_bytes = info->decode_bytes;
+                    R->threads = nthreads;
+                    snprintf(R->test, sizeof R->test, "%s%d", kind == 0 ? "pp" : "tg", n);
+                    R->n_tokens = n;
+                    R->mean = sum / (double)reps;
+                    R->sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / (double)reps) / (double)(reps - 1))) : 0;
+                    R->majflt = majflt_now() - f0;
+                    if (kind == 1) {
+                        R->weights_gbs = (double)info->decode_bytes * R->mean / 1e9;
+                        if (nthreads <= 1024 && probe_cache[nthreads] == 0)
+                            probe_cache[nthreads] = bwprobe_read_gbs((size_t)512 << 20, nthreads, 3);
+                        R->probe_gbs = probe_cache[nthreads];
+                    }
+                    if (profile) {
+                        dl_engine_profile_report(e, report, 1 << 16);
+                        fprintf(stderr, "== %s, %d threads, %s ==\n%s\n", models[mi], nthreads, R->test, report);
+                        dl_engine_profile(e, false);
+                    }
+                }
+            }
+            free(toks);
+            dl_session_free(s);
+            dl_engine_close(e);
+        }
+    }
+    free(report);
+    if (json) {
+        printf("[\n");
+        for (int i = 0; i < n_res; i++) {
+            const Result *R = &res[i];
+            printf("  {\"model\": \"%s\", \"arch\": \"%s\", \"file_bytes\": %llu, \"ops\": \"%s\", \"threads\": %d, "
+                   "\"test\": \"%s\", \"n_tokens\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"decode_bytes\": %llu, "
+                   "\"weights_gbs\": %.3f, \"probe_gbs\": %.3f, \"major_faults\": %ld}%s\n",
+                   R->model, R->arch, (unsigned long long)R->file_bytes, R->ops, R->threads, R->test,
+                   R->n_tokens, R->mean, R->sd, (unsigned long long)R->decode_bytes, R->weights_gbs, R->probe_gbs,
+                   R->majflt, i + 1 < n_res ? "," : "");
+        }
+        printf("]\n");
+    } else {
+        printf("| model | size | arch | ops | threads | test | t/s | weights GB/s | probe GB/s | major faults |\n");
+        printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
+        for (int i = 0; i < n_res; i++) {
+            const Result *R = &res[i];
+            const char *base = strrchr(R->model, '/') ? strrchr(R->model, '/') + 1 : R->model;
+            char size[32], bw[32] = "", probe[32] = "";
+            print_bytes(size, sizeof size, (double)R->file_bytes);
+            if (R->weights_gbs > 0) snprintf(bw, sizeof bw, "%.1f", R->weights_gbs);
+            if (R->probe_gbs > 0) snprintf(probe, sizeof probe, "%.1f", R->probe_gbs);
+            printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %ld |\n", base, size, R->arch,
+                   R->ops, R->threads, R->test, R->mean, R->sd, bw, probe, R->majflt);
+        }
+    }
+    return rc;
+}
