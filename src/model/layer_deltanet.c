@@ -42,7 +42,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         fwd_matmul(f, "attn_qkv", &l->qkv, b->h, R, b->mixed);
         fwd_matmul(f, "attn_gate", &l->z, b->h, R, b->z);
     }
-    fwd_dump(f, c->arch == ARCH_QWEN3NEXT ? "qkv_mixed" : "linear_attn_qkv_mixed", il, b->mixed, conv, R, 1, 1);
+    fwd_dump(f, l->legacy ? "qkv_mixed" : "linear_attn_qkv_mixed", il, b->mixed, conv, R, 1, 1);
 
     /* 2. β and g; b->beta holds b then β, b->g holds a then g */
     if (c->arch == ARCH_QWEN3NEXT) {
