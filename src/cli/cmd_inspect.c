@@ -122,7 +122,7 @@ int cmd_inspect(int argc, char **argv) {
             path = argv[i];
         }
     }
-    if (!path) return cli_usage_error("inspect", "missing FILE (usage: deltallm inspect FILE.gguf)");
+    if (!path) return cli_usage_error("inspect", "missing FILE (usage: deltallm inspect [--no-tensors] FILE.gguf)");
     Err err = {{0}};
     Gguf *g = gguf_open(path, &err);
     if (!g) {
@@ -140,7 +140,11 @@ int cmd_inspect(int argc, char **argv) {
     fprintf(f, "\n== metadata ==\n");
     for (int64_t i = 0; i < gguf_n_kv(g); i++) {
         const GgufKV *kv = gguf_kv(g, i);
-        fprintf(f, "  %-44.*s ", (int)(kv->key.len > 120 ? 120 : kv->key.len), kv->key.ptr);
+        char key[121];
+        gguf_str_copy(kv->key, key, sizeof key);
+        for (char *p = key; *p; p++) /* keys come from the file: keep control bytes off the terminal */
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+        fprintf(f, "  %-44s ", key);
         if (kv->val.type == GGUF_TYPE_ARRAY) print_array(f, &kv->val.arr);
         else {
             fprintf(f, "%s = ", gguf_value_type_name(kv->val.type));
@@ -169,16 +173,19 @@ int cmd_inspect(int argc, char **argv) {
     }
 
     if (show_tensors && gguf_n_tensors(g) > 0) {
-        fprintf(f, "\n== tensors ==\n  %-40s %-8s %-26s %14s %14s\n", "name", "type", "shape", "offset", "bytes");
+        fprintf(f, "\n== tensors ==\n  %-40s %-8s %-26s %14s %14s%s\n", "name", "type", "shape", "offset", "bytes",
+                gguf_n_splits(g) > 1 ? "  part" : "");
         for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
             const GgufTensor *t = gguf_tensor(g, i);
-            char shape[64];
+            char shape[128]; /* 4 dims whose product fits in int64: at most ~40 characters */
             int n = snprintf(shape, sizeof shape, "{");
             for (int d = 0; d < t->n_dims; d++)
                 n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "", t->ne[d]);
             snprintf(shape + n, sizeof shape - (size_t)n, "}");
-            fprintf(f, "  %-40s %-8s %-26s %14" PRIu64 " %14" PRIu64 "%s\n", t->name, format_name(t->type), shape,
-                    t->file_off, t->nbytes, gguf_n_splits(g) > 1 ? "" : "");
+            fprintf(f, "  %-40s %-8s %-26s %14" PRIu64 " %14" PRIu64, t->name, format_name(t->type), shape, t->file_off,
+                    t->nbytes);
+            if (gguf_n_splits(g) > 1) fprintf(f, "  %5d", t->split + 1); /* offsets are within that part's file */
+            fputc('\n', f);
         }
     }
     if (gguf_n_tensors(g) > 0) {
