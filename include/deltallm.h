@@ -88,6 +88,9 @@ int dl_tokenize(const DlEngine *e, const char *text, size_t len, bool parse_spec
 /* The bytes a token stands for (may be part of a UTF-8 character); NULL for an id out of range. */
 const char *dl_token_piece(const DlEngine *e, int32_t id, size_t *len);
 bool dl_token_is_eog(const DlEngine *e, int32_t id); /* end of generation (<|im_end|>, <|endoftext|>, ...) */
+/* Control (or unknown) token: one the detokenizer drops unless render_special (<|im_start|>, <|im_end|>, ...).
+ * User-defined tokens such as <think> or <tool_call> are not control tokens: they are rendered as text. */
+bool dl_token_is_control(const DlEngine *e, int32_t id);
 int32_t dl_token_id(const DlEngine *e, const char *text); /* exact vocabulary entry, or -1 */
 const char *dl_chat_template(const DlEngine *e);           /* tokenizer.chat_template, or NULL */
 

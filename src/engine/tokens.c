@@ -31,6 +31,9 @@ int dl_tokenize(const DlEngine *e, const char *text, size_t len, bool parse_spec
 
 const char *dl_token_piece(const DlEngine *e, int32_t id, size_t *len) { return tokenizer_piece(e->tok, id, len); }
 bool dl_token_is_eog(const DlEngine *e, int32_t id) { return tokenizer_is_eog(e->tok, id); }
+bool dl_token_is_control(const DlEngine *e, int32_t id) {
+    return (tokenizer_token_attr(e->tok, id) & (TOKEN_ATTR_CONTROL | TOKEN_ATTR_UNKNOWN)) != 0;
+}
 int32_t dl_token_id(const DlEngine *e, const char *text) { return tokenizer_token_id(e->tok, text, strlen(text)); }
 const char *dl_chat_template(const DlEngine *e) { return tokenizer_chat_template(e->tok); }
 

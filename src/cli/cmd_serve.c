@@ -1,0 +1,176 @@
+/* cmd_serve.c — `deltallm serve`: options, then the OpenAI-compatible server (src/server/) until SIGINT or
+ * SIGTERM. Prints "listening on http://HOST:PORT" on stdout once it accepts connections (scripts wait for
+ * that line; with --port 0 it carries the port that was chosen). */
+#include "cli/cli.h"
+#include "server/server.h"
+#include "server/util.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(void) {
+    printf("usage: deltallm serve -m MODEL.gguf [options]\n"
+           "  --host H                 address to bind (default 127.0.0.1; 0.0.0.0 for all interfaces)\n"
+           "  --port P                 port (default 8080; 0 = any free port)\n"
+           "  -np, --parallel N        requests computed at once (slots; default 1)\n"
+           "  -c, --ctx-size N         context per slot in tokens (default min(model, 4096))\n"
+           "  -b, --batch-size N       prompt tokens per forward pass (default 256)\n"
+           "  -t, --threads N          compute threads (default: all CPUs)\n"
+           "  --api-key KEY            require 'Authorization: Bearer KEY' (also $DELTALLM_API_KEY)\n"
+           "  --api-key-file FILE      the same, the key read from the first line of FILE\n"
+           "  --alias NAME             model id reported by the API (default: the file name)\n"
+           "  --chat-template-file F   use this chat template instead of the GGUF's\n"
+           "  --chat-format NAME       force the chat format: chatml, qwen3, qwen3-coder, qwen35\n"
+           "  --queue N                requests that may wait for a slot (default 64; beyond: 503)\n"
+           "  --cache-ram MiB          RAM for prefix checkpoints (default 2048)\n"
+           "  --cache-chunk N          checkpoint interval in tokens (default 256)\n"
+           "  --cache-dense            keep a checkpoint at every interval (default: the last of each prompt\n"
+           "                           and those at 1, 2, 4, 8, ... intervals)\n"
+           "  --no-cache               no prefix reuse\n"
+           "  --state-dir DIR          also keep checkpoints on disk (survive restarts)\n"
+           "  --state-max MiB          disk budget for --state-dir (default 10240)\n"
+           "  --max-body MiB           largest request body (default 8)\n"
+           "  --max-connections N      open connections at most (default 256)\n"
+           "  --timeout S              idle connection timeout in seconds (default 600)\n"
+           "  --temp T --top-p P --top-k K --min-p P\n"
+           "                           sampling defaults for requests that do not set them (OpenAI's: 1, 1, off, off)\n"
+           "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
+           "  -v, --verbose            debug log\n");
+}
+
+static char *read_key_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char line[1024];
+    char *r = fgets(line, sizeof line, f);
+    fclose(f);
+    if (!r) return NULL;
+    line[strcspn(line, "\r\n")] = 0;
+    return strdup(line);
+}
+
+int cmd_serve(int argc, char **argv) {
+    ServerConfig c;
+    server_config_init(&c);
+    char *key_owned = NULL;
+    long long v;
+    double d;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEEDV                                                                                              \
+    if (!val) return free(key_owned), cli_usage_error("serve", "%s needs a value", a);                     \
+    i++
+#define INT_OPT(lo, hi, dst)                                                                               \
+    do {                                                                                                   \
+        NEEDV;                                                                                             \
+        if (cli_parse_int("serve", a, val, lo, hi, &v)) return free(key_owned), 2;                         \
+        dst = v;                                                                                           \
+    } while (0)
+#define FLOAT_OPT(lo, hi, dst)                                                                             \
+    do {                                                                                                   \
+        NEEDV;                                                                                             \
+        if (cli_parse_float("serve", a, val, lo, hi, &d)) return free(key_owned), 2;                       \
+        dst = (float)d;                                                                                    \
+    } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            free(key_owned);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            NEEDV;
+            c.model_path = val;
+        } else if (!strcmp(a, "--host")) {
+            NEEDV;
+            c.host = val;
+        } else if (!strcmp(a, "--port")) INT_OPT(0, 65535, c.port);
+        else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) INT_OPT(1, 256, c.parallel);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) INT_OPT(16, 1 << 24, c.ctx_size);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) INT_OPT(1, 1 << 16, c.batch_size);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(0, 4096, c.threads);
+        else if (!strcmp(a, "--api-key")) {
+            NEEDV;
+            c.api_key = val;
+        } else if (!strcmp(a, "--api-key-file")) {
+            NEEDV;
+            free(key_owned);
+            if (!(key_owned = read_key_file(val)) || !*key_owned) {
+                free(key_owned);
+                return cli_usage_error("serve", "cannot read an API key from %s", val);
+            }
+            c.api_key = key_owned;
+        } else if (!strcmp(a, "--alias")) {
+            NEEDV;
+            c.alias = val;
+        } else if (!strcmp(a, "--chat-template-file")) {
+            NEEDV;
+            c.chat_template_file = val;
+        } else if (!strcmp(a, "--chat-format")) {
+            NEEDV;
+            c.chat_format = val;
+        } else if (!strcmp(a, "--queue")) INT_OPT(0, 1 << 20, c.queue_max);
+        else if (!strcmp(a, "--cache-ram")) INT_OPT(0, 1 << 24, c.cache_ram_mib);
+        else if (!strcmp(a, "--cache-chunk")) INT_OPT(1, 1 << 20, c.cache_chunk);
+        else if (!strcmp(a, "--cache-dense")) c.cache_dense = true;
+        else if (!strcmp(a, "--no-cache")) c.no_cache = true;
+        else if (!strcmp(a, "--state-dir")) {
+            NEEDV;
+            c.state_dir = val;
+        } else if (!strcmp(a, "--state-max")) INT_OPT(1, 1ll << 30, c.state_max_mib);
+        else if (!strcmp(a, "--max-body")) {
+            INT_OPT(1, 4096, c.max_body_bytes);
+            c.max_body_bytes <<= 20;
+        } else if (!strcmp(a, "--max-connections")) INT_OPT(1, 1 << 16, c.max_connections);
+        else if (!strcmp(a, "--timeout")) INT_OPT(1, 1 << 20, c.timeout_s);
+        else if (!strcmp(a, "--temp")) FLOAT_OPT(0, 2, c.temperature);
+        else if (!strcmp(a, "--top-p")) FLOAT_OPT(0, 1, c.top_p);
+        else if (!strcmp(a, "--min-p")) FLOAT_OPT(0, 1, c.min_p);
+        else if (!strcmp(a, "--top-k")) INT_OPT(0, 1 << 30, c.top_k);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) INT_OPT(-1, 1 << 30, c.n_predict);
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) srv_log_verbose(true);
+        else {
+            free(key_owned);
+            return cli_usage_error("serve", "unknown option '%s' (deltallm serve --help lists them)", a);
+        }
+#undef NEEDV
+#undef INT_OPT
+#undef FLOAT_OPT
+    }
+    if (!c.model_path) {
+        free(key_owned);
+        return cli_usage_error("serve", "no model: -m MODEL.gguf");
+    }
+    if (c.n_predict == 0) c.n_predict = -1;
+    const char *env_key = getenv("DELTALLM_API_KEY");
+    if (!c.api_key && env_key && *env_key) c.api_key = env_key;
+
+    /* every thread started from here on inherits the blocked signals; this one waits for them */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    Err err = {{0}};
+    Server *s = server_start(&c, &err);
+    free(key_owned);
+    if (!s) {
+        fprintf(stderr, "deltallm serve: %s\n", err.msg);
+        return 1;
+    }
+    bool v6 = strchr(c.host, ':') != NULL;
+    printf("deltallm serve: listening on http://%s%s%s:%d (model '%s')%s\n", v6 ? "[" : "", c.host, v6 ? "]" : "",
+           server_port(s), server_model_id(s), c.api_key ? ", API key required" : "");
+    fflush(stdout);
+    if (strcmp(c.host, "127.0.0.1") != 0 && strcmp(c.host, "localhost") != 0 && strcmp(c.host, "::1") != 0 && !c.api_key)
+        srv_log(LOG_WARN, "listening on %s without an API key: anyone who can reach this address can use the model",
+                c.host);
+    int sig = 0;
+    sigwait(&set, &sig);
+    srv_log(LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    server_stop(s);
+    return 0;
+}

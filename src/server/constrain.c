@@ -1,0 +1,784 @@
+/* constrain.c — see constrain.h: the program compiler (tool schemas, JSON schemas) and the NFA that
+ * runs it byte by byte.
+ *
+ * Ops: LIT (exact bytes), INT, NUM, JSTR (a JSON string), XTEXT (free text, can end anywhere), JANY /
+ * JOBJ (any JSON value / any JSON object: a pushdown automaton), FORK (alternatives), JMP, END. Jumps
+ * only go forward, so a program is a DAG; the shortest completion from each op is computed once. */
+#include "server/constrain.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OP_LIT, OP_INT, OP_NUM, OP_JSTR, OP_XTEXT, OP_JANY, OP_JOBJ, OP_FORK, OP_JMP, OP_END };
+enum { MAX_OPS = 8192, MAX_THREADS = 48, JDEPTH = 24, MAX_SCHEMA_DEPTH = 8, MAX_DIGITS = 15 /* exact in a double */ };
+
+typedef struct COp {
+    int kind;
+    char *lit;
+    size_t len;
+    int *tgt; /* FORK targets, JMP target (tgt[0]) */
+    int n_tgt;
+} COp;
+
+/* JSON pushdown states */
+enum { J_VALUE, J_OBJ_FIRST, J_OBJ_KEY, J_COLON, J_ARR_FIRST, J_AFTER, J_STR, J_ESC, J_HEX, J_NUM, J_LIT, J_DONE };
+
+typedef struct JState {
+    uint8_t st, depth, sub, lit, in_key, obj_required;
+    uint8_t stack[JDEPTH];
+} JState;
+
+typedef struct Thread {
+    uint16_t pc;
+    uint16_t pos; /* LIT offset, digit count */
+    uint8_t sub;
+    uint8_t fb[3]; /* forbidden-substring progress */
+    JState j;
+} Thread;
+
+struct Constraint {
+    COp *ops;
+    int n_ops, cap_ops;
+    size_t *min_len; /* shortest completion from each op */
+    Thread threads[MAX_THREADS];
+    int n_threads;
+    bool oom;
+};
+
+/* Closing tags a text value may not contain: they would end the call (or the parameter) early. */
+static const char *const FORBID[3] = {"</tool_call>", "</parameter>", "</function>"};
+enum { FB_CALL = 1, FB_ALL = 7 };
+
+/* ------------------------------------------------------------------------------------------ compiling */
+
+static int emit(Constraint *c, int kind) {
+    if (c->n_ops >= MAX_OPS) {
+        c->oom = true;
+        return -1;
+    }
+    if (c->n_ops == c->cap_ops) {
+        int cap = c->cap_ops ? c->cap_ops * 2 : 64;
+        COp *o = realloc(c->ops, (size_t)cap * sizeof *o);
+        if (!o) {
+            c->oom = true;
+            return -1;
+        }
+        c->ops = o;
+        c->cap_ops = cap;
+    }
+    c->ops[c->n_ops] = (COp){.kind = kind};
+    return c->n_ops++;
+}
+
+static void emit_lit(Constraint *c, const char *s, size_t n) {
+    if (!n) return;
+    int i = emit(c, OP_LIT);
+    if (i < 0) return;
+    c->ops[i].lit = malloc(n);
+    if (!c->ops[i].lit) {
+        c->oom = true;
+        return;
+    }
+    memcpy(c->ops[i].lit, s, n);
+    c->ops[i].len = n;
+}
+static void emit_lits(Constraint *c, const char *s) { emit_lit(c, s, strlen(s)); }
+
+static int emit_fork(Constraint *c, int n) {
+    int i = emit(c, OP_FORK);
+    if (i < 0) return -1;
+    c->ops[i].tgt = calloc((size_t)n, sizeof(int));
+    if (!c->ops[i].tgt) {
+        c->oom = true;
+        return -1;
+    }
+    c->ops[i].n_tgt = n;
+    return i;
+}
+
+static int emit_jmp(Constraint *c) {
+    int i = emit(c, OP_JMP);
+    if (i < 0) return -1;
+    if (!(c->ops[i].tgt = calloc(1, sizeof(int)))) {
+        c->oom = true;
+        return -1;
+    }
+    c->ops[i].n_tgt = 1;
+    return i;
+}
+
+static void set_target(Constraint *c, int op, int k, int target) {
+    if (op >= 0 && !c->oom) c->ops[op].tgt[k] = target;
+}
+
+static const cJSON *jobj(const cJSON *v, const char *k) {
+    return cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, k) : NULL;
+}
+
+/* The schema's type when it is one simple type (a ["T", "null"] pair counts as T). */
+static const char *schema_type(const cJSON *schema) {
+    const cJSON *t = jobj(schema, "type");
+    if (cJSON_IsString(t)) return t->valuestring;
+    if (cJSON_IsArray(t)) {
+        const char *only = NULL;
+        int n = 0;
+        for (const cJSON *e = t->child; e; e = e->next)
+            if (cJSON_IsString(e) && strcmp(e->valuestring, "null") != 0) only = e->valuestring, n++;
+        return n == 1 ? only : NULL;
+    }
+    return NULL;
+}
+
+/* Alternatives of literal texts (enum values). */
+static void emit_choice(Constraint *c, char **texts, int n) {
+    int f = emit_fork(c, n);
+    int *jumps = calloc((size_t)n, sizeof(int));
+    if (!jumps) {
+        c->oom = true;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        set_target(c, f, i, c->n_ops);
+        emit_lits(c, texts[i]);
+        jumps[i] = emit_jmp(c);
+    }
+    for (int i = 0; i < n; i++) set_target(c, jumps[i], 0, c->n_ops);
+    free(jumps);
+}
+
+/* enum / const as texts: JSON for the JSON format, raw strings for XML. */
+static bool emit_enum(Constraint *c, const cJSON *schema, bool xml) {
+    const cJSON *en = jobj(schema, "enum"), *cn = jobj(schema, "const");
+    const cJSON *first = cJSON_IsArray(en) && en->child ? en->child : cn;
+    if (!first) return false;
+    int n = 0;
+    for (const cJSON *e = first; e; e = (first == cn ? NULL : e->next)) n++;
+    if (n > 256) return false;
+    char **texts = calloc((size_t)n, sizeof *texts);
+    if (!texts) return c->oom = true;
+    int k = 0;
+    for (const cJSON *e = first; e; e = (first == cn ? NULL : e->next))
+        texts[k++] = xml && cJSON_IsString(e) ? strdup(e->valuestring) : cJSON_PrintUnformatted(e);
+    bool ok = true;
+    for (int i = 0; i < n; i++) ok = ok && texts[i] && texts[i][0];
+    if (ok) emit_choice(c, texts, n);
+    for (int i = 0; i < n; i++) free(texts[i]);
+    free(texts);
+    return ok;
+}
+
+static bool in_required(const cJSON *required, const char *name) {
+    for (const cJSON *r = cJSON_IsArray(required) ? required->child : NULL; r; r = r->next)
+        if (cJSON_IsString(r) && strcmp(r->valuestring, name) == 0) return true;
+    return false;
+}
+
+static void emit_json_value(Constraint *c, const cJSON *schema, int depth);
+
+static char *json_quote(const char *s) {
+    cJSON *str = cJSON_CreateString(s);
+    char *out = str ? cJSON_PrintUnformatted(str) : NULL;
+    cJSON_Delete(str);
+    return out;
+}
+
+/* {"req1": V, "req2": V[, "opt": V]...} with the required keys in order; JOBJ when nothing is required. */
+static void emit_json_object(Constraint *c, const cJSON *schema, int depth) {
+    const cJSON *props = jobj(schema, "properties"), *required = jobj(schema, "required");
+    int n_req = 0;
+    for (const cJSON *r = cJSON_IsArray(required) ? required->child : NULL; r; r = r->next)
+        if (cJSON_IsString(r)) n_req++;
+    if (!n_req || depth >= MAX_SCHEMA_DEPTH) {
+        emit(c, OP_JOBJ);
+        return;
+    }
+    emit_lits(c, "{");
+    int k = 0;
+    for (const cJSON *r = required->child; r; r = r->next) {
+        if (!cJSON_IsString(r)) continue;
+        char *q = json_quote(r->valuestring);
+        if (!q) {
+            c->oom = true;
+            return;
+        }
+        if (k++) emit_lits(c, ", ");
+        emit_lits(c, q);
+        emit_lits(c, ": ");
+        free(q);
+        emit_json_value(c, cJSON_GetObjectItemCaseSensitive(props, r->valuestring), depth + 1);
+    }
+    for (const cJSON *p = cJSON_IsObject(props) ? props->child : NULL; p; p = p->next) {
+        if (!p->string || in_required(required, p->string)) continue;
+        char *q = json_quote(p->string);
+        if (!q) {
+            c->oom = true;
+            return;
+        }
+        int f = emit_fork(c, 2);
+        set_target(c, f, 0, c->n_ops);
+        emit_lits(c, ", ");
+        emit_lits(c, q);
+        emit_lits(c, ": ");
+        free(q);
+        emit_json_value(c, p, depth + 1);
+        set_target(c, f, 1, c->n_ops);
+    }
+    emit_lits(c, "}");
+}
+
+static void emit_json_value(Constraint *c, const cJSON *schema, int depth) {
+    if (emit_enum(c, schema, false)) return;
+    const char *t = schema_type(schema);
+    if (!t || depth >= MAX_SCHEMA_DEPTH) emit(c, OP_JANY);
+    else if (!strcmp(t, "string")) emit(c, OP_JSTR);
+    else if (!strcmp(t, "integer")) emit(c, OP_INT);
+    else if (!strcmp(t, "number")) emit(c, OP_NUM);
+    else if (!strcmp(t, "null")) emit_lits(c, "null");
+    else if (!strcmp(t, "boolean")) {
+        char *tf[2] = {"true", "false"};
+        emit_choice(c, tf, 2);
+    } else if (!strcmp(t, "object") && cJSON_IsObject(jobj(schema, "properties"))) emit_json_object(c, schema, depth);
+    else if (!strcmp(t, "object")) emit(c, OP_JOBJ);
+    else emit(c, OP_JANY);
+}
+
+static void emit_xml_value(Constraint *c, const cJSON *schema) {
+    if (emit_enum(c, schema, true)) return;
+    const char *t = schema_type(schema);
+    if (!t || !strcmp(t, "string")) emit(c, OP_XTEXT);
+    else if (!strcmp(t, "integer")) emit(c, OP_INT);
+    else if (!strcmp(t, "number")) emit(c, OP_NUM);
+    else if (!strcmp(t, "null")) emit_lits(c, "null");
+    else if (!strcmp(t, "boolean")) {
+        char *tf[2] = {"true", "false"};
+        emit_choice(c, tf, 2);
+    } else emit(c, OP_JANY);
+}
+
+static void emit_xml_param(Constraint *c, const char *name, const cJSON *schema) {
+    emit_lits(c, "<parameter=");
+    emit_lits(c, name);
+    emit_lits(c, ">\n");
+    emit_xml_value(c, schema);
+    emit_lits(c, "\n</parameter>\n");
+}
+
+static void emit_xml_body(Constraint *c, const cJSON *params) {
+    const cJSON *props = jobj(params, "properties"), *required = jobj(params, "required");
+    for (const cJSON *r = cJSON_IsArray(required) ? required->child : NULL; r; r = r->next)
+        if (cJSON_IsString(r)) emit_xml_param(c, r->valuestring, cJSON_GetObjectItemCaseSensitive(props, r->valuestring));
+    for (const cJSON *p = cJSON_IsObject(props) ? props->child : NULL; p; p = p->next) {
+        if (!p->string || in_required(required, p->string)) continue;
+        int f = emit_fork(c, 2);
+        set_target(c, f, 0, c->n_ops);
+        emit_xml_param(c, p->string, p);
+        set_target(c, f, 1, c->n_ops);
+    }
+    emit_lits(c, "</function>\n</tool_call>");
+}
+
+static const cJSON *tool_function(const cJSON *tool) {
+    const cJSON *f = jobj(tool, "function");
+    return f ? f : tool;
+}
+
+static void reset_threads(Constraint *c);
+static void finish_compile(Constraint *c);
+
+Constraint *constraint_tool_call(bool xml, const cJSON *tools, const char *only, Err *err) {
+    Constraint *c = calloc(1, sizeof *c);
+    if (!c) return err_set(err, "out of memory"), NULL;
+    int n = 0;
+    for (const cJSON *t = cJSON_IsArray(tools) ? tools->child : NULL; t; t = t->next) {
+        const cJSON *name = jobj(tool_function(t), "name");
+        if (cJSON_IsString(name) && (!only || !strcmp(only, name->valuestring))) n++;
+    }
+    if (!n) {
+        free(c);
+        return err_set(err, only ? "tool_choice names a function that is not in tools" : "no tools to call"), NULL;
+    }
+    emit_lits(c, xml ? "<tool_call>\n<function=" : "<tool_call>\n{\"name\": \"");
+    int f = emit_fork(c, n), k = 0;
+    int *jumps = calloc((size_t)n, sizeof(int));
+    if (!jumps) c->oom = true;
+    for (const cJSON *t = cJSON_IsArray(tools) ? tools->child : NULL; t && jumps; t = t->next) {
+        const cJSON *fn = tool_function(t), *name = jobj(fn, "name");
+        if (!cJSON_IsString(name) || (only && strcmp(only, name->valuestring) != 0)) continue;
+        set_target(c, f, k, c->n_ops);
+        emit_lits(c, name->valuestring);
+        const cJSON *params = jobj(fn, "parameters");
+        if (xml) {
+            emit_lits(c, ">\n");
+            emit_xml_body(c, params);
+        } else {
+            emit_lits(c, "\", \"arguments\": ");
+            if (cJSON_IsObject(jobj(params, "properties"))) emit_json_object(c, params, 0);
+            else emit(c, OP_JOBJ);
+            emit_lits(c, "}\n</tool_call>");
+        }
+        jumps[k++] = emit_jmp(c);
+    }
+    int end = emit(c, OP_END);
+    for (int i = 0; jumps && i < k; i++) set_target(c, jumps[i], 0, end);
+    free(jumps);
+    finish_compile(c);
+    if (c->oom) {
+        constraint_free(c);
+        return err_set(err, "the tool schema is too large to constrain"), NULL;
+    }
+    return c;
+}
+
+Constraint *constraint_json(const cJSON *schema, Err *err) {
+    Constraint *c = calloc(1, sizeof *c);
+    if (!c) return err_set(err, "out of memory"), NULL;
+    const char *t = schema ? schema_type(schema) : NULL;
+    if (schema && !(t && !strcmp(t, "object"))) emit_json_value(c, schema, 0);
+    else if (schema) emit_json_object(c, schema, 0);
+    else emit(c, OP_JOBJ);
+    emit(c, OP_END);
+    finish_compile(c);
+    if (c->oom) {
+        constraint_free(c);
+        return err_set(err, "the JSON schema is too large to constrain"), NULL;
+    }
+    return c;
+}
+
+void constraint_free(Constraint *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n_ops; i++) {
+        free(c->ops[i].lit);
+        free(c->ops[i].tgt);
+    }
+    free(c->ops);
+    free(c->min_len);
+    free(c);
+}
+
+/* ------------------------------------------------------------------------------------------ JSON */
+
+static const char *const JLIT[3] = {"true", "false", "null"};
+
+static bool is_ws(int ch) { return ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r'; }
+static bool is_digit(int ch) { return ch >= '0' && ch <= '9'; }
+static bool is_hex(int ch) { return is_digit(ch) || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'); }
+
+/* A value just ended: back to the container, or done at the top. */
+static void j_value_done(JState *j) { j->st = j->depth ? J_AFTER : J_DONE; }
+
+static bool j_start_value(JState *j, int ch) {
+    if (j->depth == 0 && j->obj_required && ch != '{') return false;
+    switch (ch) {
+    case '{':
+    case '[':
+        if (j->depth >= JDEPTH) return false;
+        j->stack[j->depth++] = (uint8_t)ch;
+        j->st = ch == '{' ? J_OBJ_FIRST : J_ARR_FIRST;
+        return true;
+    case '"': j->st = J_STR, j->in_key = 0; return true;
+    case '-': j->st = J_NUM, j->sub = 0; return true;
+    case 't': case 'f': case 'n':
+        j->st = J_LIT, j->lit = ch == 't' ? 0 : ch == 'f' ? 1 : 2, j->sub = 1;
+        return true;
+    default:
+        if (is_digit(ch)) {
+            j->st = J_NUM, j->sub = ch == '0' ? 1 : 2;
+            return true;
+        }
+        return false;
+    }
+}
+
+/* Number substates: 0 after '-', 1 after a leading 0, 2 integer digits, 3 after '.', 4 fraction digits,
+ * 5 after 'e', 6 after the exponent sign, 7 exponent digits. 1, 2, 4, 7 may end. */
+static bool num_can_end(int sub) { return sub == 1 || sub == 2 || sub == 4 || sub == 7; }
+
+static bool j_num_step(JState *j, int ch) {
+    switch (j->sub) {
+    case 0: if (is_digit(ch)) { j->sub = ch == '0' ? 1 : 2; return true; } return false;
+    case 1: if (ch == '.') { j->sub = 3; return true; } if (ch == 'e' || ch == 'E') { j->sub = 5; return true; } return false;
+    case 2: if (is_digit(ch)) return true; if (ch == '.') { j->sub = 3; return true; } if (ch == 'e' || ch == 'E') { j->sub = 5; return true; } return false;
+    case 3: if (is_digit(ch)) { j->sub = 4; return true; } return false;
+    case 4: if (is_digit(ch)) return true; if (ch == 'e' || ch == 'E') { j->sub = 5; return true; } return false;
+    case 5: if (ch == '+' || ch == '-') { j->sub = 6; return true; } if (is_digit(ch)) { j->sub = 7; return true; } return false;
+    case 6: if (is_digit(ch)) { j->sub = 7; return true; } return false;
+    case 7: return is_digit(ch);
+    }
+    return false;
+}
+
+static bool fb_step(uint8_t *fb, int ch, unsigned set) {
+    for (int k = 0; k < 3; k++) {
+        if (!(set & (1u << k))) continue;
+        const char *f = FORBID[k];
+        if ((unsigned char)f[fb[k]] == (unsigned)ch) {
+            if (!f[++fb[k]]) return false;
+        } else {
+            fb[k] = ch == '<';
+        }
+    }
+    return true;
+}
+
+static bool j_step(JState *j, uint8_t *fb, int ch) {
+    for (;;) {
+        switch (j->st) {
+        case J_DONE: return false;
+        case J_VALUE: return is_ws(ch) && j->depth ? true : j_start_value(j, ch);
+        case J_OBJ_FIRST:
+            if (is_ws(ch)) return true;
+            if (ch == '}') return j->depth--, j_value_done(j), true;
+            if (ch == '"') return j->st = J_STR, j->in_key = 1, true;
+            return false;
+        case J_OBJ_KEY:
+            if (is_ws(ch)) return true;
+            if (ch == '"') return j->st = J_STR, j->in_key = 1, true;
+            return false;
+        case J_COLON:
+            if (is_ws(ch)) return true;
+            if (ch == ':') return j->st = J_VALUE, true;
+            return false;
+        case J_ARR_FIRST:
+            if (is_ws(ch)) return true;
+            if (ch == ']') return j->depth--, j_value_done(j), true;
+            return j_start_value(j, ch);
+        case J_AFTER: {
+            if (is_ws(ch)) return true;
+            uint8_t top = j->stack[j->depth - 1];
+            if (ch == ',') return j->st = top == '{' ? J_OBJ_KEY : J_VALUE, true;
+            if ((top == '{' && ch == '}') || (top == '[' && ch == ']')) return j->depth--, j_value_done(j), true;
+            return false;
+        }
+        case J_STR:
+            if (ch == '"') {
+                memset(fb, 0, 3); /* each string is checked on its own */
+                if (j->in_key) j->st = J_COLON;
+                else j_value_done(j);
+                return true;
+            }
+            if (ch == '\\') return j->st = J_ESC, true;
+            if (ch < 0x20) return false;
+            return fb_step(fb, ch, FB_CALL);
+        case J_ESC:
+            if (ch == 'u') return j->st = J_HEX, j->sub = 0, true;
+            if (strchr("\"\\/bfnrt", ch) && ch) return j->st = J_STR, true;
+            return false;
+        case J_HEX:
+            if (!is_hex(ch)) return false;
+            if (++j->sub == 4) j->st = J_STR;
+            return true;
+        case J_NUM:
+            if (j_num_step(j, ch)) return true;
+            if (!num_can_end(j->sub) || j->depth == 0) return false;
+            j->st = J_AFTER; /* the number ended: the byte belongs to the container */
+            continue;
+        case J_LIT:
+            if (JLIT[j->lit][j->sub] != ch) return false;
+            if (!JLIT[j->lit][++j->sub]) j_value_done(j);
+            return true;
+        }
+        return false;
+    }
+}
+
+static bool j_can_end(const JState *j) {
+    return j->st == J_DONE || (j->st == J_NUM && j->depth == 0 && num_can_end(j->sub));
+}
+
+/* The shortest text closing a JSON value from state j. */
+static void j_complete(JState j, uint8_t *fb, SBuf *out) {
+    for (int guard = 0; guard < 4 * JDEPTH + 64 && !j_can_end(&j); guard++) {
+        int ch;
+        switch (j.st) {
+        case J_STR: ch = '"'; break;
+        case J_ESC: ch = 'n'; break;
+        case J_HEX: ch = '0'; break;
+        case J_NUM: ch = num_can_end(j.sub) ? (j.stack[j.depth - 1] == '{' ? '}' : ']') : '0'; break;
+        case J_LIT: ch = JLIT[j.lit][j.sub]; break;
+        case J_VALUE: ch = j.depth == 0 && j.obj_required ? '{' : 'n'; break;
+        case J_OBJ_FIRST: ch = '}'; break;
+        case J_OBJ_KEY: ch = '"'; break;
+        case J_COLON: ch = ':'; break;
+        case J_ARR_FIRST: ch = ']'; break;
+        case J_AFTER: ch = j.stack[j.depth - 1] == '{' ? '}' : ']'; break;
+        default: return;
+        }
+        char b = (char)ch;
+        sbuf_put(out, &b, 1);
+        if (!j_step(&j, fb, ch)) return;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ the NFA */
+
+static Thread fresh(int pc) {
+    Thread t;
+    memset(&t, 0, sizeof t);
+    t.pc = (uint16_t)pc;
+    return t;
+}
+
+static Thread fresh_for(const Constraint *c, int pc) {
+    Thread t = fresh(pc);
+    if (c->ops[pc].kind == OP_JOBJ) t.j.obj_required = 1;
+    return t;
+}
+
+/* Whether the thread's op is finished in its current state and whether it may still take bytes. */
+static void op_status(const Constraint *c, const Thread *t, bool *can_end, bool *can_continue) {
+    const COp *op = &c->ops[t->pc];
+    switch (op->kind) {
+    case OP_LIT: *can_end = t->pos == op->len, *can_continue = t->pos < op->len; return;
+    case OP_INT:
+    case OP_NUM:
+        *can_end = t->sub == 1 || t->sub == 2 || t->sub == 4;
+        switch (t->sub) {
+        case 1: *can_continue = op->kind == OP_NUM; break;
+        case 2: *can_continue = t->pos < MAX_DIGITS || op->kind == OP_NUM; break;
+        case 4: *can_continue = t->pos < MAX_DIGITS; break;
+        default: *can_continue = true; break;
+        }
+        return;
+    case OP_JSTR: *can_end = t->sub == 7, *can_continue = t->sub != 7; return;
+    case OP_XTEXT: *can_end = true, *can_continue = true; return;
+    case OP_JANY:
+    case OP_JOBJ: *can_end = j_can_end(&t->j), *can_continue = t->j.st != J_DONE; return;
+    case OP_END: *can_end = false, *can_continue = false; return;
+    }
+    *can_end = *can_continue = false;
+}
+
+static void add_thread(Constraint *c, Thread *set, int *n, Thread t, int depth) {
+    if (depth > 64) return;
+    const COp *op = &c->ops[t.pc];
+    if (op->kind == OP_FORK) {
+        for (int i = 0; i < op->n_tgt; i++) add_thread(c, set, n, fresh_for(c, op->tgt[i]), depth + 1);
+        return;
+    }
+    if (op->kind == OP_JMP) {
+        add_thread(c, set, n, fresh_for(c, op->tgt[0]), depth + 1);
+        return;
+    }
+    bool end, cont;
+    op_status(c, &t, &end, &cont);
+    if (cont || op->kind == OP_END) {
+        bool dup = false;
+        for (int i = 0; i < *n && !dup; i++) dup = memcmp(&set[i], &t, sizeof t) == 0;
+        if (!dup && *n < MAX_THREADS) set[(*n)++] = t;
+    }
+    if (end) add_thread(c, set, n, fresh_for(c, t.pc + 1), depth + 1);
+}
+
+/* One byte through one thread (the op's own transition). */
+static bool thread_step(const Constraint *c, Thread *t, int ch) {
+    const COp *op = &c->ops[t->pc];
+    switch (op->kind) {
+    case OP_LIT:
+        if (t->pos < op->len && (unsigned char)op->lit[t->pos] == (unsigned)ch) return t->pos++, true;
+        return false;
+    case OP_INT:
+    case OP_NUM:
+        /* 0 start, 5 after '-', 1 leading zero, 2 digits, 3 after '.', 4 fraction digits */
+        switch (t->sub) {
+        case 0:
+        case 5:
+            if (ch == '-' && t->sub == 0) return t->sub = 5, true;
+            if (!is_digit(ch)) return false;
+            t->sub = ch == '0' ? 1 : 2, t->pos = 1;
+            return true;
+        case 1:
+        case 2:
+            if (is_digit(ch) && t->sub == 2 && t->pos < MAX_DIGITS) return t->pos++, true;
+            if (ch == '.' && op->kind == OP_NUM) return t->sub = 3, true;
+            return false;
+        case 3:
+            if (!is_digit(ch)) return false;
+            t->sub = 4, t->pos = 1;
+            return true;
+        case 4:
+            if (is_digit(ch) && t->pos < MAX_DIGITS) return t->pos++, true;
+            return false;
+        }
+        return false;
+    case OP_JSTR:
+        switch (t->sub) {
+        case 0: return ch == '"' ? (t->sub = 1, true) : false;
+        case 1:
+            if (ch == '"') return t->sub = 7, true;
+            if (ch == '\\') return t->sub = 2, true;
+            if (ch < 0x20) return false;
+            return fb_step(t->fb, ch, FB_CALL);
+        case 2:
+            if (ch == 'u') return t->sub = 3, true;
+            if (ch && strchr("\"\\/bfnrt", ch)) return t->sub = 1, true;
+            return false;
+        case 3: case 4: case 5: case 6:
+            if (!is_hex(ch)) return false;
+            t->sub = t->sub == 6 ? 1 : t->sub + 1;
+            return true;
+        }
+        return false;
+    case OP_XTEXT: return fb_step(t->fb, ch, FB_ALL);
+    case OP_JANY:
+    case OP_JOBJ: return j_step(&t->j, t->fb, ch);
+    }
+    return false;
+}
+
+/* Feeds bytes to a thread set in place; returns the number of surviving threads. */
+static int run_bytes(Constraint *c, Thread *set, int n, const char *bytes, size_t len) {
+    Thread next[MAX_THREADS];
+    for (size_t i = 0; i < len && n; i++) {
+        int m = 0;
+        for (int k = 0; k < n; k++) {
+            Thread t = set[k];
+            if (thread_step(c, &t, (unsigned char)bytes[i])) add_thread(c, next, &m, t, 0);
+        }
+        memcpy(set, next, (size_t)m * sizeof *set);
+        n = m;
+    }
+    return n;
+}
+
+static size_t op_min_len(const Constraint *c, int pc) {
+    const COp *op = &c->ops[pc];
+    switch (op->kind) {
+    case OP_LIT: return op->len + c->min_len[pc + 1];
+    case OP_INT: case OP_NUM: return 1 + c->min_len[pc + 1];
+    case OP_JSTR: case OP_JOBJ: return 2 + c->min_len[pc + 1];
+    case OP_XTEXT: return c->min_len[pc + 1];
+    case OP_JANY: return 4 + c->min_len[pc + 1];
+    case OP_JMP: return c->min_len[op->tgt[0]];
+    case OP_FORK: {
+        size_t best = SIZE_MAX;
+        for (int i = 0; i < op->n_tgt; i++)
+            if (c->min_len[op->tgt[i]] < best) best = c->min_len[op->tgt[i]];
+        return best;
+    }
+    default: return 0;
+    }
+}
+
+static void finish_compile(Constraint *c) {
+    if (c->oom) return;
+    c->min_len = calloc((size_t)c->n_ops + 1, sizeof *c->min_len);
+    if (!c->min_len) {
+        c->oom = true;
+        return;
+    }
+    for (int pc = c->n_ops - 1; pc >= 0; pc--) {
+        const COp *op = &c->ops[pc];
+        for (int i = 0; i < op->n_tgt; i++)
+            if (op->tgt[i] <= pc || op->tgt[i] >= c->n_ops) c->oom = true; /* a compiler bug: refuse */
+        if (c->oom) return;
+        c->min_len[pc] = op_min_len(c, pc);
+    }
+    reset_threads(c);
+}
+
+static void reset_threads(Constraint *c) {
+    c->n_threads = 0;
+    add_thread(c, c->threads, &c->n_threads, fresh_for(c, 0), 0);
+}
+
+bool constraint_allows(const Constraint *c, const char *bytes, size_t n) {
+    Thread set[MAX_THREADS];
+    memcpy(set, c->threads, (size_t)c->n_threads * sizeof *set);
+    return run_bytes((Constraint *)c, set, c->n_threads, bytes, n) > 0;
+}
+
+void constraint_advance(Constraint *c, const char *bytes, size_t n) {
+    c->n_threads = run_bytes(c, c->threads, c->n_threads, bytes, n);
+}
+
+bool constraint_literal(const Constraint *c, const char **text, size_t *len) {
+    if (c->n_threads != 1) return false;
+    const Thread *t = &c->threads[0];
+    const COp *op = &c->ops[t->pc];
+    if (op->kind != OP_LIT || t->pos >= op->len) return false;
+    *text = op->lit + t->pos;
+    *len = op->len - t->pos;
+    return true;
+}
+
+bool constraint_done(const Constraint *c) {
+    for (int i = 0; i < c->n_threads; i++)
+        if (c->ops[c->threads[i].pc].kind == OP_END) return true;
+    return c->n_threads == 0;
+}
+
+/* The shortest text from op pc on (no partial state). */
+static void min_text(const Constraint *c, int pc, SBuf *out) {
+    while (pc < c->n_ops) {
+        const COp *op = &c->ops[pc];
+        switch (op->kind) {
+        case OP_LIT: sbuf_put(out, op->lit, op->len); pc++; break;
+        case OP_INT: case OP_NUM: sbuf_puts(out, "0"); pc++; break;
+        case OP_JSTR: sbuf_puts(out, "\"\""); pc++; break;
+        case OP_JOBJ: sbuf_puts(out, "{}"); pc++; break;
+        case OP_JANY: sbuf_puts(out, "null"); pc++; break;
+        case OP_XTEXT: pc++; break;
+        case OP_JMP: pc = op->tgt[0]; break;
+        case OP_FORK: {
+            int best = op->tgt[0];
+            for (int i = 1; i < op->n_tgt; i++)
+                if (c->min_len[op->tgt[i]] < c->min_len[best]) best = op->tgt[i];
+            pc = best;
+            break;
+        }
+        default: return;
+        }
+    }
+}
+
+/* The completion of one thread: the rest of its op, then the shortest path to the end. */
+static void thread_completion(const Constraint *c, const Thread *t, SBuf *out) {
+    const COp *op = &c->ops[t->pc];
+    switch (op->kind) {
+    case OP_LIT: sbuf_put(out, op->lit + t->pos, op->len - t->pos); break;
+    case OP_INT:
+    case OP_NUM:
+        if (t->sub == 0 || t->sub == 5 || t->sub == 3) sbuf_puts(out, "0");
+        break;
+    case OP_JSTR:
+        if (t->sub == 0) sbuf_puts(out, "\"\"");
+        else if (t->sub == 1) sbuf_puts(out, "\"");
+        else if (t->sub == 2) sbuf_puts(out, "n\"");
+        else if (t->sub >= 3 && t->sub <= 6) {
+            for (int i = t->sub; i <= 6; i++) sbuf_puts(out, "0");
+            sbuf_puts(out, "\"");
+        }
+        break;
+    case OP_JANY:
+    case OP_JOBJ: {
+        uint8_t fb[3];
+        memcpy(fb, t->fb, 3);
+        j_complete(t->j, fb, out);
+        break;
+    }
+    case OP_END: return;
+    default: break;
+    }
+    min_text(c, t->pc + 1, out);
+}
+
+void constraint_completion(const Constraint *c, SBuf *out) {
+    if (constraint_done(c)) return;
+    SBuf best = {0};
+    bool have = false;
+    for (int i = 0; i < c->n_threads; i++) {
+        SBuf s = {0};
+        thread_completion(c, &c->threads[i], &s);
+        if (!have || s.n < best.n) {
+            sbuf_free(&best);
+            best = s;
+            have = true;
+        } else {
+            sbuf_free(&s);
+        }
+    }
+    if (have && best.n) sbuf_put(out, best.p, best.n);
+    sbuf_free(&best);
+}

@@ -1,0 +1,73 @@
+/* job.h — one generation request as the scheduler sees it, and the hand-over between the HTTP thread
+ * that created it and the scheduler thread that computes it.
+ *
+ * The HTTP thread fills the input part, submits the job and then only reads the output part (under mu)
+ * and may set cancel. The scheduler thread writes the output part: text that became final (after the
+ * detokenizer and the stop strings), counters, and at the end done + finish. Both hold a reference;
+ * the last job_unref frees it. */
+#ifndef DL_SERVER_JOB_H
+#define DL_SERVER_JOB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deltallm.h"
+#include "server/constrain.h"
+#include "server/stop.h"
+#include "server/util.h"
+
+typedef enum JobFinish {
+    FINISH_NONE,
+    FINISH_STOP,      /* end-of-generation token, stop string, or the constraint completed */
+    FINISH_LENGTH,    /* max_tokens or the context ran out */
+    FINISH_CANCELLED, /* the client went away */
+    FINISH_ERROR,     /* compute failed or the server is shutting down (error holds the reason) */
+} JobFinish;
+
+typedef struct LogitBias {
+    int32_t id;
+    float bias;
+} LogitBias;
+
+typedef struct Job {
+    /* ---- input: set before sched_submit, read-only afterwards (the scheduler owns stop/constraint) */
+    int32_t *prompt;
+    size_t n_prompt;
+    DlSamplingParams sp;
+    int max_tokens; /* ≥ 1 */
+    StopFilter stop;
+    Constraint *constraint; /* NULL: free generation */
+    LogitBias *bias;
+    int n_bias;
+    bool use_cache;
+    bool notify_text; /* wake the consumer for every piece of text (streaming); else only at the end */
+    size_t n_stable; /* chat: where the last turn header starts — later turns of the conversation share the
+                        prompt up to here, so a checkpoint is kept there (0: none) */
+
+    /* ---- output (under mu) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    SBuf text;         /* final text not yet taken by the HTTP side */
+    int n_gen;         /* tokens generated */
+    int n_cached;      /* prompt tokens restored from a checkpoint */
+    bool started;      /* the prompt is processed: the first token is coming */
+    bool done;
+    JobFinish finish;
+    char error[512];
+    double t_submit, t_admit, t_prompt_done, t_first, t_end;
+
+    atomic_bool cancel;
+    atomic_int refs;
+    uint64_t id;
+    struct Job *next; /* scheduler queue */
+} Job;
+
+/* A new job with one reference (the creator's). */
+Job *job_new(void);
+void job_ref(Job *j);
+void job_unref(Job *j);
+
+#endif

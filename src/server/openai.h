@@ -1,0 +1,78 @@
+/* openai.h — OpenAI request bodies in, validated requests out; OpenAI-style error objects.
+ *
+ * api_parse checks a /v1/chat/completions or /v1/completions body completely before anything is
+ * computed: JSON syntax, the type and range of every parameter, unknown top-level fields (refused, as
+ * the OpenAI API does), the shape of messages, content parts, tools, tool_choice, response_format and
+ * stream_options (unknown fields refused there too), and parameters deltallm cannot honour (n > 1,
+ * logprobs, images, ...: refused with a message saying so rather than silently ignored). Known
+ * parameters that do not change the output (user, metadata, store, ...) are accepted and ignored. */
+#ifndef DL_SERVER_OPENAI_H
+#define DL_SERVER_OPENAI_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deltallm.h"
+#include "server/job.h"
+#include "server/stop.h"
+
+typedef struct ApiError {
+    int status;       /* HTTP status */
+    const char *type; /* "invalid_request_error", ... */
+    char param[96];   /* the offending parameter ("" when none) */
+    char code[48];    /* "" when none */
+    char message[600];
+} ApiError;
+
+/* Sets *e and returns -1. */
+int api_error(ApiError *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* {"error": {"message", "type", "param", "code"}} (malloc'd). */
+char *api_error_json(const ApiError *e);
+
+typedef enum ToolChoice { TOOL_CHOICE_AUTO, TOOL_CHOICE_NONE, TOOL_CHOICE_REQUIRED, TOOL_CHOICE_NAMED } ToolChoice;
+typedef enum RespFormat { RF_TEXT, RF_JSON_OBJECT, RF_JSON_SCHEMA } RespFormat;
+
+/* Server-side defaults for what a request leaves out. */
+typedef struct ApiDefaults {
+    DlSamplingParams sampling; /* temperature, top_k, top_p, min_p */
+    int n_vocab;               /* for logit_bias and token prompts */
+    int chat_max_tokens;       /* -1: until the context is full */
+    int completion_max_tokens; /* OpenAI's default for /v1/completions is 16 */
+} ApiDefaults;
+
+typedef struct ApiRequest {
+    bool chat;
+    cJSON *doc; /* the body; the pointers below point into it */
+    bool stream, include_usage;
+    int max_tokens; /* -1: until the context is full */
+    bool max_tokens_given;
+    DlSamplingParams sp;
+    bool seed_given;
+    const char *stop[STOP_MAX];
+    int n_stop;
+    LogitBias *bias;
+    int n_bias;
+    bool cache_prompt;
+    bool ignore_eos; /* extension: end-of-generation tokens are never sampled (benchmarks) */
+    /* chat */
+    cJSON *messages;
+    const cJSON *tools; /* NULL when absent, empty or tool_choice is "none" */
+    ToolChoice tool_choice;
+    const char *tool_name; /* TOOL_CHOICE_NAMED */
+    int enable_thinking;   /* -1 default, 0, 1 */
+    RespFormat response_format;
+    const cJSON *schema; /* RF_JSON_SCHEMA (may be NULL: any object) */
+    /* completion */
+    const char *prompt; /* text prompt, or */
+    int32_t *prompt_ids; /* a token prompt (malloc'd) */
+    size_t n_prompt_ids;
+} ApiRequest;
+
+/* Parses and validates a body. On failure *e holds the 4xx to send; r is left empty. */
+int api_parse(bool chat, const char *body, size_t len, const ApiDefaults *d, ApiRequest *r, ApiError *e);
+void api_request_free(ApiRequest *r);
+
+#endif

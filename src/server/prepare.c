@@ -1,0 +1,140 @@
+/* prepare.c — a validated request becomes a job: the chat is rendered with the model's format (src/chat)
+ * or the completion prompt is taken as it is, the text is tokenized, the context is checked, and the
+ * sampling parameters, stop strings, logit bias and (for forced tool calls and JSON output) the
+ * constraint are attached. Runs on the HTTP thread: tokenizing may run concurrently with compute. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_internal.h"
+
+static bool format_has_thinking(ChatFormat f) { return f == CHAT_FORMAT_QWEN3 || f == CHAT_FORMAT_QWEN35; }
+
+static int render_chat(Server *s, const ApiRequest *req, char **text, size_t *len, bool *forced, ApiError *e) {
+    if (!s->have_template)
+        return api_error(e, 400, "invalid_request_error", NULL, NULL,
+                         "this model has no usable chat template: use /v1/completions, or start the server with "
+                         "--chat-template-file or --chat-format");
+    const ChatFormat f = s->tmpl.format;
+    if (req->tools && f == CHAT_FORMAT_CHATML)
+        return api_error(e, 400, "invalid_request_error", "tools", NULL,
+                         "this model's chat format (chatml) has no tool-call syntax, so tools cannot be used; start "
+                         "the server with --chat-format qwen3|qwen3-coder|qwen35 for a model trained on one");
+    *forced = req->tool_choice == TOOL_CHOICE_REQUIRED || req->tool_choice == TOOL_CHOICE_NAMED ||
+              req->response_format != RF_TEXT;
+    ChatRenderOptions opt = {.add_generation_prompt = true,
+                             .enable_thinking = req->enable_thinking < 0 ? CHAT_THINKING_DEFAULT : req->enable_thinking,
+                             .flatten_text_parts = true};
+    /* constrained output starts right away: no reasoning block first */
+    if (*forced && format_has_thinking(f)) opt.enable_thinking = 0;
+    Err err = {{0}};
+    if (chat_render(&s->tmpl, req->messages, req->tools, &opt, text, len, &err))
+        return api_error(e, 400, "invalid_request_error", "messages", NULL, "%s", err.msg);
+    return 0;
+}
+
+static int attach_constraint(Server *s, const ApiRequest *req, Job *j, ApiError *e) {
+    Err err = {{0}};
+    if (req->tool_choice == TOOL_CHOICE_REQUIRED || req->tool_choice == TOOL_CHOICE_NAMED) {
+        bool xml = s->tmpl.format == CHAT_FORMAT_QWEN35 || s->tmpl.format == CHAT_FORMAT_QWEN3_CODER;
+        j->constraint = constraint_tool_call(xml, req->tools, req->tool_choice == TOOL_CHOICE_NAMED ? req->tool_name : NULL,
+                                             &err);
+    } else if (req->response_format != RF_TEXT) {
+        j->constraint = constraint_json(req->response_format == RF_JSON_SCHEMA ? req->schema : NULL, &err);
+    } else {
+        return 0;
+    }
+    if (!j->constraint) return api_error(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
+    return 0;
+}
+
+int prepare_job(Server *s, const ApiRequest *req, Job **out, bool *starts_in_reasoning, ApiError *e) {
+    *out = NULL;
+    *starts_in_reasoning = false;
+    Job *j = job_new();
+    if (!j) return api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    DlError derr = {{0}};
+    if (req->chat) {
+        char *text = NULL;
+        size_t len = 0;
+        bool forced = false;
+        if (render_chat(s, req, &text, &len, &forced, e)) goto fail;
+        *starts_in_reasoning = !forced && format_has_thinking(s->tmpl.format) && chat_prompt_opens_reasoning(text, len);
+        int rc = dl_tokenize(s->engine, text, len, true, &ids, &n, &derr);
+        free(text);
+        if (rc) {
+            api_error(e, 500, "server_error", NULL, NULL, "tokenizer: %s", derr.msg);
+            goto fail;
+        }
+        if (attach_constraint(s, req, j, e)) goto fail;
+        const int32_t im_start = dl_token_id(s->engine, "<|im_start|>");
+        for (size_t i = n; i-- > 0 && im_start >= 0;)
+            if (ids[i] == im_start) {
+                j->n_stable = i;
+                break;
+            }
+    } else if (req->prompt) {
+        if (dl_tokenize(s->engine, req->prompt, strlen(req->prompt), true, &ids, &n, &derr)) {
+            api_error(e, 500, "server_error", NULL, NULL, "tokenizer: %s", derr.msg);
+            goto fail;
+        }
+    } else {
+        ids = malloc(sizeof *ids * req->n_prompt_ids);
+        if (!ids) {
+            api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+            goto fail;
+        }
+        memcpy(ids, req->prompt_ids, sizeof *ids * req->n_prompt_ids);
+        n = req->n_prompt_ids;
+    }
+    const int n_ctx = s->info->n_ctx;
+    if (n == 0) {
+        api_error(e, 400, "invalid_request_error", req->chat ? "messages" : "prompt", NULL, "the prompt is empty");
+        goto fail;
+    }
+    if (n >= (size_t)n_ctx) {
+        api_error(e, 400, "invalid_request_error", req->chat ? "messages" : "prompt", "context_length_exceeded",
+                  "This model's maximum context length is %d tokens. However, your %s resulted in %zu tokens.", n_ctx,
+                  req->chat ? "messages" : "prompt", n);
+        goto fail;
+    }
+    int room = n_ctx - (int)n;
+    if (req->max_tokens_given && req->max_tokens > room) {
+        api_error(e, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
+                  "This model's maximum context length is %d tokens. However, you requested %zu tokens (%zu in the "
+                  "%s, %d in the completion).",
+                  n_ctx, n + (size_t)req->max_tokens, n, req->chat ? "messages" : "prompt", req->max_tokens);
+        goto fail;
+    }
+    j->prompt = ids;
+    j->n_prompt = n;
+    ids = NULL;
+    j->max_tokens = req->max_tokens > 0 && req->max_tokens < room ? req->max_tokens : room;
+    j->sp = req->sp;
+    j->use_cache = req->cache_prompt;
+    if (stop_init(&j->stop, req->stop, req->n_stop)) {
+        api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto fail;
+    }
+    int n_eog = 0;
+    for (int32_t t = 0; req->ignore_eos && t < s->info->n_vocab; t++) n_eog += dl_token_is_eog(s->engine, t);
+    if (req->n_bias || n_eog) {
+        j->bias = malloc(sizeof *j->bias * (size_t)(req->n_bias + n_eog));
+        if (!j->bias) {
+            api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+            goto fail;
+        }
+        if (req->n_bias) memcpy(j->bias, req->bias, sizeof *j->bias * (size_t)req->n_bias);
+        j->n_bias = req->n_bias;
+        for (int32_t t = 0; n_eog && t < s->info->n_vocab; t++)
+            if (dl_token_is_eog(s->engine, t)) j->bias[j->n_bias++] = (LogitBias){t, -INFINITY};
+    }
+    *out = j;
+    return 0;
+fail:
+    free(ids);
+    job_unref(j);
+    return -1;
+}

@@ -1,0 +1,542 @@
+/* scheduler.c — see scheduler.h: slots, queue, prefill segments, checkpoints, sampling (logit bias,
+ * constraints), stop handling and batched decode, all on one thread. Also the Job helpers of job.h. */
+#include "server/scheduler.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ jobs */
+
+Job *job_new(void) {
+    Job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    atomic_init(&j->cancel, false);
+    atomic_init(&j->refs, 1);
+    j->use_cache = true;
+    return j;
+}
+
+void job_ref(Job *j) { atomic_fetch_add(&j->refs, 1); }
+
+void job_unref(Job *j) {
+    if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
+    free(j->prompt);
+    stop_free(&j->stop);
+    constraint_free(j->constraint);
+    free(j->bias);
+    sbuf_free(&j->text);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+/* ------------------------------------------------------------------------------------------ state */
+
+enum { SLOT_FREE, SLOT_PREFILL, SLOT_GEN };
+
+typedef struct Slot {
+    int id, state;
+    bool busy; /* != SLOT_FREE, for other threads (under Scheduler.mu) */
+    DlSession *sess;
+    Job *job;
+    size_t n_done; /* prompt tokens in the session */
+    DlSampler *smp;
+    DlDetok *detok;
+    uint64_t *keys; /* prefix keys of the prompt, one per checkpoint interval */
+    int32_t token;  /* sampled, to be decoded */
+    uint64_t order; /* admission order */
+    SBuf out;       /* scratch for released text */
+} Slot;
+
+struct Scheduler {
+    SchedConfig cfg;
+    const DlModelInfo *info;
+    Slot *slots;
+    float *work; /* [n_vocab] logits after bias / masking */
+    const char **piece;
+    size_t *piece_len;
+    uint8_t *tok_flags; /* 1 eog, 2 control */
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    Job *q_head, *q_tail;
+    int q_len;
+    bool stopping;
+    uint64_t order;
+    SchedStats st;
+};
+
+/* ------------------------------------------------------------------------------------------ output */
+
+static void job_push_text(Job *j, const char *text, size_t n) {
+    if (!n) return;
+    pthread_mutex_lock(&j->mu);
+    sbuf_put(&j->text, text, n);
+    if (j->notify_text) pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void job_finish(Job *j, JobFinish f, const char *error) {
+    pthread_mutex_lock(&j->mu);
+    if (!j->done) {
+        j->done = true;
+        j->finish = f;
+        if (error) snprintf(j->error, sizeof j->error, "%s", error);
+        j->t_end = now_s();
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void slot_release(Scheduler *s, Slot *sl) {
+    dl_sampler_free(sl->smp);
+    dl_detok_free(sl->detok);
+    free(sl->keys);
+    sl->smp = NULL;
+    sl->detok = NULL;
+    sl->keys = NULL;
+    sl->out.n = 0;
+    pthread_mutex_lock(&s->mu);
+    if (sl->job) {
+        s->st.jobs_done++;
+        s->st.tokens_generated += (uint64_t)sl->job->n_gen;
+    }
+    sl->busy = false;
+    pthread_mutex_unlock(&s->mu);
+    if (sl->job) job_unref(sl->job);
+    sl->job = NULL;
+    sl->state = SLOT_FREE;
+}
+
+static void slot_fail(Scheduler *s, Slot *sl, JobFinish f, const char *why) {
+    if (sl->job) job_finish(sl->job, f, why);
+    slot_release(s, sl);
+}
+
+/* ------------------------------------------------------------------------------------------ admission */
+
+/* Which checkpoints a prompt leaves (b counts intervals): all with --cache-dense; otherwise the last one
+ * before the final turn header (the next turn of the conversation resumes there), the last one of the
+ * prompt (the same prompt again: regenerate, retries), and those at 1, 2, 4, 8, ... intervals (shared
+ * system prompts and tool lists, branches) — O(log n) snapshots per prompt. */
+static bool keep_checkpoint(const Scheduler *s, size_t b, const Job *j) {
+    const size_t K = (size_t)s->cfg.chunk;
+    if (s->cfg.dense) return true;
+    return b == j->n_prompt / K || (j->n_stable && b == j->n_stable / K) || (b & (b - 1)) == 0;
+}
+
+static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
+    DlError e = {{0}};
+    sl->job = j;
+    sl->order = ++s->order;
+    sl->n_done = 0;
+    j->t_admit = now_s();
+    sl->smp = dl_sampler_new(s->cfg.engine, &j->sp, &e);
+    sl->detok = sl->smp ? dl_detok_new(s->cfg.engine, false, &e) : NULL;
+    size_t nk = j->n_prompt / (size_t)s->cfg.chunk;
+    sl->keys = malloc((nk + 1) * sizeof *sl->keys);
+    if (!sl->smp || !sl->detok || !sl->keys) {
+        slot_fail(s, sl, FINISH_ERROR, sl->keys ? e.msg : "out of memory");
+        return;
+    }
+    dl_session_reset(sl->sess);
+    if (s->cfg.cache && j->use_cache) {
+        pcache_prefix_keys(j->prompt, j->n_prompt, s->cfg.chunk, sl->keys);
+        PcacheHit hit;
+        if (pcache_lookup(s->cfg.cache, j->prompt, s->cfg.chunk, sl->keys, j->n_prompt, &hit)) {
+            if (dl_session_restore(sl->sess, hit.data, hit.size, &e) == 0) {
+                sl->n_done = hit.pos;
+                srv_log(LOG_DEBUG, "job %llu: resumed from a checkpoint of %zu tokens%s", (unsigned long long)j->id,
+                        hit.pos, hit.from_disk ? " (disk)" : "");
+            } else {
+                srv_log(LOG_WARN, "job %llu: checkpoint not restored: %s", (unsigned long long)j->id, e.msg);
+                dl_session_reset(sl->sess);
+            }
+            pcache_release(s->cfg.cache, &hit);
+        }
+    }
+    pthread_mutex_lock(&j->mu);
+    j->n_cached = (int)sl->n_done;
+    pthread_mutex_unlock(&j->mu);
+    pthread_mutex_lock(&s->mu);
+    s->st.tokens_prompt += j->n_prompt;
+    s->st.tokens_cached += sl->n_done;
+    pthread_mutex_unlock(&s->mu);
+    sl->state = sl->n_done == j->n_prompt ? SLOT_GEN : SLOT_PREFILL;
+    if (sl->state == SLOT_GEN) j->t_prompt_done = now_s();
+}
+
+/* ------------------------------------------------------------------------------------------ prefill */
+
+static void prefill_step(Scheduler *s, Slot *sl) {
+    Job *j = sl->job;
+    DlError e = {{0}};
+    const size_t seg = (size_t)s->cfg.segment, K = (size_t)s->cfg.chunk;
+    size_t end = (sl->n_done / seg + 1) * seg;
+    if (end > j->n_prompt) end = j->n_prompt;
+    if (dl_session_eval(sl->sess, j->prompt + sl->n_done, end - sl->n_done, &e)) {
+        srv_log(LOG_ERROR, "job %llu: prefill failed: %s", (unsigned long long)j->id, e.msg);
+        slot_fail(s, sl, FINISH_ERROR, e.msg);
+        return;
+    }
+    sl->n_done = end;
+    if (s->cfg.cache && j->use_cache && end % K == 0 && keep_checkpoint(s, end / K, j)) {
+        uint64_t key = sl->keys[end / K - 1];
+        if (!pcache_contains(s->cfg.cache, key, end)) {
+            size_t size = dl_session_snapshot_size(sl->sess);
+            void *buf = malloc(size);
+            if (buf && dl_session_snapshot(sl->sess, buf, size, &e) == 0) {
+                pcache_store(s->cfg.cache, j->prompt, end, key, buf, size);
+            } else {
+                free(buf);
+                srv_log(LOG_WARN, "checkpoint at %zu tokens not taken: %s", end, buf ? e.msg : "out of memory");
+            }
+        }
+    }
+    if (sl->n_done == j->n_prompt) {
+        sl->state = SLOT_GEN;
+        j->t_prompt_done = now_s();
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ sampling */
+
+static bool token_allowed(const Scheduler *s, const Constraint *c, int32_t t) {
+    if (t < 0 || t >= s->info->n_vocab || s->tok_flags[t] || !s->piece_len[t]) return false;
+    return constraint_allows(c, s->piece[t], s->piece_len[t]);
+}
+
+/* The next token, or -1 when the constraint admits none. */
+static int32_t sample(Scheduler *s, Slot *sl) {
+    Job *j = sl->job;
+    const float *logits = dl_session_logits(sl->sess);
+    const int V = s->info->n_vocab;
+    const float *src = logits;
+    if (j->n_bias) {
+        memcpy(s->work, logits, sizeof(float) * (size_t)V);
+        for (int i = 0; i < j->n_bias; i++) s->work[j->bias[i].id] += j->bias[i].bias;
+        src = s->work;
+    }
+    const char *lit;
+    size_t lit_len;
+    if (j->constraint && constraint_literal(j->constraint, &lit, &lit_len)) {
+        /* fixed text: its first token as the tokenizer would write it (not a byte-sized piece) */
+        int32_t *ids = NULL;
+        size_t n = 0;
+        DlError e;
+        int32_t first = -1;
+        if (dl_tokenize(s->cfg.engine, lit, lit_len, false, &ids, &n, &e) == 0 && n > 0) first = ids[0];
+        free(ids);
+        if (first >= 0 && token_allowed(s, j->constraint, first)) return first;
+    }
+    int32_t t = dl_sampler_sample(sl->smp, src);
+    if (!j->constraint || token_allowed(s, j->constraint, t)) return t;
+    if (src != s->work) memcpy(s->work, logits, sizeof(float) * (size_t)V);
+    int n_ok = 0;
+    for (int32_t v = 0; v < V; v++) {
+        if (token_allowed(s, j->constraint, v)) n_ok++;
+        else s->work[v] = -INFINITY;
+    }
+    if (!n_ok) return -1;
+    return dl_sampler_sample(sl->smp, s->work); /* = sampling from the masked distribution */
+}
+
+/* Emits what the detokenizer and the stop filter still hold, then the constraint's completion. */
+static void flush_text(Slot *sl, bool complete_constraint) {
+    Job *j = sl->job;
+    const char *t;
+    size_t n;
+    dl_detok_flush(sl->detok, &t, &n);
+    sl->out.n = 0;
+    if (j->constraint) {
+        sbuf_put(&sl->out, t, n);
+        if (complete_constraint) constraint_completion(j->constraint, &sl->out);
+    } else if (!stop_feed(&j->stop, t, n, &sl->out)) {
+        stop_flush(&j->stop, &sl->out);
+    }
+    job_push_text(j, sl->out.p, sl->out.n);
+}
+
+/* Handles one sampled token; returns true when the slot goes on (the token must be decoded). */
+static bool emit_token(Scheduler *s, Slot *sl, int32_t t) {
+    Job *j = sl->job;
+    DlError e = {{0}};
+    if (t < 0) { /* the constraint is stuck: close it */
+        flush_text(sl, true);
+        slot_fail(s, sl, FINISH_STOP, NULL);
+        return false;
+    }
+    if (!j->constraint && (s->tok_flags[t] & 1)) {
+        flush_text(sl, false);
+        slot_fail(s, sl, FINISH_STOP, NULL);
+        return false;
+    }
+    const char *text;
+    size_t n;
+    if (dl_detok_push(sl->detok, t, &text, &n, &e)) {
+        slot_fail(s, sl, FINISH_ERROR, e.msg);
+        return false;
+    }
+    dl_sampler_accept(sl->smp, t);
+    pthread_mutex_lock(&j->mu);
+    j->n_gen++;
+    if (j->n_gen == 1) j->t_first = now_s();
+    pthread_mutex_unlock(&j->mu);
+    sl->out.n = 0;
+    bool stopped = false;
+    if (j->constraint) {
+        constraint_advance(j->constraint, s->piece[t], s->piece_len[t]);
+        sbuf_put(&sl->out, text, n);
+        stopped = constraint_done(j->constraint);
+    } else {
+        stopped = stop_feed(&j->stop, text, n, &sl->out);
+    }
+    job_push_text(j, sl->out.p, sl->out.n);
+    if (stopped) {
+        if (j->constraint) flush_text(sl, false);
+        slot_fail(s, sl, FINISH_STOP, NULL);
+        return false;
+    }
+    if (j->n_gen >= j->max_tokens || dl_session_n_past(sl->sess) >= dl_session_n_ctx(sl->sess)) {
+        flush_text(sl, true);
+        slot_fail(s, sl, FINISH_LENGTH, NULL);
+        return false;
+    }
+    sl->token = t;
+    return true;
+}
+
+static void decode_step(Scheduler *s) {
+    DlSession *sess[256];
+    int32_t toks[256];
+    Slot *who[256];
+    int n = 0;
+    for (int i = 0; i < s->cfg.n_slots; i++) {
+        Slot *sl = &s->slots[i];
+        if (sl->state != SLOT_GEN) continue;
+        if (!sl->job->started) {
+            pthread_mutex_lock(&sl->job->mu);
+            sl->job->started = true;
+            pthread_mutex_unlock(&sl->job->mu);
+        }
+        if (!emit_token(s, sl, sample(s, sl))) continue;
+        sess[n] = sl->sess;
+        toks[n] = sl->token;
+        who[n++] = sl;
+    }
+    if (!n) return;
+    DlError e = {{0}};
+    if (dl_decode_batch(sess, toks, n, &e)) {
+        srv_log(LOG_ERROR, "decode failed: %s", e.msg);
+        for (int i = 0; i < n; i++) slot_fail(s, who[i], FINISH_ERROR, e.msg);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ the loop */
+
+static bool any_active(const Scheduler *s) {
+    for (int i = 0; i < s->cfg.n_slots; i++)
+        if (s->slots[i].state != SLOT_FREE) return true;
+    return false;
+}
+
+static void *sched_main(void *arg) {
+    Scheduler *s = arg;
+    for (;;) {
+        /* admission (and the stop request) under the lock */
+        Job *admit[256];
+        Slot *into[256];
+        int n_admit = 0;
+        pthread_mutex_lock(&s->mu);
+        while (!s->stopping && !s->q_head && !any_active(s)) pthread_cond_wait(&s->cv, &s->mu);
+        bool stopping = s->stopping;
+        for (int i = 0; i < s->cfg.n_slots && s->q_head && !stopping; i++) {
+            if (s->slots[i].state != SLOT_FREE) continue;
+            Job *j = s->q_head;
+            s->q_head = j->next;
+            if (!s->q_head) s->q_tail = NULL;
+            s->q_len--;
+            j->next = NULL;
+            s->slots[i].state = SLOT_PREFILL; /* reserved */
+            s->slots[i].busy = true;
+            admit[n_admit] = j;
+            into[n_admit++] = &s->slots[i];
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (stopping) break;
+        for (int i = 0; i < n_admit; i++) {
+            if (atomic_load(&admit[i]->cancel)) {
+                job_finish(admit[i], FINISH_CANCELLED, NULL);
+                job_unref(admit[i]);
+                into[i]->job = NULL;
+                slot_release(s, into[i]);
+                continue;
+            }
+            slot_begin(s, into[i], admit[i]);
+        }
+        /* cancelled jobs leave their slots now */
+        for (int i = 0; i < s->cfg.n_slots; i++) {
+            Slot *sl = &s->slots[i];
+            if (sl->state != SLOT_FREE && atomic_load(&sl->job->cancel)) {
+                srv_log(LOG_DEBUG, "job %llu: cancelled, slot %d freed", (unsigned long long)sl->job->id, i);
+                slot_fail(s, sl, FINISH_CANCELLED, NULL);
+            }
+        }
+        /* one prefill segment: the earliest admitted slot first */
+        Slot *pre = NULL;
+        for (int i = 0; i < s->cfg.n_slots; i++) {
+            Slot *sl = &s->slots[i];
+            if (sl->state == SLOT_PREFILL && (!pre || sl->order < pre->order)) pre = sl;
+        }
+        if (pre) prefill_step(s, pre);
+        decode_step(s);
+    }
+    /* shutting down: fail what is left */
+    for (int i = 0; i < s->cfg.n_slots; i++)
+        if (s->slots[i].state != SLOT_FREE) slot_fail(s, &s->slots[i], FINISH_ERROR, "the server is shutting down");
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ API */
+
+Scheduler *sched_new(const SchedConfig *cfg, Err *err) {
+    Scheduler *s = calloc(1, sizeof *s);
+    if (!s) return err_set(err, "out of memory"), NULL;
+    s->cfg = *cfg;
+    s->info = dl_engine_info(cfg->engine);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (cfg->n_slots < 1 || cfg->n_slots > 256 || cfg->chunk < 1 || cfg->segment < 1 || cfg->chunk % cfg->segment) {
+        sched_free(s);
+        return err_set(err, "bad scheduler settings"), NULL;
+    }
+    const int V = s->info->n_vocab;
+    s->slots = calloc((size_t)cfg->n_slots, sizeof *s->slots);
+    s->work = malloc(sizeof(float) * (size_t)V);
+    s->piece = calloc((size_t)V, sizeof *s->piece);
+    s->piece_len = calloc((size_t)V, sizeof *s->piece_len);
+    s->tok_flags = calloc((size_t)V, 1);
+    if (!s->slots || !s->work || !s->piece || !s->piece_len || !s->tok_flags) {
+        sched_free(s);
+        return err_set(err, "out of memory"), NULL;
+    }
+    for (int32_t t = 0; t < V; t++) {
+        s->piece[t] = dl_token_piece(cfg->engine, t, &s->piece_len[t]);
+        if (!s->piece[t]) s->piece_len[t] = 0;
+        s->tok_flags[t] = (uint8_t)((dl_token_is_eog(cfg->engine, t) ? 1 : 0) |
+                                    (dl_token_is_control(cfg->engine, t) ? 2 : 0));
+    }
+    for (int i = 0; i < cfg->n_slots; i++) {
+        DlError e = {{0}};
+        s->slots[i].id = i;
+        if (!(s->slots[i].sess = dl_session_new(cfg->engine, &e))) {
+            err_set(err, "slot %d: %s", i, e.msg);
+            sched_free(s);
+            return NULL;
+        }
+    }
+    if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+        sched_free(s);
+        return err_set(err, "cannot start the scheduler thread"), NULL;
+    }
+    s->thread_started = true;
+    return s;
+}
+
+void sched_shutdown(Scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    bool was = s->stopping;
+    s->stopping = true;
+    Job *q = s->q_head;
+    s->q_head = s->q_tail = NULL;
+    s->q_len = 0;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    while (q) {
+        Job *next = q->next;
+        job_finish(q, FINISH_ERROR, "the server is shutting down");
+        job_unref(q);
+        q = next;
+    }
+    if (!was && s->thread_started) {
+        pthread_join(s->thread, NULL);
+        s->thread_started = false;
+    }
+}
+
+void sched_free(Scheduler *s) {
+    if (!s) return;
+    sched_shutdown(s);
+    for (int i = 0; s->slots && i < s->cfg.n_slots; i++) dl_session_free(s->slots[i].sess);
+    for (int i = 0; s->slots && i < s->cfg.n_slots; i++) sbuf_free(&s->slots[i].out);
+    free(s->slots);
+    free(s->work);
+    free(s->piece);
+    free(s->piece_len);
+    free(s->tok_flags);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int sched_submit(Scheduler *s, Job *job) {
+    pthread_mutex_lock(&s->mu);
+    int rc = SUBMIT_OK;
+    if (s->stopping) rc = SUBMIT_STOPPING;
+    else if (s->q_len >= s->cfg.queue_max) rc = SUBMIT_QUEUE_FULL;
+    if (rc == SUBMIT_OK) {
+        job_ref(job);
+        job->t_submit = now_s();
+        job->next = NULL;
+        if (s->q_tail) s->q_tail->next = job;
+        else s->q_head = job;
+        s->q_tail = job;
+        s->q_len++;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void sched_cancel(Scheduler *s, Job *job) {
+    atomic_store(&job->cancel, true);
+    pthread_mutex_lock(&s->mu);
+    /* a queued job leaves the queue at once */
+    Job **pp = &s->q_head, *prev = NULL;
+    bool removed = false;
+    while (*pp) {
+        if (*pp == job) {
+            *pp = job->next;
+            if (s->q_tail == job) s->q_tail = prev;
+            s->q_len--;
+            job->next = NULL;
+            removed = true;
+            break;
+        }
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (removed) {
+        job_finish(job, FINISH_CANCELLED, NULL);
+        job_unref(job);
+    }
+}
+
+void sched_stats(Scheduler *s, SchedStats *st) {
+    pthread_mutex_lock(&s->mu);
+    *st = s->st;
+    st->n_slots = s->cfg.n_slots;
+    st->queued = s->q_len;
+    st->queue_max = s->cfg.queue_max;
+    int busy = 0;
+    for (int i = 0; i < s->cfg.n_slots; i++) busy += s->slots[i].busy;
+    st->busy = busy;
+    pthread_mutex_unlock(&s->mu);
+}

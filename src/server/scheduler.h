@@ -1,0 +1,58 @@
+/* scheduler.h — the one thread that computes: N slots (sessions), a bounded queue of waiting jobs,
+ * prefill in chunks, batched decode, cancellation, and the prefix cache.
+ *
+ * Each loop iteration:
+ *   1. drops cancelled jobs (queued or running: the slot is free again at once),
+ *   2. admits queued jobs into free slots (FIFO); a new job first restores the longest checkpoint that
+ *      is a prefix of its prompt,
+ *   3. runs one prefill segment of the earliest admitted slot that is still reading its prompt,
+ *   4. samples one token for every generating slot and advances all of them in ONE forward pass
+ *      (dl_decode_batch).
+ *
+ * Prefill segments end at multiples of the segment size (the smaller of the checkpoint interval and the
+ * batch size), counted from position 0. A run that resumes from a checkpoint therefore computes exactly
+ * the same forward passes, with the same batch boundaries, as a run from scratch: its logits, and with
+ * the same sampling its tokens, are bit-identical. Checkpoints are taken after a segment that ends on a
+ * multiple of the checkpoint interval (see SERVER.md for which ones are kept). */
+#ifndef DL_SERVER_SCHEDULER_H
+#define DL_SERVER_SCHEDULER_H
+
+#include <stdbool.h>
+
+#include "base/err.h"
+#include "deltallm.h"
+#include "server/job.h"
+#include "server/prefix_cache.h"
+
+typedef struct Scheduler Scheduler;
+
+typedef struct SchedConfig {
+    DlEngine *engine;  /* opened with n_seq_max ≥ n_slots */
+    int n_slots;
+    int queue_max;     /* jobs that may wait for a slot */
+    int chunk;         /* checkpoint interval in tokens */
+    int segment;       /* prefill segment; chunk is a multiple of it */
+    PrefixCache *cache; /* NULL: no prefix reuse */
+    bool dense;        /* keep a checkpoint at every interval (default: the last one of each prompt and
+                          those at 1, 2, 4, 8, ... intervals) */
+} SchedConfig;
+
+Scheduler *sched_new(const SchedConfig *cfg, Err *err);
+/* Stops the thread; jobs still queued or running finish with FINISH_ERROR. */
+void sched_free(Scheduler *s);
+/* Fails every queued and running job ("the server is shutting down") and refuses new ones. */
+void sched_shutdown(Scheduler *s);
+
+enum { SUBMIT_OK = 0, SUBMIT_QUEUE_FULL = 1, SUBMIT_STOPPING = 2 };
+/* Queues a job (the scheduler takes its own reference). */
+int sched_submit(Scheduler *s, Job *job);
+/* The client is gone: the job ends (FINISH_CANCELLED) and its slot is freed at the next iteration. */
+void sched_cancel(Scheduler *s, Job *job);
+
+typedef struct SchedStats {
+    int n_slots, busy, queued, queue_max;
+    uint64_t jobs_done, tokens_generated, tokens_prompt, tokens_cached;
+} SchedStats;
+void sched_stats(Scheduler *s, SchedStats *st);
+
+#endif

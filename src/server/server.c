@@ -1,0 +1,205 @@
+/* server.c — see server.h: the server's life cycle (model, chat template, prefix cache, scheduler, HTTP)
+ * and the fingerprint that binds checkpoint files to one model and one set of arithmetic settings. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "server/server_internal.h"
+#include "server/util.h"
+
+void server_config_init(ServerConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->port = 8080;
+    c->parallel = 1;
+    c->batch_size = 256;
+    c->cache_ram_mib = 2048;
+    c->cache_chunk = 256;
+    c->state_max_mib = 10240;
+    c->queue_max = 64;
+    c->max_body_bytes = (size_t)8 << 20;
+    c->timeout_s = 600;
+    c->max_connections = 256;
+    c->temperature = 1.0f;
+    c->top_p = 1.0f;
+    c->min_p = 0.0f;
+    c->top_k = 0;
+    c->n_predict = -1;
+}
+
+static char *read_text_file(const char *path, Err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(err, "cannot open %s", path), NULL;
+    SBuf b = {0};
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sbuf_put(&b, buf, n);
+    fclose(f);
+    if (b.oom) {
+        sbuf_free(&b);
+        return err_set(err, "out of memory reading %s", path), NULL;
+    }
+    if (!b.p) sbuf_put(&b, "", 0);
+    return b.p;
+}
+
+/* The model's identity: its size, its first 4 MiB (header, metadata, tensor table) and 64 samples of
+ * 4 KiB spread over the file — enough to tell apart two files of the same shape (a fine-tune, another
+ * quantization) without reading tens of GB at start-up. */
+static int model_fingerprint(const char *path, uint64_t *fp, Err *err) {
+    FILE *f = fopen(path, "rb");
+    struct stat sb;
+    if (!f || fstat(fileno(f), &sb) != 0) {
+        if (f) fclose(f);
+        return err_set(err, "cannot read %s", path);
+    }
+    uint64_t size = (uint64_t)sb.st_size, h = hash64(&size, sizeof size, 0x6d6f64656cull);
+    char *buf = malloc((size_t)4 << 20);
+    if (!buf) {
+        fclose(f);
+        return err_set(err, "out of memory");
+    }
+    size_t n = fread(buf, 1, (size_t)4 << 20, f);
+    h = hash64(buf, n, h);
+    for (int i = 0; i < 64 && size > ((uint64_t)4 << 20); i++) {
+        uint64_t off = size / 64 * (uint64_t)i;
+        if (fseeko(f, (off_t)off, SEEK_SET) != 0) break;
+        n = fread(buf, 1, 4096, f);
+        h = hash64(buf, n, h ^ off);
+    }
+    free(buf);
+    fclose(f);
+    *fp = h;
+    return 0;
+}
+
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static int setup_template(Server *s, Err *err) {
+    const ServerConfig *c = &s->cfg;
+    char *file_text = NULL;
+    const char *text = dl_chat_template(s->engine);
+    if (c->chat_template_file) {
+        if (!(file_text = read_text_file(c->chat_template_file, err))) return -1;
+        text = file_text;
+    }
+    Err e = {{0}};
+    if (c->chat_format) {
+        if (chat_format_from_name(c->chat_format, &s->tmpl.format))
+            return free(file_text),
+                   err_set(err, "unknown chat format '%s' (chatml, qwen3, qwen3-coder, qwen35)", c->chat_format);
+        s->tmpl.default_system = false;
+        if (s->tmpl.format == CHAT_FORMAT_CHATML && text && strstr(text, "You are a helpful assistant"))
+            s->tmpl.default_system = true;
+        s->have_template = true;
+    } else if (chat_format_detect(text, &s->tmpl.format, &s->tmpl.default_system, &e) == 0) {
+        s->have_template = true;
+    } else if (c->chat_template_file) {
+        free(file_text);
+        return err_set(err, "%s: %s", c->chat_template_file, e.msg);
+    } else {
+        srv_log(LOG_WARN, "chat completions are disabled: %s", e.msg);
+    }
+    free(file_text);
+    if (s->have_template)
+        srv_log(LOG_INFO, "chat format: %s%s", chat_format_name(s->tmpl.format),
+                s->tmpl.default_system ? " (with the default system prompt)" : "");
+    return 0;
+}
+
+Server *server_start(const ServerConfig *c, Err *err) {
+    Server *s = calloc(1, sizeof *s);
+    if (!s) return err_set(err, "out of memory"), NULL;
+    s->cfg = *c;
+    s->started = wall_s();
+    const int chunk = c->cache_chunk, batch = c->batch_size;
+    if (chunk < 1 || batch < 1 || (chunk % batch && batch % chunk)) {
+        err_set(err, "the checkpoint interval (%d) must be a multiple or a divisor of the batch size (%d)", chunk, batch);
+        goto fail;
+    }
+    const int segment = chunk < batch ? chunk : batch;
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = c->model_path;
+    p.n_ctx = c->ctx_size;
+    p.n_batch = segment;
+    p.n_seq_max = c->parallel;
+    p.n_threads = c->threads;
+    DlError de = {{0}};
+    if (!(s->engine = dl_engine_open(&p, &de))) {
+        err_set(err, "%s", de.msg);
+        goto fail;
+    }
+    s->info = dl_engine_info(s->engine);
+    srv_log(LOG_INFO, "model %s: %s, %d layers, vocab %d, context %d per slot, %d slot(s), %d threads, kernels %s",
+            c->model_path, s->info->arch, s->info->n_layer, s->info->n_vocab, s->info->n_ctx, c->parallel,
+            s->info->n_threads, s->info->ops);
+    if (setup_template(s, err)) goto fail;
+    if (c->alias) {
+        s->model_id = strdup(c->alias);
+    } else {
+        const char *b = base_name(c->model_path);
+        size_t n = strlen(b);
+        if (n > 5 && !strcmp(b + n - 5, ".gguf")) n -= 5;
+        s->model_id = strndup(b, n);
+    }
+    if (c->api_key && !(s->api_key = strdup(c->api_key))) goto oom;
+    if (s->api_key) s->api_key_len = strlen(s->api_key);
+    if (!s->model_id) goto oom;
+    dl_sampling_params_init(&s->defaults.sampling);
+    s->defaults.sampling.temperature = c->temperature;
+    s->defaults.sampling.top_p = c->top_p;
+    s->defaults.sampling.top_k = c->top_k;
+    s->defaults.sampling.min_p = c->min_p;
+    s->defaults.n_vocab = s->info->n_vocab;
+    s->defaults.chat_max_tokens = c->n_predict;
+    s->defaults.completion_max_tokens = 16;
+    if (!c->no_cache) {
+        PrefixCacheConfig pc = {.ram_bytes = c->cache_ram_mib << 20,
+                                .dir = c->state_dir,
+                                .disk_bytes = (uint64_t)c->state_max_mib << 20};
+        if (model_fingerprint(c->model_path, &pc.fingerprint[0], err)) goto fail;
+        char settings[256];
+        snprintf(settings, sizeof settings, "deltallm-ckpt v1 ops=%s threads=%d chunk=%d segment=%d", s->info->ops,
+                 s->info->n_threads, chunk, segment);
+        pc.fingerprint[1] = hash64(settings, strlen(settings), pc.fingerprint[0]);
+        if (!(s->cache = pcache_new(&pc, err))) goto fail;
+        srv_log(LOG_INFO, "prefix cache: checkpoints every %d tokens, %zu MiB of RAM%s%s", chunk, c->cache_ram_mib,
+                c->state_dir ? ", disk: " : "", c->state_dir ? c->state_dir : "");
+    }
+    SchedConfig sc = {.engine = s->engine,
+                      .n_slots = c->parallel,
+                      .queue_max = c->queue_max,
+                      .chunk = chunk,
+                      .segment = segment,
+                      .cache = s->cache,
+                      .dense = c->cache_dense};
+    if (!(s->sched = sched_new(&sc, err))) goto fail;
+    if (http_start(s, err)) goto fail;
+    return s;
+oom:
+    err_set(err, "out of memory");
+fail:
+    server_stop(s);
+    return NULL;
+}
+
+int server_port(const Server *s) { return s->port; }
+const char *server_model_id(const Server *s) { return s->model_id; }
+
+void server_stop(Server *s) {
+    if (!s) return;
+    if (s->sched) sched_shutdown(s->sched);
+    http_stop(s);
+    sched_free(s->sched);
+    if (s->cache) pcache_flush(s->cache);
+    pcache_free(s->cache);
+    dl_engine_close(s->engine);
+    free(s->model_id);
+    free(s->api_key);
+    free(s);
+}

@@ -1,0 +1,50 @@
+/* server.h — the OpenAI-compatible HTTP server as one object: load the model, start the scheduler, the
+ * prefix cache and the HTTP daemon; stop them again. `deltallm serve` (src/cli/cmd_serve.c) and the
+ * tests (in-process) use only this. */
+#ifndef DL_SERVER_SERVER_H
+#define DL_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/err.h"
+
+typedef struct ServerConfig {
+    const char *model_path;
+    const char *host; /* default 127.0.0.1 */
+    int port;         /* 0: any free port (server_port tells which) */
+    int parallel;     /* slots */
+    int ctx_size;     /* tokens per slot; 0: min(model, 4096) */
+    int batch_size;   /* prompt tokens per forward pass */
+    int threads;      /* 0: all CPUs */
+    const char *api_key; /* NULL: no authentication */
+    const char *alias;   /* model id in responses; NULL: the file name without .gguf */
+    const char *chat_template_file; /* overrides the GGUF's template */
+    const char *chat_format;        /* overrides the detected format: chatml, qwen3, qwen3-coder, qwen35 */
+    bool no_cache;
+    size_t cache_ram_mib;
+    int cache_chunk;
+    bool cache_dense;
+    const char *state_dir;
+    size_t state_max_mib;
+    int queue_max;
+    size_t max_body_bytes;
+    int timeout_s; /* idle HTTP connection timeout */
+    int max_connections;
+    float temperature, top_p, min_p; /* defaults for requests that do not say */
+    int top_k;
+    int n_predict; /* default max_tokens for chat (-1: until the context is full) */
+} ServerConfig;
+
+void server_config_init(ServerConfig *c);
+
+typedef struct Server Server;
+
+/* Loads the model and starts serving. Nothing is printed except through the server log (stderr). */
+Server *server_start(const ServerConfig *c, Err *err);
+int server_port(const Server *s);
+const char *server_model_id(const Server *s);
+/* Ends running and queued requests ("shutting down"), stops the HTTP daemon, frees everything. */
+void server_stop(Server *s);
+
+#endif

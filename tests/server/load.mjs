@@ -1,0 +1,78 @@
+// load.mjs — 200 requests at concurrency 8 (streamed and non-streamed chat, completions): every one must
+// succeed. Prints throughput and latency; `node load.mjs N CONC MAX_TOKENS` for other sizes (bench).
+import { BASE, NO_EOG, authHeaders, check, modelId, notOk, post, readSSE } from './lib.mjs';
+
+const N = +(process.argv[2] || 200), CONC = +(process.argv[3] || 8), MAXT = +(process.argv[4] || 12);
+
+async function one(i, model) {
+  const kind = i % 4;
+  const t0 = performance.now();
+  let tokens = 0;
+  if (kind === 0 || kind === 1) {
+    const stream = kind === 0;
+    const body = {
+      model, messages: [{ role: 'user', content: `Request ${i}: tell me something.` }], max_tokens: MAXT,
+      temperature: 0.7, seed: i, stream, logit_bias: NO_EOG, chat_template_kwargs: { enable_thinking: i % 8 === 0 },
+      ...(stream ? { stream_options: { include_usage: true } } : {}),
+    };
+    if (stream) {
+      const res = await fetch(BASE + '/v1/chat/completions', { method: 'POST', headers: authHeaders(), body: JSON.stringify(body) });
+      if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
+      let done = false;
+      await readSSE(res, (ev) => {
+        if (ev === '[DONE]') done = true;
+        else if (ev.usage) tokens = ev.usage.completion_tokens;
+        else if (ev.error) throw new Error(JSON.stringify(ev.error));
+      });
+      if (!done) throw new Error('stream ended without [DONE]');
+    } else {
+      const r = await post('/v1/chat/completions', body);
+      if (r.status !== 200) throw new Error(`status ${r.status}: ${r.text}`);
+      tokens = r.json.usage.completion_tokens;
+    }
+  } else if (kind === 2) {
+    const r = await post('/v1/completions', { model, prompt: `Item ${i} of the list is`, max_tokens: MAXT, temperature: 0 });
+    if (r.status !== 200) throw new Error(`status ${r.status}: ${r.text}`);
+    tokens = r.json.usage.completion_tokens;
+  } else {
+    const body = { model, prompt: `Item ${i} of the list is`, max_tokens: MAXT, temperature: 0, stream: true,
+      stream_options: { include_usage: true } };
+    const res = await fetch(BASE + '/v1/completions', { method: 'POST', headers: authHeaders(), body: JSON.stringify(body) });
+    if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
+    let done = false;
+    await readSSE(res, (ev) => {
+      if (ev === '[DONE]') done = true;
+      else if (ev.usage) tokens = ev.usage.completion_tokens;
+    });
+    if (!done) throw new Error('stream ended without [DONE]');
+  }
+  return { ms: performance.now() - t0, tokens };
+}
+
+async function main() {
+  const model = await modelId();
+  const results = [], errors = [];
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: CONC }, async () => {
+    while (next < N) {
+      const i = next++;
+      try {
+        results.push(await one(i, model));
+      } catch (e) {
+        errors.push(`#${i}: ${e.message}`);
+      }
+    }
+  }));
+  const secs = (performance.now() - t0) / 1000;
+  const lat = results.map((r) => r.ms).sort((a, b) => a - b);
+  const pct = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor(p * lat.length))].toFixed(0) : 'n/a');
+  const tokens = results.reduce((a, r) => a + r.tokens, 0);
+  const detail = `${N} requests, concurrency ${CONC}: ${errors.length} failed, ${secs.toFixed(1)} s, ` +
+    `${(N / secs).toFixed(2)} req/s, ${(tokens / secs).toFixed(1)} generated tok/s, latency p50 ${pct(0.5)} ms p95 ${pct(0.95)} ms`;
+  console.log(`load: ${detail}`);
+  if (errors.length) console.log(errors.slice(0, 5).join('\n'));
+  check(errors.length === 0 && results.length === N, 'load: 200 requests x 8 concurrent, 0 failures', detail);
+}
+
+main().catch((e) => notOk('load', e.stack || String(e)));

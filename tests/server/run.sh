@@ -1,0 +1,64 @@
+#!/bin/sh
+# tests/server/run.sh — the end-to-end server suite. Builds nothing: starts `$DELTALLM_BIN serve` (default
+# build/deltallm) on a free port with a test model, runs the Node scripts against it (the official openai
+# client, load, malformed requests, disconnects, prefix reuse), restarts it on the same --state-dir for the
+# disk-checkpoint check, and stops it. Needs node and `npm ci` in tests/server. Exit status 0 = all passed.
+#
+# Environment: DELTALLM_BIN, DELTALLM_TEST_MODEL (default tests/data/models/m1-qwen3next-legacy-f32.gguf),
+# DELTALLM_TEST_TMP (scratch dir; default a new mktemp dir).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+BIN=${DELTALLM_BIN:-$root/build/deltallm}
+case "$BIN" in /*) ;; *) BIN="$root/$BIN" ;; esac
+MODEL=${DELTALLM_TEST_MODEL:-$root/tests/data/models/m1-qwen3next-legacy-f32.gguf}
+TMP=${DELTALLM_TEST_TMP:-$(mktemp -d)}
+mkdir -p "$TMP"
+export DELTALLM_TEST_TMP="$TMP"
+KEY="test-key-$$"
+PID=""
+
+[ -x "$BIN" ] || { echo "not ok run.sh — no server binary at $BIN"; exit 1; }
+[ -d "$here/node_modules/openai" ] || { echo "not ok run.sh — run 'npm ci' in tests/server first"; exit 1; }
+
+start_server() { # $1: name of the log files
+    rm -f "$TMP/$1.out"
+    "$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --parallel 4 --ctx-size 2048 --threads 2 --queue 16 \
+        --api-key "$KEY" --chat-template-file "$root/tests/data/chat/Qwen3.5-4B.jinja" \
+        --cache-chunk 128 --batch-size 128 --state-dir "$TMP/state" --max-body 1 \
+        >"$TMP/$1.out" 2>"$TMP/$1.err" &
+    PID=$!
+    i=0
+    while ! grep -q "listening on" "$TMP/$1.out" 2>/dev/null; do
+        if ! kill -0 "$PID" 2>/dev/null; then
+            echo "not ok run.sh — the server did not start:"; cat "$TMP/$1.err"; exit 1
+        fi
+        i=$((i + 1))
+        [ "$i" -lt 600 ] || { echo "not ok run.sh — the server did not start within 60 s"; exit 1; }
+        sleep 0.1
+    done
+    PORT=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9][0-9]*\) .*/\1/p' "$TMP/$1.out")
+    export DELTALLM_URL="http://127.0.0.1:$PORT" DELTALLM_KEY="$KEY"
+    echo "server ($1) on port $PORT, pid $PID"
+}
+
+stop_server() {
+    kill -TERM "$PID"
+    if wait "$PID"; then echo "ok server stopped cleanly"; else echo "not ok server exit status $?"; status=1; fi
+    PID=""
+}
+
+trap '[ -z "$PID" ] || kill "$PID" 2>/dev/null || true' EXIT
+status=0
+start_server server1
+for t in client load malformed disconnect; do
+    node "$here/$t.mjs" || status=1
+done
+node "$here/prefix.mjs" save || status=1
+if ! kill -0 "$PID" 2>/dev/null; then echo "not ok the server died during the tests"; cat "$TMP/server1.err"; exit 1; fi
+stop_server
+start_server server2
+node "$here/prefix.mjs" restart || status=1
+stop_server
+[ "$status" -eq 0 ] && echo "ok run.sh: all server tests passed" || { echo "not ok run.sh: failures above (server log: $TMP/server1.err)"; }
+exit "$status"
