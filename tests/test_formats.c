@@ -6,6 +6,7 @@
 
 #include "base/fp16.h"
 #include "gguf/format.h"
+#include "gguf/quant.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -382,4 +383,164 @@ TEST(formats, vec_dot_matches_dequant) {
         }
         free(w), free(aq);
     }
+}
+
+/* ---- llama.cpp's summation orders (Format.dot_path, docs/PARITY.md) ------------------------------ */
+
+/* The dot product in the order of `path` (vec_dot where the row has no dot_path). */
+static float path_dot(const Format *f, DotPath path, int64_t n, const uint8_t *w, const uint8_t *act) {
+    return f->dot_path ? f->dot_path(path, n, w, act) : f->vec_dot(n, w, act);
+}
+
+/* One activation row and mul_mat_id run ggml's vec_dot for every non-repacked matrix: the GEMV and ID
+ * orders must give ggml's own vec_dot results (tests/data/formats/T.dot.f32) bit for bit, for every
+ * weight format. */
+TEST(formats, dot_path_gemv_bit_exact) {
+    VecType types[64];
+    int n = load_index(types, 64);
+    REQUIRE(n == 22);
+    for (int t = 0; t < n; t++) {
+        const Format *f = format_by_name(types[t].name);
+        if (!CHECK_MSG(f != NULL, "%s", types[t].name)) continue;
+        const Format *a = format_get(f->vec_dot_type);
+        const size_t wrow = format_row_bytes(f, ROW_LEN), arow = format_row_bytes(a, ROW_LEN);
+        char act_suffix[32];
+        snprintf(act_suffix, sizeof act_suffix, ".act.%s.bin", a->name);
+        uint8_t *w = load(f->name, ".weights.bin", W_ROWS * wrow);
+        uint8_t *aq = load(f->name, act_suffix, A_ROWS * arow);
+        float *dot = load(f->name, ".dot.f32", W_ROWS * A_ROWS * sizeof(float));
+        if (w && aq && dot) {
+            int same[2] = {0, 0};
+            const DotPath paths[2] = {DOT_GEMV, DOT_ID};
+            for (int p = 0; p < 2; p++)
+                for (int r = 0; r < W_ROWS; r++)
+                    for (int c = 0; c < A_ROWS; c++) {
+                        const float got = path_dot(f, paths[p], ROW_LEN, w + r * wrow, aq + c * arow);
+                        same[p] += memcmp(&got, &dot[r * A_ROWS + c], sizeof got) == 0;
+                    }
+            CHECK_MSG(same[0] == W_ROWS * A_ROWS && same[1] == W_ROWS * A_ROWS,
+                      "%s: %d (GEMV) and %d (ID) of %d dot products bit-identical to ggml's vec_dot", f->name, same[0],
+                      same[1], W_ROWS * A_ROWS);
+        }
+        free(w), free(aq), free(dot);
+    }
+}
+
+/* Which kernel llama.cpp runs (the pick rules of each row, see the quant_order_*.c headers). */
+TEST(formats, dot_path_pick_rules) {
+    const Format *f32 = format_get(FMT_F32), *f16 = format_get(FMT_F16), *bf16 = format_get(FMT_BF16);
+    const Format *q4_0 = format_get(FMT_Q4_0), *q5_0 = format_get(FMT_Q5_0), *iq4nl = format_get(FMT_IQ4_NL);
+    const Format *q4k = format_get(FMT_Q4_K), *q2k = format_get(FMT_Q2_K), *q6k = format_get(FMT_Q6_K);
+    const Format *iq2 = format_get(FMT_IQ2_XXS), *mx = format_get(FMT_MXFP4);
+    REQUIRE(f32 && f16 && bf16 && q4_0 && q5_0 && iq4nl && q4k && q2k && q6k && iq2 && mx);
+    /* tinyBLAS: ≥ 2 rows, rows % 4, row length a multiple of the vector width; never for experts */
+    CHECK(format_pick_path(f16, 64, 64, 2, false) == DOT_GEMM);
+    CHECK(format_pick_path(f16, 64, 64, 1, false) == DOT_GEMV);
+    CHECK(format_pick_path(f16, 66, 64, 8, false) == DOT_GEMV);
+    CHECK(format_pick_path(f16, 64, 40, 8, false) == DOT_GEMV);
+    CHECK(format_pick_path(f16, 64, 64, 8, true) == DOT_ID);
+    CHECK(format_pick_path(bf16, 64, 48, 8, false) == DOT_GEMV); /* 32 bf16 per AVX512_BF16 step */
+    CHECK(format_pick_path(bf16, 64, 96, 8, false) == DOT_GEMM);
+    CHECK(format_pick_path(f32, 64, 48, 8, false) == DOT_GEMM);
+    /* repacking (rows % 8 == 0) wins over tinyBLAS and vec_dot, in mul_mat_id too */
+    CHECK(format_pick_path(q4_0, 64, 256, 1, false) == DOT_REPACK);
+    CHECK(format_pick_path(q4_0, 64, 256, 9, true) == DOT_REPACK);
+    CHECK(format_pick_path(q4_0, 60, 256, 9, false) == DOT_GEMM);
+    CHECK(format_pick_path(iq4nl, 60, 256, 9, false) == DOT_GEMM && format_pick_path(iq4nl, 60, 256, 1, false) == DOT_GEMV);
+    CHECK(format_pick_path(mx, 64, 256, 9, false) == DOT_REPACK && format_pick_path(mx, 4, 256, 9, false) == DOT_GEMM);
+    CHECK(format_pick_path(q4k, 64, 256, 3, false) == DOT_REPACK);
+    CHECK(format_pick_path(q4k, 64, 256, 4, false) == DOT_REPACK_GEMM);
+    CHECK(format_pick_path(q4k, 64, 256, 40, true) == DOT_REPACK);
+    CHECK(format_pick_path(q4k, 4, 256, 40, false) == DOT_GEMM);
+    CHECK(format_pick_path(q2k, 64, 256, 8, false) == DOT_REPACK_GEMM);
+    /* the repacked gemm takes whole groups of 4 rows; the rest go through its gemv */
+    CHECK(format_pick_path_row(q4k, 64, 256, 7, false, 3) == DOT_REPACK_GEMM);
+    CHECK(format_pick_path_row(q4k, 64, 256, 7, false, 4) == DOT_REPACK);
+    CHECK(format_pick_path_row(q4k, 64, 256, 8, false, 7) == DOT_REPACK_GEMM);
+    CHECK(format_pick_path_row(f32, 64, 64, 7, false, 6) == DOT_GEMM);
+    /* the IQ panel gemm: rows % 8 and ≥ 8 activation rows (per expert for mul_mat_id) */
+    CHECK(format_pick_path(iq2, 64, 256, 8, false) == DOT_GEMM);
+    CHECK(format_pick_path(iq2, 64, 256, 8, true) == DOT_GEMM);
+    CHECK(format_pick_path(iq2, 64, 256, 7, true) == DOT_ID);
+    CHECK(format_pick_path(iq2, 60, 256, 64, false) == DOT_GEMV);
+    /* one kernel for everything */
+    CHECK(q5_0->pick_path == NULL && q6k->pick_path == NULL);
+}
+
+/* The batched orders on ggml's rows: orders that llama.cpp's kernels share must agree bit for bit, and
+ * every order stays within rounding of the exact dot product. (Their bit-exactness against llama.cpp is
+ * checked end to end by the parity tests: m2/m6 run the repacked Q4_K gemv/gemm and the IQ2_XXS panel,
+ * m3/m5 tinyBLAS BF16/F16 — and by the models of docs/PARITY.md.) */
+TEST(formats, dot_path_batched_orders) {
+    VecType types[64];
+    int n = load_index(types, 64);
+    REQUIRE(n > 0);
+    const DotPath all[] = {DOT_GEMV, DOT_GEMM, DOT_ID, DOT_REPACK, DOT_REPACK_GEMM};
+    for (int t = 0; t < n; t++) {
+        const Format *f = format_by_name(types[t].name);
+        if (!f) continue;
+        const Format *a = format_get(f->vec_dot_type);
+        const size_t wrow = format_row_bytes(f, ROW_LEN), arow = format_row_bytes(a, ROW_LEN);
+        char act_suffix[32];
+        snprintf(act_suffix, sizeof act_suffix, ".act.%s.bin", a->name);
+        uint8_t *w = load(f->name, ".weights.bin", W_ROWS * wrow);
+        uint8_t *aq = load(f->name, act_suffix, A_ROWS * arow);
+        if (w && aq) {
+            double worst = 0;
+            int differ[5] = {0};
+            for (int r = 0; r < W_ROWS; r++)
+                for (int c = 0; c < A_ROWS; c++) {
+                    const uint8_t *wr = w + r * wrow, *ar = aq + c * arow;
+                    double mag;
+                    const double ref = ref_dot(f, a, wr, ar, ROW_LEN, &mag);
+                    const float gemv = path_dot(f, DOT_GEMV, ROW_LEN, wr, ar);
+                    for (int p = 0; p < 5; p++) {
+                        const float v = path_dot(f, all[p], ROW_LEN, wr, ar);
+                        worst = fmax(worst, fabs(v - ref) / fmax(mag, 1e-30));
+                        differ[p] += memcmp(&v, &gemv, sizeof v) != 0;
+                    }
+                }
+            CHECK_MSG(worst < 1e-6, "%s: a path's dot product is off by %.3g of sum|w*a|", f->name, worst);
+            /* tinyBLAS_Q0 sums Q4_0 / Q5_0 / Q8_0 as their vec_dot does; the repacked Q4_0 gemv and gemm
+             * share one order; formats without these kernels ignore the path */
+            const bool same_gemm = f->id == FMT_Q4_0 || f->id == FMT_Q5_0 || f->id == FMT_Q8_0 || f->id == FMT_Q4_1 ||
+                                   f->id == FMT_Q5_1 || f->id == FMT_MXFP4 || f->id == FMT_Q3_K || f->id == FMT_Q5_K ||
+                                   f->id == FMT_Q6_K || f->id == FMT_Q2_K || f->id == FMT_Q4_K;
+            if (same_gemm) CHECK_MSG(differ[1] == 0, "%s: DOT_GEMM differs from vec_dot", f->name);
+            if (f->id == FMT_Q4_0 || f->id == FMT_IQ4_NL || f->id == FMT_MXFP4) {
+                float v1 = 0, v2 = 0;
+                int same = 0;
+                for (int r = 0; r < W_ROWS; r++) {
+                    v1 = path_dot(f, DOT_REPACK, ROW_LEN, w + r * wrow, aq);
+                    v2 = path_dot(f, DOT_REPACK_GEMM, ROW_LEN, w + r * wrow, aq);
+                    same += memcmp(&v1, &v2, sizeof v1) == 0;
+                }
+                CHECK_MSG(same == W_ROWS, "%s: repacked gemv and gemm orders differ", f->name);
+            }
+            test_note("%-8s paths differing from vec_dot (of %d): GEMM %2d  ID %2d  REPACK %2d  REPACK_GEMM %2d; worst "
+                      "error %.2e of sum|w*a|",
+                      f->name, W_ROWS * A_ROWS, differ[1], differ[2], differ[3], differ[4], worst);
+        }
+        free(w), free(aq);
+    }
+}
+
+/* ggml_vec_dot_f32's n % 64 leftovers as llama.cpp's build compiled them: products rounded and added in
+ * chunks of 16 and 8, the last n % 8 fused (base/fdot.c). One product whose fused and unfused sums
+ * differ, placed at element 64 of a row of 65 (fused) and of 72 (a chunk of 8: unfused). */
+TEST(formats, f32_leftover_fusion) {
+    const Format *f = format_get(FMT_F32);
+    REQUIRE(f && f->dot_path);
+    static float x[72], y[72];
+    x[0] = 1.f / 3.f, y[0] = 1.f; /* the 64-element part sums to 1/3 */
+    float a = 1.f, b = 1.f, fused = 0, unfused = 0;
+    for (int k = 0; k < 1000 && fused == unfused; k++) { /* some a·b whose rounding matters next to 1/3 */
+        a = 1.f + (float)(k + 1) * 0x1p-20f, b = 1.f + (float)(k + 7) * 0x1p-19f;
+        volatile float p = a * b; /* rounded on its own, whatever the compiler contracts */
+        fused = fmaf(a, b, x[0]), unfused = x[0] + p;
+    }
+    REQUIRE(fused != unfused);
+    x[64] = a, y[64] = b;
+    CHECK(f->dot_path(DOT_GEMV, 65, x, y) == fused);
+    CHECK(f->dot_path(DOT_GEMV, 72, x, y) == unfused);
 }

@@ -4,6 +4,11 @@
 
 #include <math.h>
 
+/* every multiply and add rounded separately unless fmaf says otherwise (clang contracts by default) */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* _mm512_reduce_add_ps: halves added pairwise, 16 → 8 → 4 → 2 → 1 */
 float fdot_reduce16(const float *v) {
     float a[8];
@@ -28,7 +33,15 @@ float fdot_vec_f32(const float *x, const float *y, int n) {
     }
     for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
     float sum = fdot_reduce16(acc[0]);
-    for (int i = np; i < n; i++) sum += x[i] * y[i]; /* not fused (checked against llama.cpp's dumps) */
+    /* The leftovers as GCC compiled ggml's `sumf += x[i]*y[i]` (read from the disassembly of llama.cpp
+     * v0.4.0's libggml-cpu, checked against its dumps): products rounded and added one by one in chunks of
+     * 16, then of 8, and the last n % 8 fused. */
+    int i = np;
+    for (; n - i >= 16; i += 16)
+        for (int l = 0; l < 16; l++) sum += x[i + l] * y[i + l];
+    if (n - i >= 8)
+        for (int l = 0; l < 8; l++, i++) sum += x[i] * y[i];
+    for (; i < n; i++) sum = fmaf(x[i], y[i], sum);
     return sum;
 }
 

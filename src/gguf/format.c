@@ -3,7 +3,9 @@
  *
  * from_float is ggml's CPU from_float for the row's own type (what an activation row becomes); for the
  * weight formats that are not also activation formats it is NULL. quantize is deltallm's weight
- * quantizer (bit-identical to ggml only where quant_*.c says so). */
+ * quantizer (bit-identical to ggml only where quant_*.c says so). dot_path / pick_path are llama.cpp's
+ * summation orders and kernel choices (quant_order_*.c, docs/PARITY.md); format_pick_path_row adds the per-row
+ * split of the repacked gemm. */
 #include "gguf/format.h"
 
 #include "gguf/quant.h"
@@ -17,39 +19,44 @@
 static const Format formats[FMT_COUNT] = {
     /* float formats: from_float = quantize (plain rounding) */
     ROW(FMT_F32, "f32", 1, 4, true, FMT_F32, dequant_f32, quantize_f32, quantize_f32, vec_dot_f32, dot_path_f32, dot_path_f32_pick),
-    ROW(FMT_F16, "f16", 1, 2, true, FMT_F16, dequant_f16, quantize_f16, quantize_f16, vec_dot_f16, NULL, NULL),
-    ROW(FMT_BF16, "bf16", 1, 2, true, FMT_BF16, dequant_bf16, quantize_bf16, quantize_bf16, vec_dot_bf16, NULL, NULL),
+    ROW(FMT_F16, "f16", 1, 2, true, FMT_F16, dequant_f16, quantize_f16, quantize_f16, vec_dot_f16, dot_path_f16, dot_path_f16_pick),
+    ROW(FMT_BF16, "bf16", 1, 2, true, FMT_BF16, dequant_bf16, quantize_bf16, quantize_bf16, vec_dot_bf16, dot_path_bf16, dot_path_bf16_pick),
     /* 32-element formats */
-    ROW(FMT_Q4_0, "q4_0", 32, 18, true, FMT_Q8_0, dequant_q4_0, NULL, quantize_q4_0, vec_dot_q4_0, NULL, NULL),
-    ROW(FMT_Q4_1, "q4_1", 32, 20, true, FMT_Q8_1, dequant_q4_1, NULL, quantize_q4_1, vec_dot_q4_1, NULL, NULL),
-    ROW(FMT_Q5_0, "q5_0", 32, 22, true, FMT_Q8_0, dequant_q5_0, NULL, quantize_q5_0, vec_dot_q5_0, NULL, NULL),
-    ROW(FMT_Q5_1, "q5_1", 32, 24, true, FMT_Q8_1, dequant_q5_1, NULL, quantize_q5_1, vec_dot_q5_1, NULL, NULL),
+    ROW(FMT_Q4_0, "q4_0", 32, 18, true, FMT_Q8_0, dequant_q4_0, NULL, quantize_q4_0, vec_dot_q4_0, dot_path_q4_0, dot_path_q4_0_pick),
+    ROW(FMT_Q4_1, "q4_1", 32, 20, true, FMT_Q8_1, dequant_q4_1, NULL, quantize_q4_1, vec_dot_q4_1, dot_path_q4_1, NULL),
+    ROW(FMT_Q5_0, "q5_0", 32, 22, true, FMT_Q8_0, dequant_q5_0, NULL, quantize_q5_0, vec_dot_q5_0, dot_path_q5_0, NULL),
+    ROW(FMT_Q5_1, "q5_1", 32, 24, true, FMT_Q8_1, dequant_q5_1, NULL, quantize_q5_1, vec_dot_q5_1, dot_path_q5_1, NULL),
     /* Q8_0 is both: x86 activation rounding for from_float, ggml's reference rounding for quantize */
     ROW(FMT_Q8_0, "q8_0", 32, 34, true, FMT_Q8_0, dequant_q8_0, quantize_act_q8_0, quantize_q8_0, vec_dot_q8_0, NULL, NULL),
     ROW(FMT_Q8_1, "q8_1", 32, 36, false, FMT_Q8_1, dequant_q8_1, quantize_act_q8_1, NULL, NULL, NULL, NULL),
-    ROW(FMT_IQ4_NL, "iq4_nl", 32, 18, true, FMT_Q8_0, dequant_iq4_nl, NULL, quantize_iq4_nl, vec_dot_iq4_nl, NULL, NULL),
-    ROW(FMT_MXFP4, "mxfp4", 32, 17, true, FMT_Q8_0, dequant_mxfp4, NULL, NULL, vec_dot_mxfp4, NULL, NULL),
+    ROW(FMT_IQ4_NL, "iq4_nl", 32, 18, true, FMT_Q8_0, dequant_iq4_nl, NULL, quantize_iq4_nl, vec_dot_iq4_nl, dot_path_iq4_nl, dot_path_iq4_nl_pick),
+    ROW(FMT_MXFP4, "mxfp4", 32, 17, true, FMT_Q8_0, dequant_mxfp4, NULL, NULL, vec_dot_mxfp4, dot_path_mxfp4, dot_path_mxfp4_pick),
     /* K-quants */
-    ROW(FMT_Q2_K, "q2_K", 256, 84, true, FMT_Q8_K, dequant_q2_K, NULL, quantize_q2_K, vec_dot_q2_K, NULL, NULL),
-    ROW(FMT_Q3_K, "q3_K", 256, 110, true, FMT_Q8_K, dequant_q3_K, NULL, quantize_q3_K, vec_dot_q3_K, NULL, NULL),
-    ROW(FMT_Q4_K, "q4_K", 256, 144, true, FMT_Q8_K, dequant_q4_K, NULL, quantize_q4_K, vec_dot_q4_K, NULL, NULL),
-    ROW(FMT_Q5_K, "q5_K", 256, 176, true, FMT_Q8_K, dequant_q5_K, NULL, quantize_q5_K, vec_dot_q5_K, NULL, NULL),
-    ROW(FMT_Q6_K, "q6_K", 256, 210, true, FMT_Q8_K, dequant_q6_K, NULL, quantize_q6_K, vec_dot_q6_K, NULL, NULL),
+    ROW(FMT_Q2_K, "q2_K", 256, 84, true, FMT_Q8_K, dequant_q2_K, NULL, quantize_q2_K, vec_dot_q2_K, dot_path_q2_K, dot_path_q2_K_pick),
+    ROW(FMT_Q3_K, "q3_K", 256, 110, true, FMT_Q8_K, dequant_q3_K, NULL, quantize_q3_K, vec_dot_q3_K, dot_path_q3_K, NULL),
+    ROW(FMT_Q4_K, "q4_K", 256, 144, true, FMT_Q8_K, dequant_q4_K, NULL, quantize_q4_K, vec_dot_q4_K, dot_path_q4_K, dot_path_q4_K_pick),
+    ROW(FMT_Q5_K, "q5_K", 256, 176, true, FMT_Q8_K, dequant_q5_K, NULL, quantize_q5_K, vec_dot_q5_K, dot_path_q5_K, NULL),
+    ROW(FMT_Q6_K, "q6_K", 256, 210, true, FMT_Q8_K, dequant_q6_K, NULL, quantize_q6_K, vec_dot_q6_K, dot_path_q6_K, NULL),
     ROW(FMT_Q8_K, "q8_K", 256, 292, false, FMT_Q8_K, dequant_q8_K, quantize_act_q8_K, NULL, NULL, NULL, NULL),
     /* i-quants (read only, except IQ4_XS) */
-    ROW(FMT_IQ2_XXS, "iq2_xxs", 256, 66, true, FMT_Q8_K, dequant_iq2_xxs, NULL, NULL, vec_dot_iq2_xxs, NULL, NULL),
-    ROW(FMT_IQ2_XS, "iq2_xs", 256, 74, true, FMT_Q8_K, dequant_iq2_xs, NULL, NULL, vec_dot_iq2_xs, NULL, NULL),
-    ROW(FMT_IQ2_S, "iq2_s", 256, 82, true, FMT_Q8_K, dequant_iq2_s, NULL, NULL, vec_dot_iq2_s, NULL, NULL),
-    ROW(FMT_IQ3_XXS, "iq3_xxs", 256, 98, true, FMT_Q8_K, dequant_iq3_xxs, NULL, NULL, vec_dot_iq3_xxs, NULL, NULL),
-    ROW(FMT_IQ3_S, "iq3_s", 256, 110, true, FMT_Q8_K, dequant_iq3_s, NULL, NULL, vec_dot_iq3_s, NULL, NULL),
-    ROW(FMT_IQ4_XS, "iq4_xs", 256, 136, true, FMT_Q8_K, dequant_iq4_xs, NULL, quantize_iq4_xs, vec_dot_iq4_xs, NULL, NULL),
-    ROW(FMT_IQ1_S, "iq1_s", 256, 50, true, FMT_Q8_K, dequant_iq1_s, NULL, NULL, vec_dot_iq1_s, NULL, NULL),
-    ROW(FMT_IQ1_M, "iq1_m", 256, 56, true, FMT_Q8_K, dequant_iq1_m, NULL, NULL, vec_dot_iq1_m, NULL, NULL),
+    ROW(FMT_IQ2_XXS, "iq2_xxs", 256, 66, true, FMT_Q8_K, dequant_iq2_xxs, NULL, NULL, vec_dot_iq2_xxs, dot_path_iq2_xxs, dot_path_iq2_xxs_pick),
+    ROW(FMT_IQ2_XS, "iq2_xs", 256, 74, true, FMT_Q8_K, dequant_iq2_xs, NULL, NULL, vec_dot_iq2_xs, dot_path_iq2_xs, dot_path_iq2_xs_pick),
+    ROW(FMT_IQ2_S, "iq2_s", 256, 82, true, FMT_Q8_K, dequant_iq2_s, NULL, NULL, vec_dot_iq2_s, dot_path_iq2_s, dot_path_iq2_s_pick),
+    ROW(FMT_IQ3_XXS, "iq3_xxs", 256, 98, true, FMT_Q8_K, dequant_iq3_xxs, NULL, NULL, vec_dot_iq3_xxs, dot_path_iq3_xxs, dot_path_iq3_xxs_pick),
+    ROW(FMT_IQ3_S, "iq3_s", 256, 110, true, FMT_Q8_K, dequant_iq3_s, NULL, NULL, vec_dot_iq3_s, dot_path_iq3_s, dot_path_iq3_s_pick),
+    ROW(FMT_IQ4_XS, "iq4_xs", 256, 136, true, FMT_Q8_K, dequant_iq4_xs, NULL, quantize_iq4_xs, vec_dot_iq4_xs, dot_path_iq4_xs, dot_path_iq4_xs_pick),
+    ROW(FMT_IQ1_S, "iq1_s", 256, 50, true, FMT_Q8_K, dequant_iq1_s, NULL, NULL, vec_dot_iq1_s, dot_path_iq1_s, dot_path_iq1_s_pick),
+    ROW(FMT_IQ1_M, "iq1_m", 256, 56, true, FMT_Q8_K, dequant_iq1_m, NULL, NULL, vec_dot_iq1_m, dot_path_iq1_m, dot_path_iq1_m_pick),
 };
 
 DotPath format_pick_path(const Format *f, int64_t rows, int64_t cols, int64_t n_act, bool expert) {
     if (f->pick_path) return f->pick_path(rows, cols, n_act, expert);
     return expert ? DOT_ID : n_act >= 2 ? DOT_GEMM : DOT_GEMV;
+}
+
+DotPath format_pick_path_row(const Format *f, int64_t rows, int64_t cols, int64_t n_act, bool expert, int64_t t) {
+    const DotPath p = format_pick_path(f, rows, cols, n_act, expert);
+    return p == DOT_REPACK_GEMM && t >= n_act - n_act % 4 ? DOT_REPACK : p;
 }
 
 const Format *format_get(uint32_t id) {

@@ -64,9 +64,14 @@ typedef float (*FormatVecDot)(int64_t n, const void *w, const void *act);
  * one activation row, tinyBLAS or repacked GEMM kernels for batches, vec_dot again inside mul_mat_id
  * (experts). A DotPath names the kernel whose order a dot product reproduces. */
 typedef enum DotPath {
-    DOT_GEMV = 0, /* mul_mat with one activation row */
-    DOT_GEMM = 1, /* mul_mat with ≥ 2 activation rows */
-    DOT_ID = 2,   /* mul_mat_id (expert matrices), any number of rows */
+    DOT_GEMV = 0,        /* mul_mat with one activation row */
+    DOT_GEMM = 1,        /* mul_mat with ≥ 2 activation rows */
+    DOT_ID = 2,          /* mul_mat_id (expert matrices), any number of rows */
+    /* llama.cpp's x86 build repacks Q4_0, Q4_K, IQ4_NL, MXFP4 (and Q2_K on AVX-512) matrices whose row count
+     * is a multiple of 8 into interleaved 8-row blocks and multiplies them with kernels of their own: */
+    DOT_REPACK = 3,      /* the repacked single-row kernel (ggml_gemv_*): one row, mul_mat_id, and the n % 4
+                            last rows of a batch */
+    DOT_REPACK_GEMM = 4, /* the repacked 4-row kernel (ggml_gemm_*): rows 0 .. n − n % 4 of a batch of n ≥ 4 */
 } DotPath;
 typedef float (*FormatDotPath)(DotPath path, int64_t n, const void *w, const void *act);
 /* Which path llama.cpp takes for a matrix of `rows` × `cols` in this format multiplied with `n_act`
@@ -91,6 +96,10 @@ typedef struct Format {
 
 /* The DotPath llama.cpp would take (the format's pick_path, or the default rule). */
 DotPath format_pick_path(const Format *f, int64_t rows, int64_t cols, int64_t n_act, bool expert);
+/* The DotPath of activation row t of a product with n_act rows: format_pick_path(), except that the
+ * n_act % 4 last rows of a DOT_REPACK_GEMM batch take DOT_REPACK (llama.cpp's repacked mul_mat runs its gemm
+ * on whole groups of 4 rows and its gemv on the rest). */
+DotPath format_pick_path_row(const Format *f, int64_t rows, int64_t cols, int64_t n_act, bool expert, int64_t t);
 
 /* NULL for ids that are out of range or not in the table (removed or never-existing ggml types). */
 const Format *format_get(uint32_t id);

@@ -8,13 +8,24 @@
  *   quant_legacy.c  Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4
  *   quant_k.c       Q2_K … Q6_K: dequantization and dot products
  *   quant_k_write.c Q2_K … Q6_K weight quantizers
- *   quant_iq.c      IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_NL, IQ4_XS */
+ *   quant_iq.c      IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_NL, IQ4_XS
+ *
+ * The vec_dot functions are the plain references (integer sums per block, scales applied per block). The
+ * dot_path_<type> functions reproduce, bit for bit, the summation order of the kernel llama.cpp v0.4.0's
+ * x86 CPU backend (AVX2 / AVX-512 build) runs for a given path, and dot_path_<type>_pick its choice of
+ * kernel (see docs/PARITY.md, "Matmul summation orders"):
+ *   quant_order_float.c   F16, BF16
+ *   quant_order_legacy.c  Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
+ *   quant_order_k.c       Q2_K … Q6_K
+ *   quant_order_iq.c      IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS */
 #ifndef DL_GGUF_QUANT_H
 #define DL_GGUF_QUANT_H
 
 #include <stdint.h>
 
 #include "gguf/format.h"
+
+/* DOT_REPACK, DOT_REPACK_GEMM and format_pick_path_row: see format.h. */
 
 /* quant_float.c */
 void dequant_f32(const void *src, float *dst, int64_t n);
@@ -94,5 +105,44 @@ void dequant_iq4_xs(const void *src, float *dst, int64_t n);
 float vec_dot_iq4_xs(int64_t n, const void *w, const void *act);
 void quantize_iq4_nl(const float *src, void *dst, int64_t n);
 void quantize_iq4_xs(const float *src, void *dst, int64_t n);
+
+/* quant_order_*.c: llama.cpp's summation orders (dot_path) and kernel choices (pick_path; none where every
+ * path has the same order) */
+float dot_path_f16(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_f16_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_bf16(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_bf16_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_q4_0(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_q4_0_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_q4_1(DotPath path, int64_t n, const void *w, const void *act);
+float dot_path_q5_0(DotPath path, int64_t n, const void *w, const void *act);
+float dot_path_q5_1(DotPath path, int64_t n, const void *w, const void *act);
+float dot_path_iq4_nl(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_iq4_nl_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_mxfp4(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_mxfp4_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_q2_K(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_q2_K_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_q3_K(DotPath path, int64_t n, const void *w, const void *act);
+float dot_path_q4_K(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_q4_K_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_q5_K(DotPath path, int64_t n, const void *w, const void *act);
+float dot_path_q6_K(DotPath path, int64_t n, const void *w, const void *act);
+float dot_path_iq2_xxs(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_iq2_xxs_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_iq2_xs(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_iq2_xs_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_iq2_s(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_iq2_s_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_iq3_xxs(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_iq3_xxs_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_iq3_s(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_iq3_s_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_iq1_s(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_iq1_s_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_iq1_m(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_iq1_m_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_iq4_xs(DotPath path, int64_t n, const void *w, const void *act);
+DotPath dot_path_iq4_xs_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
 
 #endif

@@ -159,6 +159,12 @@ static inline float quant_e8m0_half(uint8_t e) {
 /* Byte j of a grid entry (see iq_tables.h). */
 static inline uint8_t quant_grid_u8(uint64_t entry, int j) { return (uint8_t)(entry >> (8 * j)); }
 
+/* hsum_float_8 of ggml's x86 kernels: the 8 float lanes of a __m256 folded high half onto low half, then
+ * pairwise: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). */
+static inline float quant_hsum8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
 static inline uint32_t quant_load_u32(const void *p) {
     const uint8_t *b = p;
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;

@@ -2,7 +2,8 @@
  *
  * Conversions are base/fp16.h's (bit-identical to ggml's, round to nearest even). The dot products
  * multiply in float, as ggml does after widening both sides, and accumulate in double (ggml's scalar
- * ggml_float): the reference is then at least as accurate as any SIMD order a fast kernel may pick. */
+ * ggml_float): the reference is then at least as accurate as any SIMD order a fast kernel may pick.
+ * llama.cpp's own orders are dot_path_f32 here and dot_path_f16 / _bf16 in quant_order_float.c. */
 #include "gguf/quant.h"
 
 #include "base/fdot.h"

@@ -18,8 +18,11 @@
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
 
 size_t ops_scratch_bytes(int64_t rows, int64_t cols, int n_threads) {
-    /* quantized activations: at most 4 bytes per element for any partner; plus one F32 row per thread */
-    return ALIGN64((size_t)rows * (size_t)cols * 4 + 64) + (size_t)n_threads * ALIGN64((size_t)cols * 4) + 64;
+    /* quantized activations: at most 4 bytes per element for any partner, plus 256 per row for the fast
+     * kernels' section alignment and 7 rows for their padding to octets of tokens (kernels/cpu/
+     * matmul_cpu.h); per thread, one F32 row here or the fast
+     * kernels' decoded weight tiles (≤ 24 bytes per element + 4 KiB) */
+    return ALIGN64((size_t)(rows + 7) * ((size_t)cols * 4 + 256) + 64) + (size_t)n_threads * ALIGN64((size_t)cols * 24 + 4096) + 64;
 }
 
 typedef struct MatJob {
@@ -42,11 +45,11 @@ static void quantize_rows(void *ctx, int64_t b, int64_t e, int thread) {
 static void rows_ggml(void *ctx, int64_t b, int64_t e, int thread) {
     MatJob *j = ctx;
     const MatW *w = j->w;
-    /* the summation order of the kernel llama.cpp would use here */
-    const DotPath path = format_pick_path(j->wf, w->rows, w->cols, j->T, w->gemv);
     for (int64_t o = b; o < e; o++) {
         const uint8_t *wr = (const uint8_t *)w->data + o * w->row_bytes;
         for (int64_t t = 0; t < j->T; t++) {
+            /* the summation order of the kernel llama.cpp would use for this activation row */
+            const DotPath path = format_pick_path_row(j->wf, w->rows, w->cols, j->T, w->gemv, t);
             const uint8_t *a = j->qact + t * j->qrow;
             j->y[t * w->rows + o] = j->wf->dot_path ? j->wf->dot_path(path, w->cols, wr, a) : j->wf->vec_dot(w->cols, wr, a);
         }
