@@ -100,9 +100,12 @@ static void compare_stage(const Stage *st, const Dump *ref, const Dump *ours, co
                 if (st->recurrent != m->cfg.recurrent[layer]) continue;
             }
             const DumpTensor *o = dump_find(ours, r->name, r->occurrence, r->ubatch);
-            if (!row->n_tensors) snprintf(row->tensors, sizeof row->tensors, "%s", r->name);
-            else if (!strstr(row->tensors, r->name) && strlen(row->tensors) + strlen(r->name) + 3 < sizeof row->tensors)
-                strcat(strcat(row->tensors, ", "), r->name);
+            /* list each distinct tensor name once, as far as it fits */
+            const size_t used = strlen(row->tensors), need = strlen(r->name) + (used ? 2 : 0);
+            if (!strstr(row->tensors, r->name) && used + need < sizeof row->tensors) {
+                if (used) memcpy(row->tensors + used, ", ", 2);
+                memcpy(row->tensors + used + need - strlen(r->name), r->name, strlen(r->name) + 1);
+            }
             row->n_tensors++;
             const int64_t n = r->ne[0] * r->ne[1] * r->ne[2] * r->ne[3];
             if (!o || o->ne[0] * o->ne[1] * o->ne[2] * o->ne[3] != n) {
