@@ -312,6 +312,34 @@ TEST(chat, parse_qwen35) {
                  "x <tool_call>\nnot a call\n</tool_call> y", "");
 }
 
+/* Numbers keep their exact text: a double would print 207310705731958600 as 2.073107057319586e+17 and
+ * turn 1e400 into Infinity (invalid JSON); floats print as Python's json.dumps prints them. */
+TEST(chat, parse_exact_numbers) {
+    const char *int_tool = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                           "\"properties\":{\"n\":{\"type\":\"integer\"}}}}}]";
+    expect_parse(CHAT_FORMAT_QWEN35, false, int_tool,
+                 "<tool_call>\n<function=f>\n<parameter=n>\n207310705731958600\n</parameter>\n</function>\n</tool_call>", "",
+                 "", "f {\"n\": 207310705731958600};");
+    expect_parse(CHAT_FORMAT_QWEN3, false, NULL,
+                 "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"n\": 12345678901234567890, \"x\": 1e400, \"y\": 2.0, "
+                 "\"z\": [1E2, -0, 0.1]}}\n</tool_call>",
+                 "", "", "g {\"n\": 12345678901234567890, \"x\": 1e400, \"y\": 2.0, \"z\": [100.0, 0, 0.1]};");
+    /* rendering a request keeps them too */
+    const char *req = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"\","
+                      "\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"g\", \"arguments\": "
+                      "{\"n\": 207310705731958600, \"y\": 2.0}}}]}]}";
+    cJSON *r = chat_json_parse(req, strlen(req), NULL);
+    REQUIRE(r);
+    ChatTemplate t = {CHAT_FORMAT_QWEN3, false};
+    char *out = NULL;
+    size_t len;
+    Err err = {{0}};
+    REQUIRE_MSG(chat_render_request(&t, r, NULL, &out, &len, &err) == 0, "%s", err.msg);
+    CHECK_MSG(strstr(out, "{\"name\": \"g\", \"arguments\": {\"n\": 207310705731958600, \"y\": 2.0}}"), "got: %s", out);
+    free(out);
+    cJSON_Delete(r);
+}
+
 TEST(chat, parse_qwen3_and_others) {
     expect_parse(CHAT_FORMAT_QWEN3, false, NULL,
                  "<think>\nhmm\n\nmore\n</think>\n\nSure.\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"x\", \"n\": 5}}\n"

@@ -96,6 +96,13 @@ int chat_render_request(const ChatTemplate *tmpl, const cJSON *request, const Ch
  * i.e. whether its output starts as reasoning. Pass to chat_parser_new. */
 bool chat_prompt_opens_reasoning(const char *prompt, size_t len);
 
+/* cJSON parsing that keeps every number's exact text (as cJSON_Raw nodes): a double cannot hold
+ * 207310705731958600 or 1e400, and prints 2.0 as 2. The renderer and the output parser print raw numbers
+ * the way Python's json.dumps prints them (integers exactly). Parse messages and tools with this before
+ * rendering; use plain cJSON_Parse for values you validate as numbers. end (may be NULL) receives where
+ * parsing stopped (or failed). NULL on invalid JSON. */
+cJSON *chat_json_parse(const char *text, size_t len, const char **end);
+
 /* --------------------------------------------------------------------------------------- output */
 
 typedef struct ChatToolCall {

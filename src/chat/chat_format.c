@@ -84,7 +84,7 @@ static StrBuf *temp(Render *r) {
 static const char *type_name(const cJSON *v) {
     if (cJSON_IsArray(v)) return "list";
     if (cJSON_IsObject(v)) return "dict";
-    if (cJSON_IsNumber(v)) return "number";
+    if (cJSON_IsNumber(v) || cJSON_IsRaw(v)) return "number";
     if (cJSON_IsBool(v)) return "bool";
     return "value";
 }
@@ -141,7 +141,7 @@ int call_arguments_object(Render *r, const cJSON *fn, const cJSON **args) {
         return 0;
     }
     if (cJSON_IsString(a)) {
-        cJSON *parsed = cJSON_Parse(a->valuestring);
+        cJSON *parsed = chat_json_parse(a->valuestring, strlen(a->valuestring), NULL);
         if (!cJSON_IsObject(parsed)) {
             cJSON_Delete(parsed);
             return render_fail(r, "tool call arguments must be a JSON object (or a string holding one)");

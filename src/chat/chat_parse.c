@@ -177,10 +177,13 @@ static bool is_json_number(const char *s) {
     return *s == 0;
 }
 
+/* s as a JSON value with numbers kept exact (raw), or NULL; a bare number must be strict JSON syntax */
 static cJSON *parse_json_exact(const char *s) {
     const char *end = NULL;
-    cJSON *v = cJSON_ParseWithOpts(s, &end, true);
-    if (v && cJSON_IsNumber(v) && !is_json_number(s)) {
+    const size_t n = strlen(s);
+    cJSON *v = chat_json_parse(s, n, &end);
+    while (v && end && *end && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    if (v && ((end && *end) || (cJSON_IsRaw(v) && !is_json_number(s)))) {
         cJSON_Delete(v);
         return NULL;
     }
@@ -279,7 +282,7 @@ static bool parse_xml_call(const ChatParser *p, const char *s, size_t n, char **
 static bool parse_json_call(const char *s, size_t n, char **name_out, cJSON **args_out) {
     char *text = strndup(s, n);
     const char *end = NULL;
-    cJSON *v = text ? cJSON_ParseWithOpts(text, &end, false) : NULL;
+    cJSON *v = text ? chat_json_parse(text, n, &end) : NULL;
     bool ok = cJSON_IsObject(v) && *skip_ws(end, text + n) == 0; /* nothing but whitespace after it */
     const char *name = ok ? jstr(v, "name") : NULL;
     const cJSON *a = ok ? jget(v, "arguments") : NULL;
@@ -288,7 +291,8 @@ static bool parse_json_call(const char *s, size_t n, char **name_out, cJSON **ar
     if (name) {
         if (!a || cJSON_IsNull(a)) args = cJSON_CreateObject();
         else if (cJSON_IsObject(a)) args = cJSON_Duplicate(a, true);
-        else if (cJSON_IsString(a) && !cJSON_IsObject(args = cJSON_Parse(a->valuestring))) {
+        else if (cJSON_IsString(a) &&
+                 !cJSON_IsObject(args = chat_json_parse(a->valuestring, strlen(a->valuestring), NULL))) {
             cJSON_Delete(args);
             args = NULL;
         }

@@ -167,7 +167,83 @@ static void py_number(StrBuf *b, double x) {
     }
 }
 
+/* A number kept as its JSON text (a cJSON_Raw node, see chat_json_parse): integers exactly as written (a
+ * Python int has no size limit), other numbers as Python prints the double they read as; a value no double
+ * holds (1e400) stays as written, which is still valid JSON. */
+static void py_raw_number(StrBuf *b, const char *text) {
+    const char *p = text + (*text == '-');
+    bool integer = *p != 0;
+    for (const char *q = p; *q; q++) integer &= *q >= '0' && *q <= '9';
+    if (integer) {
+        bool zero = true;
+        for (const char *q = p; *q; q++) zero &= *q == '0';
+        return sb_puts(b, zero ? "0" : text);
+    }
+    const double x = strtod(text, NULL);
+    if (!isfinite(x)) return sb_puts(b, text);
+    py_float_repr(b, x);
+}
+
 /* --------------------------------------------------------------------------------------------- json */
+
+static const char *json_skip_ws(const char *s, const char *end) {
+    while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) s++;
+    return s;
+}
+
+static const char *json_skip_string(const char *s, const char *end) {
+    for (s++; s < end && *s != '"'; s++)
+        if (*s == '\\') s++;
+    return s < end ? s + 1 : end;
+}
+
+/* Walks the source text of a value that cJSON has already parsed (so the text is valid JSON and its values
+ * come in the tree's order) and turns every number node into a raw node holding the number's text. */
+static const char *keep_numbers(cJSON *v, const char *s, const char *end, bool *ok) {
+    s = json_skip_ws(s, end);
+    if (s >= end || !v) return *ok = false, end;
+    if (*s == '{' || *s == '[') {
+        const bool obj = *s == '{';
+        s++;
+        for (cJSON *c = v->child; c && *ok; c = c->next) {
+            s = json_skip_ws(s, end);
+            if (s < end && *s == ',') s = json_skip_ws(s + 1, end);
+            if (obj) {
+                s = json_skip_ws(json_skip_string(s, end), end); /* the key, then ':' */
+                if (s < end && *s == ':') s++;
+            }
+            s = keep_numbers(c, s, end, ok);
+        }
+        s = json_skip_ws(s, end);
+        return s < end ? s + 1 : end; /* the closing bracket */
+    }
+    if (*s == '"') return json_skip_string(s, end);
+    const char *t = s;
+    while (t < end && (strchr("+-.eE", *t) || (*t >= '0' && *t <= '9') || (*t >= 'a' && *t <= 'z'))) t++;
+    if (cJSON_IsNumber(v)) {
+        char *text = malloc((size_t)(t - s) + 1);
+        if (!text) return *ok = false, end;
+        memcpy(text, s, (size_t)(t - s));
+        text[t - s] = 0;
+        v->type = cJSON_Raw;
+        v->valuestring = text;
+    }
+    return t;
+}
+
+cJSON *chat_json_parse(const char *text, size_t len, const char **end) {
+    const char *stop = NULL;
+    cJSON *v = cJSON_ParseWithLengthOpts(text, len, &stop, false);
+    if (end) *end = stop;
+    if (!v) return NULL;
+    bool ok = true;
+    keep_numbers(v, text, stop ? stop : text + len, &ok);
+    if (!ok) {
+        cJSON_Delete(v);
+        return NULL;
+    }
+    return v;
+}
 
 static void json_string(StrBuf *b, const char *s) {
     sb_putc(b, '"');
@@ -205,6 +281,7 @@ void py_tojson(StrBuf *b, const cJSON *v) {
     if (cJSON_IsTrue(v)) return sb_puts(b, "true");
     if (cJSON_IsFalse(v)) return sb_puts(b, "false");
     if (cJSON_IsNumber(v)) return py_number(b, v->valuedouble);
+    if (cJSON_IsRaw(v)) return py_raw_number(b, v->valuestring ? v->valuestring : "0");
     if (cJSON_IsString(v)) return json_string(b, v->valuestring ? v->valuestring : "");
     bool obj = cJSON_IsObject(v);
     sb_putc(b, obj ? '{' : '[');
@@ -286,6 +363,7 @@ void py_str(StrBuf *b, const cJSON *v) {
     if (cJSON_IsTrue(v)) return sb_puts(b, "True");
     if (cJSON_IsFalse(v)) return sb_puts(b, "False");
     if (cJSON_IsNumber(v)) return py_number(b, v->valuedouble);
+    if (cJSON_IsRaw(v)) return py_raw_number(b, v->valuestring ? v->valuestring : "0");
     if (cJSON_IsString(v)) return sb_puts(b, v->valuestring ? v->valuestring : "");
     py_repr(b, v);
 }
@@ -294,6 +372,7 @@ bool py_truthy(const cJSON *v) {
     if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return false;
     if (cJSON_IsTrue(v)) return true;
     if (cJSON_IsNumber(v)) return v->valuedouble != 0;
+    if (cJSON_IsRaw(v)) return v->valuestring && strtod(v->valuestring, NULL) != 0;
     if (cJSON_IsString(v)) return v->valuestring && v->valuestring[0];
     return v->child != NULL;
 }

@@ -123,7 +123,7 @@ int cmd_chat_format(int argc, char **argv) {
         return 1;
     }
     const char *end = NULL;
-    cJSON *req = cJSON_ParseWithLengthOpts(input, len, &end, false);
+    cJSON *req = chat_json_parse(input, len, &end); /* numbers kept exactly as written */
     if (!req) {
         size_t at = end && end >= input ? (size_t)(end - input) : 0;
         fprintf(stderr, "deltallm chat-format: the conversation is not valid JSON (at byte %zu)\n", at);

@@ -1,6 +1,8 @@
 /* openai.c — see openai.h: validation of chat and completion request bodies, error objects. */
 #include "server/openai.h"
 
+#include "chat/chat.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -508,6 +510,23 @@ static int parse_completion(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
     return 0;
 }
 
+/* The prompt is rendered from a second parse of the body that keeps numbers exactly as written (a double
+ * would turn 207310705731958600 into 2.073107057319586e+17 and 2.0 into 2); the validated values above stay
+ * in r->doc. */
+static int use_exact_numbers(ApiRequest *r, const char *body, size_t len, ApiError *e) {
+    r->render_doc = chat_json_parse(body, len, NULL);
+    cJSON *msgs = r->render_doc ? cJSON_GetObjectItemCaseSensitive(r->render_doc, "messages") : NULL;
+    if (!msgs) return api_error(e, 500, "server_error", NULL, NULL, "out of memory parsing the request");
+    for (cJSON *m = msgs->child; m; m = m->next) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (cJSON_IsString(role) && !strcmp(role->valuestring, "developer"))
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "role", cJSON_CreateString("system"));
+    }
+    r->messages = msgs;
+    if (r->tools) r->tools = cJSON_GetObjectItemCaseSensitive(r->render_doc, "tools");
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------ entry */
 
 int api_parse(bool chat, const char *body, size_t len, const ApiDefaults *d, ApiRequest *r, ApiError *e) {
@@ -530,12 +549,14 @@ int api_parse(bool chat, const char *body, size_t len, const ApiDefaults *d, Api
         return BAD(NULL, "the request body must be a JSON object");
     }
     int rc = chat ? parse_chat(r, d, e) : parse_completion(r, d, e);
+    if (rc == 0 && chat) rc = use_exact_numbers(r, body, len, e);
     if (rc) api_request_free(r);
     return rc;
 }
 
 void api_request_free(ApiRequest *r) {
     cJSON_Delete(r->doc);
+    cJSON_Delete(r->render_doc);
     free(r->bias);
     free(r->prompt_ids);
     memset(r, 0, sizeof *r);

@@ -45,7 +45,8 @@ typedef struct ApiDefaults {
 
 typedef struct ApiRequest {
     bool chat;
-    cJSON *doc; /* the body; the pointers below point into it */
+    cJSON *doc; /* the body; the pointers below point into it (messages and tools: into render_doc) */
+    cJSON *render_doc; /* chat: the body again, numbers kept as written (chat_json_parse), for rendering */
     bool stream, include_usage;
     int max_tokens; /* -1: until the context is full */
     bool max_tokens_given;
