@@ -48,6 +48,13 @@ typedef struct OpCtx {
 size_t ops_scratch_bytes(int64_t rows, int64_t cols, int n_threads);
 /* Scratch the attention op needs for a context of n_ctx tokens (the OpCtx scratch must cover both). */
 size_t attention_scratch_bytes(int n_ctx, int n_threads);
+/* Scratch the fast chunked delta-net needs for heads of d_k × d_v (without it, it falls back to the
+ * reference, which allocates). */
+size_t deltanet_scratch_bytes(int d_k, int d_v, int n_threads);
+/* Scratch the fast attention kernels want for contexts up to n_ctx, heads of head_dim and gqa_group query
+ * heads per KV head (with only attention_scratch_bytes they still work: the short-context kernel on fewer
+ * heads at a time, and no tiled kernel). */
+size_t attention_fast_scratch_bytes(int n_ctx, int head_dim, int gqa_group, int n_threads);
 
 /* ---- delta-net scan ---------------------------------------------------------------------------------- */
 

@@ -51,7 +51,10 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     f->max_seqs = opt.max_seqs;
     f->max_ctx = opt.max_ctx;
     f->algo = opt.algo;
-    f->chunk_min_tokens = 1 << 30; /* AUTO: see forward_deltanet_algo */
+    /* AUTO: the default mode keeps llama.cpp's recurrent form (bit-identical results; the chunked form would
+     * save ~1% of a prefill, docs/KERNELS.md); the exact mode takes the chunked form from 32 tokens, where
+     * it is 1.2-1.4x faster */
+    f->chunk_min_tokens = opt.mode == MATMUL_EXACT ? 32 : 1 << 30;
     if (f->algo == DELTANET_AUTO) {
         const char *env = getenv("DELTALLM_DELTANET");
         if (env && strcmp(env, "recurrent") == 0) f->algo = DELTANET_RECURRENT;
@@ -105,6 +108,10 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     size_t scratch = ops_scratch_bytes((int64_t)R, max_cols, n_threads);
     const size_t attn_scratch = attention_scratch_bytes(opt.max_ctx, n_threads);
     if (attn_scratch > scratch) scratch = attn_scratch;
+    const size_t dn_scratch = deltanet_scratch_bytes(c->ssm_d_state, c->ssm_head_v_dim, n_threads);
+    if (dn_scratch > scratch) scratch = dn_scratch;
+    const size_t fa_scratch = attention_fast_scratch_bytes(opt.max_ctx, c->head_dim, c->n_head / c->n_head_kv, n_threads);
+    if (fa_scratch > scratch) scratch = fa_scratch;
     size_t total = ALIGN64(scratch);
     for (size_t i = 0; i < n_specs; i++)
         total += ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * specs[i].elem_size);

@@ -1,0 +1,219 @@
+/* seq_bench.c — micro-benchmark of the sequence kernels at real shapes (docs/KERNELS.md has the numbers).
+ *
+ *   seq_bench [deltanet|conv|attn|all] [--threads N] [--isa ref|avx2|avx512] [--quick]
+ *
+ * deltanet: recurrent and chunked, Hk = 16, Hv = 16 and 32, d = 128, T = 1 … 4096: µs per token.
+ * conv:     C = 8192 channels, 4 taps, T = 1 … 4096: µs per token.
+ * attn:     16 query heads over 2 KV heads of 256 dims: decode (T = 1) at contexts 64 … 16384, and prefill
+ *           (pos0 = 0, T = n): µs per call, mirroring (bit-identical) vs tiled (online softmax). */
+#include "base/pool.h"
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/seq_kernels.h"
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* one thread: the thread's CPU time (the machine may be shared: time spent descheduled does not count);
+ * several: wall time */
+static int cpu_clock;
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+static float *falloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n * sizeof(float) + 64) != 0) abort();
+    return p;
+}
+static float *frandn(size_t n, float scale) {
+    float *p = falloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = scale * frand();
+    return p;
+}
+static void l2rows(float *x, size_t rows, int d) {
+    for (size_t r = 0; r < rows; r++) {
+        double s = 0;
+        for (int i = 0; i < d; i++) s += (double)x[r * d + i] * x[r * d + i];
+        for (int i = 0; i < d; i++) x[r * d + i] /= (float)sqrt(s);
+    }
+}
+
+static int quick;
+
+/* the fastest single call among as many as fit in about budget_s (at least 3): on a shared machine the
+ * minimum is the run nobody disturbed */
+typedef void (*BenchFn)(void *ctx);
+static double timeit(BenchFn fn, void *ctx, double budget_s) {
+    fn(ctx); /* warm up */
+    if (quick) budget_s *= 0.5;
+    double best = 1e30;
+    const double start = now();
+    for (int n = 0; n < 3 || (now() - start < budget_s && n < 2000); n++) {
+        const double t0 = now();
+        fn(ctx);
+        const double t = now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+/* ---- delta-net ---- */
+typedef struct DnBench {
+    DeltaNetFn fn;
+    OpCtx oc;
+    DeltaNetArgs a;
+} DnBench;
+static void dn_call(void *ctx) {
+    DnBench *b = ctx;
+    b->fn(&b->oc, &b->a);
+}
+
+static void bench_deltanet(Pool *pool, Isa isa) {
+    static const int Ts[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+    const int D = 128, Hk = 16, Tmax = quick ? 1024 : 4096;
+    const int nth = pool_size(pool);
+    const Ops *ops = ops_cpu(isa);
+    size_t sb = deltanet_scratch_bytes(D, D, nth);
+    void *scratch = NULL;
+    if (posix_memalign(&scratch, 64, sb) != 0) abort();
+    for (int Hv = 16; Hv <= 32; Hv += 16) {
+        float *q = frandn((size_t)Tmax * Hk * D, 1), *k = frandn((size_t)Tmax * Hk * D, 1);
+        l2rows(q, (size_t)Tmax * Hk, D), l2rows(k, (size_t)Tmax * Hk, D);
+        float *v = frandn((size_t)Tmax * Hv * D, 1), *g = falloc((size_t)Tmax * Hv), *beta = falloc((size_t)Tmax * Hv);
+        for (size_t i = 0; i < (size_t)Tmax * Hv; i++) g[i] = -0.1f * (frand() + 1.0f), beta[i] = 0.5f * (frand() + 1.0f);
+        float *state = frandn((size_t)Hv * D * D, 0.1f), *out = falloc((size_t)Tmax * Hv * D);
+        printf("delta-net %s, Hk=%d Hv=%d d=%d, %d thread(s): us/token\n", ops->name, Hk, Hv, D, nth);
+        printf("  %6s %12s %12s %8s\n", "T", "recurrent", "chunked", "rec/chk");
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0] && Ts[ti] <= Tmax; ti++) {
+            const int T = Ts[ti];
+            DnBench b = {ops->deltanet_recurrent, {MATMUL_GGML, pool, scratch, sb},
+                         {T, Hk, Hv, D, D, Hv != Hk, q, k, v, g, beta, state, out}};
+            const double tr = timeit(dn_call, &b, 0.3) / T * 1e6;
+            b.fn = ops->deltanet_chunked;
+            const double tc = timeit(dn_call, &b, 0.3) / T * 1e6;
+            printf("  %6d %12.2f %12.2f %8.2f\n", T, tr, tc, tr / tc);
+            fflush(stdout);
+            /* keep the state bounded: the benchmark loops on it */
+            for (size_t i = 0; i < (size_t)Hv * D * D; i++)
+                if (!isfinite(state[i]) || fabsf(state[i]) > 10.0f) state[i] = 0.1f;
+        }
+        free(q), free(k), free(v), free(g), free(beta), free(state), free(out);
+    }
+    free(scratch);
+}
+
+/* ---- conv ---- */
+typedef struct ConvBench {
+    ConvSiluFn fn;
+    OpCtx oc;
+    const float *x, *w;
+    int T, C, K;
+    float *state, *y;
+} ConvBench;
+static void conv_call(void *ctx) {
+    ConvBench *b = ctx;
+    b->fn(&b->oc, b->x, b->T, b->C, b->K, b->w, b->state, b->y);
+}
+static void bench_conv(Pool *pool, Isa isa) {
+    static const int Ts[] = {1, 16, 128, 1024, 4096};
+    const int C = 8192, K = 4, Tmax = quick ? 1024 : 4096;
+    float *x = frandn((size_t)Tmax * C, 1), *w = frandn((size_t)C * K, 1), *st = frandn((size_t)C * (K - 1), 1),
+          *y = falloc((size_t)Tmax * C);
+    printf("conv+silu %s, C=%d K=%d, %d thread(s): us/token (reference)\n", isa_name(isa), C, K, pool_size(pool));
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0] && Ts[ti] <= Tmax; ti++) {
+        ConvBench b = {conv_cpu_select(isa), {MATMUL_GGML, pool, NULL, 0}, x, w, Ts[ti], C, K, st, y};
+        const double t = timeit(conv_call, &b, 0.2) / Ts[ti] * 1e6;
+        b.fn = conv_silu_ref;
+        const double tr = timeit(conv_call, &b, 0.2) / Ts[ti] * 1e6;
+        printf("  T=%5d %10.3f  (%.3f)\n", Ts[ti], t, tr);
+    }
+    free(x), free(w), free(st), free(y);
+}
+
+/* ---- attention ---- */
+typedef struct AttnBench {
+    AttentionFn fn;
+    OpCtx oc;
+    AttnArgs a;
+} AttnBench;
+static void attn_call(void *ctx) {
+    AttnBench *b = ctx;
+    b->fn(&b->oc, &b->a);
+}
+static void bench_attn(Pool *pool, Isa isa) {
+    static const int Ns[] = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+    const int H = 16, Hkv = 2, d = 256, Nmax = quick ? 4096 : 16384;
+    const int nth = pool_size(pool);
+    AttentionFn mirror = isa == ISA_AVX512 ? attention_mirror_avx512 : attention_mirror_avx2;
+    AttentionFn tiled = isa == ISA_AVX512 ? attention_tiled_avx512 : attention_tiled_avx2;
+    float *q = frandn((size_t)Nmax * H * d, 1), *k = frandn((size_t)Nmax * Hkv * d, 1),
+          *v = frandn((size_t)Nmax * Hkv * d, 1), *o = falloc((size_t)Nmax * H * d);
+    size_t sb = attention_scratch_bytes(Nmax, nth);
+    if (sb < attention_fast_scratch_bytes(Nmax, d, H / Hkv, nth)) sb = attention_fast_scratch_bytes(Nmax, d, H / Hkv, nth);
+    void *scratch = NULL;
+    if (posix_memalign(&scratch, 64, sb) != 0) abort();
+    printf("attention %s, H=%d Hkv=%d d=%d, %d thread(s): us/call (reference where cheap)\n", isa_name(isa), H, Hkv, d, nth);
+    printf("  %-8s %6s %12s %12s %12s\n", "", "n", "mirror", "tiled", "ref");
+    for (int mode = 0; mode < 2; mode++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0] && Ns[ni] <= Nmax; ni++) {
+            const int n = Ns[ni];
+            if (mode == 1 && n > (quick ? 2048 : 4096)) continue;
+            const int T = mode == 0 ? 1 : n, pos0 = mode == 0 ? n - 1 : 0;
+            AttnBench b = {mirror, {MATMUL_GGML, pool, scratch, sb},
+                           {T, pos0, H, Hkv, d, 1.0f / 16.0f, q, k, v, o}};
+            const double tm = timeit(attn_call, &b, 0.3) * 1e6;
+            b.fn = tiled;
+            const double tt = timeit(attn_call, &b, 0.3) * 1e6;
+            double tr = NAN;
+            if ((double)T * n <= 300000.0) {
+                b.fn = attention_ref;
+                tr = timeit(attn_call, &b, 0.3) * 1e6;
+            }
+            printf("  %-8s %6d %12.1f %12.1f %12.1f\n", mode == 0 ? "decode" : "prefill", n, tm, tt, tr);
+            fflush(stdout);
+        }
+    free(q), free(k), free(v), free(o), free(scratch);
+}
+
+int main(int argc, char **argv) {
+    const char *what = "all";
+    int threads = 1;
+    Isa isa = isa_supported(ISA_AVX512) ? ISA_AVX512 : ISA_AVX2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
+            const char *s = argv[++i];
+            isa = !strcmp(s, "avx2") ? ISA_AVX2 : !strcmp(s, "ref") ? ISA_REF : ISA_AVX512;
+        } else what = argv[i];
+    }
+    if (!isa_supported(isa)) {
+        fprintf(stderr, "ISA %s not supported here\n", isa_name(isa));
+        return 1;
+    }
+    cpu_clock = threads <= 1;
+    Err err = {{0}};
+    Pool *pool = threads > 1 ? pool_create(threads, &err) : NULL;
+    if (threads > 1 && !pool) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (!strcmp(what, "all") || !strcmp(what, "deltanet")) bench_deltanet(pool, isa);
+    if (!strcmp(what, "all") || !strcmp(what, "conv")) bench_conv(pool, isa);
+    if ((!strcmp(what, "all") || !strcmp(what, "attn")) && isa != ISA_REF) bench_attn(pool, isa);
+    pool_destroy(pool);
+    return 0;
+}

@@ -1,0 +1,364 @@
+/* attention_simd.h — causal GQA attention over the F32 cache, written once against simd16.h and compiled by
+ * attention_avx512.c and attention_avx2.c. Two kernels:
+ *
+ * mirror — bit-identical to attention_ref (llama.cpp's non-flash path), for short contexts. Per query row:
+ *   scores in fdot_vec_f32's order, 16 keys at a time (4 accumulators over 64-element steps, folded, and the
+ *   16 keys' trees reduced together by v16_reduce16x16), ×scale; the softmax of op_softmax (SIMD polynomial
+ *   exp, per-16 sums added in double in order); then out = V·p in the order llama.cpp uses for the padded
+ *   context: tinyBLAS (16 lane streams, key τ in stream τ mod 16, then the 16→1 tree) for batches of ≥ 2
+ *   queries, ggml_vec_dot_f32 (64 streams τ mod 64, folded (0+2)+(1+3), then the tree) for one. Each
+ *   stream runs across the output dimensions as a vector, so no V column is ever gathered. The padding
+ *   of the reference (keys up to a multiple of 256 with probability 0 and V 0) adds exact zeros to
+ *   accumulators that are never −0, so it is skipped.
+ *
+ * tiled — online softmax (flash-attention style), for long contexts: items are (KV head, block of query
+ *   tokens) with all the query heads of the group as rows (up to 64 rows); for each tile of 64 keys the
+ *   scores (dot products, 16 keys reduced at once), the running max / sum, and O = diag(α)·O + P·V_tile
+ *   through gemm_nn; nothing of size T×n_kv exists. Not bit-identical (the exp of each score is taken
+ *   against a running max): within ~1e-6 relative of the reference. */
+#include "base/fdot.h"
+#include "kernels/cpu/gemm_simd.h"
+#include "kernels/cpu/seq_kernels.h"
+#include "kernels/cpu/simd16.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- shared: 16 scores (or fewer) of one query against consecutive keys, fdot_vec_f32's order -------- */
+
+SIMD_INLINE void scores16(const float *q, const float *k0, int64_t kstride, int nk, int d, const int NF, float scale,
+                          float *s) {
+    V16 part[16], qv[16] = {0};
+    const bool qreg = NF <= 16; /* q in registers across the keys (AVX-512; constant in the copies) */
+    if (qreg)
+#pragma GCC unroll 16
+        for (int c = 0; c < NF; c++) qv[c] = v16_load(q + 16 * c);
+    for (int r = 0; r < nk; r++) {
+        const float *k = k0 + r * kstride;
+        V16 acc[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
+#pragma GCC unroll 16
+        for (int c = 0; c < NF; c++)
+            acc[c & 3] = v16_fmadd(v16_load(k + 16 * c), qreg ? qv[c & 15] : v16_load(q + 16 * c), acc[c & 3]);
+        part[r] = v16_add(v16_add(acc[0], acc[2]), v16_add(acc[1], acc[3]));
+    }
+    for (int r = nk; r < 16; r++) part[r] = v16_zero();
+    V16 dots = v16_reduce16x16(part);
+    if (NF * 16 < d) {
+        float tmp[16];
+        v16_store(tmp, dots);
+        for (int r = 0; r < nk; r++) {
+            const float *k = k0 + r * kstride;
+            float x = tmp[r];
+            for (int i = NF * 16; i < d; i++) x += k[i] * q[i];
+            tmp[r] = x;
+        }
+        dots = v16_load(tmp);
+    }
+    v16_store_n(s, v16_mul(dots, v16_set1(scale)), nk);
+}
+
+static void scores_row(const float *q, const float *k0, int64_t kstride, int n, int d, float scale, float *s) {
+    const int NF = (d / 64) * 4;
+    for (int t = 0; t < n; t += 16) {
+        const int nk = n - t < 16 ? n - t : 16;
+        switch (d) {
+        case 256: scores16(q, k0 + t * kstride, kstride, nk, d, 16, scale, s + t); break;
+        case 128: scores16(q, k0 + t * kstride, kstride, nk, d, 8, scale, s + t); break;
+        case 64: scores16(q, k0 + t * kstride, kstride, nk, d, 4, scale, s + t); break;
+        default: scores16(q, k0 + t * kstride, kstride, nk, d, NF, scale, s + t); break;
+        }
+    }
+}
+
+/* ---- mirror ----------------------------------------------------------------------------------------------- */
+
+typedef struct MirrorJob {
+    const AttnArgs *a;
+    float *scratch;
+    int64_t n_pad, per_thread; /* floats: n_pad per head of an item */
+    int group, hs, n_hsub;
+    bool rows; /* PV by whole rows (needs 64·d floats of the scratch) */
+} MirrorJob;
+
+/* the tree of fdot_reduce16 across 16 vectors (lane l of the reference = vector l here) */
+SIMD_INLINE VN vn_tree16(VN *x) {
+    for (int l = 0; l < 8; l++) x[l] = vn_add(x[l], x[l + 8]);
+    for (int l = 0; l < 4; l++) x[l] = vn_add(x[l], x[l + 4]);
+    for (int l = 0; l < 2; l++) x[l] = vn_add(x[l], x[l + 2]);
+    return vn_add(x[0], x[1]);
+}
+
+/* dims [i, i + VN_W) of Σ_τ p[τ]·V[τ] in tinyBLAS order: stream l = τ mod 16 */
+static VN pv_gemm_order(const float *p, int n, const float *v0, int64_t vs, int i) {
+    const int nfull = n & ~15;
+    VN acc[16];
+    for (int l = 0; l < 16; l++) acc[l] = vn_zero();
+    for (int t = 0; t < nfull; t += 16)
+#pragma GCC unroll 16
+        for (int l = 0; l < 16; l++) acc[l] = vn_fmadd(vn_load(v0 + (t + l) * vs + i), vn_set1(p[t + l]), acc[l]);
+    for (int t = nfull; t < n; t++) acc[t - nfull] = vn_fmadd(vn_load(v0 + t * vs + i), vn_set1(p[t]), acc[t - nfull]);
+    return vn_tree16(acc);
+}
+
+/* the same in ggml_vec_dot_f32 order: stream (j, l) for τ = 64m + 16j + l, folded (0+2)+(1+3) */
+static VN pv_vec_order(const float *p, int n, const float *v0, int64_t vs, int i) {
+    const int nfull = n & ~63;
+    VN red[16];
+    for (int lg = 0; lg < 16; lg += 4) {
+        VN acc[4][4];
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 4; l++) acc[j][l] = vn_zero();
+        for (int m = 0; m < nfull; m += 64)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+#pragma GCC unroll 4
+                for (int l = 0; l < 4; l++) {
+                    const int t = m + 16 * j + lg + l;
+                    acc[j][l] = vn_fmadd(vn_load(v0 + t * vs + i), vn_set1(p[t]), acc[j][l]);
+                }
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 4; l++) {
+                const int t = nfull + 16 * j + lg + l;
+                if (t < n) acc[j][l] = vn_fmadd(vn_load(v0 + t * vs + i), vn_set1(p[t]), acc[j][l]);
+            }
+        for (int l = 0; l < 4; l++) red[lg + l] = vn_add(vn_add(acc[0][l], acc[2][l]), vn_add(acc[1][l], acc[3][l]));
+    }
+    return vn_tree16(red);
+}
+
+/* The same two orders with whole V rows as the unit (each row 1 KiB contiguous at d = 256): stream s of
+ * NS (16: tinyBLAS, 64: ggml_vec_dot_f32) accumulates rows s, s + NS, … across NVN vectors of dims at
+ * once, into R[s][·]; then the streams are combined across dims as vectors. Reading whole rows matters at
+ * long contexts: column blocks of V touch a new page every other row, and the TLB misses dominate. */
+SIMD_INLINE void pv_stream_cols(const float *p, int n, const float *v0, int64_t vs, int s, int NS, int i0,
+                                const int NVN, float *R) {
+    VN acc[16];
+#pragma GCC unroll 16
+    for (int u = 0; u < NVN; u++) acc[u] = vn_zero();
+    for (int t = s; t < n; t += NS) {
+        const VN pt = vn_set1(p[t]);
+        const float *row = v0 + t * vs + i0;
+        if (t + 2 * NS < n) /* rows of a stream are NS·stride apart: beyond the hardware prefetchers */
+#pragma GCC unroll 16
+            for (int u = 0; u < NVN * VN_W; u += 16) __builtin_prefetch(row + 2 * NS * vs + u);
+#pragma GCC unroll 16
+        for (int u = 0; u < NVN; u++) acc[u] = vn_fmadd(vn_load(row + u * VN_W), pt, acc[u]);
+    }
+#pragma GCC unroll 16
+    for (int u = 0; u < NVN; u++) vn_store(R + i0 + u * VN_W, acc[u]);
+}
+
+/* out[0, d) = Σ_τ p[τ]·V[τ], NS = 16 (tinyBLAS) or 64 (ggml_vec_dot_f32); R holds NS × d floats */
+static void pv_rows(const float *p, int n, const float *v0, int64_t vs, int d, int NS, float *R, float *out) {
+    for (int s = 0; s < NS; s++) {
+        float *Rs = R + (int64_t)s * d;
+        int i0 = 0;
+        for (; i0 + 16 * VN_W <= d; i0 += 16 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 16, Rs);
+        if (d - i0 >= 8 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 8, Rs), i0 += 8 * VN_W;
+        if (d - i0 >= 4 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 4, Rs), i0 += 4 * VN_W;
+        if (d - i0 >= 2 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 2, Rs), i0 += 2 * VN_W;
+        if (d - i0 >= VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 1, Rs);
+    }
+    for (int i = 0; i < d; i += VN_W) {
+        VN red[16];
+        if (NS == 16)
+            for (int l = 0; l < 16; l++) red[l] = vn_load(R + (int64_t)l * d + i);
+        else /* stream (j, l) is s = 16j + l: folded (0+2)+(1+3) */
+            for (int l = 0; l < 16; l++)
+                red[l] = vn_add(vn_add(vn_load(R + (int64_t)l * d + i), vn_load(R + (int64_t)(32 + l) * d + i)),
+                                vn_add(vn_load(R + (int64_t)(16 + l) * d + i), vn_load(R + (int64_t)(48 + l) * d + i)));
+        vn_store(out + i, vn_tree16(red));
+    }
+}
+
+/* op_softmax over p[0, n) padded with zeros to a multiple of 256 (the padding changes nothing: see above) */
+static void softmax_row(float *p, int n) {
+    V16 mx = v16_set1(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) mx = v16_max(mx, v16_load(p + i));
+    float m = v16_hmax(mx);
+    for (; i < n; i++) m = fmaxf(m, p[i]);
+    const int n16 = (n + 15) & ~15;
+    for (i = n; i < n16; i++) p[i] = -INFINITY;
+    const V16 vm = v16_set1(m);
+    double sum = 0.0;
+    V16 part[16];
+    for (i = 0; i < n16; i += 256) {
+        const int nc = (n16 - i) / 16 < 16 ? (n16 - i) / 16 : 16;
+        for (int c = 0; c < nc; c++) {
+            const V16 e = v16_exp(v16_sub(v16_load(p + i + 16 * c), vm));
+            v16_store(p + i + 16 * c, e);
+            part[c] = e;
+        }
+        for (int c = nc; c < 16; c++) part[c] = v16_zero();
+        float s[16];
+        v16_store(s, v16_reduce16x16(part));
+        for (int c = 0; c < nc; c++) sum += (double)s[c];
+    }
+    const V16 inv = v16_set1((float)(1.0 / sum));
+    for (i = 0; i < n16; i += 16) v16_store(p + i, v16_mul(v16_load(p + i), inv));
+}
+
+/* Item (t, KV head, group of its query heads): every K block and every V column block is read from memory
+ * once for all the heads (and then from L1/L2), which is what bounds decode at long contexts. */
+static void mirror_items(void *ctx, int64_t b, int64_t e, int thread) {
+    const MirrorJob *j = ctx;
+    const AttnArgs *a = j->a;
+    const int d = a->d;
+    const int64_t kv_stride = (int64_t)a->n_head_kv * d;
+    float *P = j->scratch + (int64_t)thread * j->per_thread;
+    for (int64_t it = b; it < e; it++) {
+        const int hsub = (int)(it % j->n_hsub), hk = (int)(it / j->n_hsub % a->n_head_kv),
+                  t = (int)(it / j->n_hsub / a->n_head_kv);
+        const int h0 = hk * j->group + hsub * j->hs;
+        const int nh = j->group - hsub * j->hs < j->hs ? j->group - hsub * j->hs : j->hs;
+        const int n_keys = a->pos0 + t + 1;
+        const float *k0 = a->k + (int64_t)hk * d, *v0 = a->v + (int64_t)hk * d;
+        const float *q0 = a->q + ((int64_t)t * a->n_head + h0) * d;
+        float *o0 = a->out + ((int64_t)t * a->n_head + h0) * d;
+        for (int kb = 0; kb < n_keys; kb += 16) {
+            const int nk = n_keys - kb < 16 ? n_keys - kb : 16;
+            for (int hh = 0; hh < nh; hh++)
+                scores_row(q0 + hh * d, k0 + kb * kv_stride, kv_stride, nk, d, a->scale, P + hh * j->n_pad + kb);
+        }
+        for (int hh = 0; hh < nh; hh++) softmax_row(P + hh * j->n_pad, n_keys);
+        if (j->rows) /* whole V rows (the scratch holds the 64 stream partials) */
+            for (int hh = 0; hh < nh; hh++)
+                pv_rows(P + hh * j->n_pad, n_keys, v0, kv_stride, d, a->T >= 2 ? 16 : 64, P + nh * j->n_pad,
+                        o0 + hh * d);
+        else /* column blocks, shared by the heads while in L1/L2 */
+            for (int i = 0; i < d; i += VN_W)
+                for (int hh = 0; hh < nh; hh++)
+                    vn_store(o0 + hh * d + i, a->T >= 2 ? pv_gemm_order(P + hh * j->n_pad, n_keys, v0, kv_stride, i)
+                                                        : pv_vec_order(P + hh * j->n_pad, n_keys, v0, kv_stride, i));
+    }
+}
+
+void SEQ_FN(attention_mirror)(const OpCtx *c, const AttnArgs *a) {
+    const int64_t n_pad = (a->pos0 + a->T + 255) / 256 * 256;
+    const int nth = pool_size(c->pool);
+    if (a->d % 16 || !c->scratch || attention_scratch_bytes(a->pos0 + a->T, nth) > c->scratch_bytes) {
+        attention_ref(c, a);
+        return;
+    }
+    /* as many heads of a group per item as the scratch holds probability rows (at least the 2 that
+     * attention_scratch_bytes guarantees) */
+    const int64_t per = (int64_t)(c->scratch_bytes / sizeof(float) / (size_t)nth) & ~(int64_t)15;
+    MirrorJob j = {a, c->scratch, n_pad, per, a->n_head / a->n_head_kv, 0, 0, false};
+    const int64_t rows_need = 64 * (int64_t)a->d;
+    j.rows = per >= rows_need + n_pad;
+    const int64_t fit = (j.rows ? per - rows_need : per) / n_pad;
+    j.hs = (int)(fit < j.group ? fit : j.group);
+    j.n_hsub = (j.group + j.hs - 1) / j.hs;
+    pool_for(c->pool, (int64_t)a->T * a->n_head_kv * j.n_hsub, 1, mirror_items, &j);
+}
+
+/* ---- tiled ------------------------------------------------------------------------------------------------ */
+
+#define TQ_ROWS ATTN_TQ_ROWS
+#define TK ATTN_TK
+
+typedef struct TiledJob {
+    const AttnArgs *a;
+    float *scratch;
+    size_t per_thread; /* floats */
+    int group, hs, n_hsub, bt, n_tblk;
+} TiledJob;
+
+static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
+    const TiledJob *job = ctx;
+    const AttnArgs *a = job->a;
+    const int d = a->d;
+    const int64_t kv_stride = (int64_t)a->n_head_kv * d;
+    float *S = job->scratch + (size_t)thread * job->per_thread, *O = S + TQ_ROWS * TK, *M = O + (size_t)TQ_ROWS * d,
+          *L = M + TQ_ROWS, *AL = L + TQ_ROWS, *Qs = AL + TQ_ROWS + 16, *Kt = Qs + (size_t)TQ_ROWS * d;
+    const int64_t n_items = (int64_t)a->n_head_kv * job->n_hsub * job->n_tblk;
+    for (int64_t it0 = b; it0 < e; it0++) {
+        const int64_t it = n_items - 1 - it0; /* the longest (last) query blocks first */
+        const int tb = (int)(it % job->n_tblk), hsub = (int)(it / job->n_tblk % job->n_hsub),
+                  hk = (int)(it / job->n_tblk / job->n_hsub);
+        const int t0 = tb * job->bt, nt = a->T - t0 < job->bt ? a->T - t0 : job->bt;
+        const int h0 = hk * job->group + hsub * job->hs;
+        const int nh = job->group - hsub * job->hs < job->hs ? job->group - hsub * job->hs : job->hs;
+        const int R = nt * nh; /* row r: token t0 + r / nh, head h0 + r % nh */
+        const float *k0 = a->k + (int64_t)hk * d, *v0 = a->v + (int64_t)hk * d;
+        for (int r = 0; r < R; r++) M[r] = -INFINITY, L[r] = 0.0f;
+        memset(O, 0, sizeof(float) * (size_t)R * d);
+        const int n_end = a->pos0 + t0 + nt; /* keys the last row sees */
+        /* many rows: the scores as a GEMM against the transposed key tile (scale folded into Q); few rows
+         * (decode): dot products, which need no transpose */
+        const bool gemm = R >= 16;
+        if (gemm)
+            for (int r = 0; r < R; r++) {
+                const float *q = a->q + ((int64_t)(t0 + r / nh) * a->n_head + h0 + r % nh) * d;
+                const V16 sc = v16_set1(a->scale);
+                for (int i = 0; i < d; i += 16) v16_store(Qs + r * d + i, v16_mul(v16_load(q + i), sc));
+            }
+        for (int k0t = 0; k0t < n_end; k0t += TK) {
+            const int bk = n_end - k0t < TK ? n_end - k0t : TK;
+            if (gemm) {
+                transpose_pad(k0 + k0t * kv_stride, kv_stride, bk, d, Kt, TK);
+                gemm_nn(R, (bk + 15) & ~15, d, Qs, d, Kt, TK, S, TK, INIT_ZERO, NULL, 0, 0.0f, -1, -1);
+            }
+            for (int r = 0; r < R; r++) {
+                const int t = t0 + r / nh, h = h0 + r % nh;
+                const int vis = a->pos0 + t + 1 - k0t; /* keys of this tile the row sees */
+                float *s = S + r * TK;
+                const int nv = vis < bk ? (vis > 0 ? vis : 0) : bk;
+                if (!gemm)
+                    scores_row(a->q + ((int64_t)t * a->n_head + h) * d, k0 + k0t * kv_stride, kv_stride, nv, d,
+                               a->scale, s);
+                for (int c = nv; c < TK; c++) s[c] = -INFINITY;
+                V16 mx = v16_set1(-INFINITY);
+                for (int c = 0; c < TK; c += 16) mx = v16_max(mx, v16_load(s + c));
+                const float m_new = fmaxf(M[r], v16_hmax(mx));
+                if (m_new == -INFINITY) { /* sees nothing yet: P = 0, O unchanged */
+                    AL[r] = 1.0f;
+                    for (int c = 0; c < TK; c++) s[c] = 0.0f;
+                    continue;
+                }
+                const V16 vm = v16_set1(m_new);
+                V16 sum = v16_zero();
+                for (int c = 0; c < TK; c += 16) {
+                    const V16 p = v16_exp(v16_sub(v16_load(s + c), vm));
+                    v16_store(s + c, p);
+                    sum = v16_add(sum, p);
+                }
+                AL[r] = expf(M[r] - m_new);
+                L[r] = L[r] * AL[r] + v16_hsum(sum);
+                M[r] = m_new;
+            }
+            gemm_nn(R, d, bk, S, TK, v0 + k0t * kv_stride, kv_stride, O, d, INIT_ROWSCALE, AL, 0, 0.0f, -1, -1);
+        }
+        for (int r = 0; r < R; r++) {
+            const int t = t0 + r / nh, h = h0 + r % nh;
+            float *out = a->out + ((int64_t)t * a->n_head + h) * d;
+            const V16 inv = v16_set1(1.0f / L[r]);
+            for (int i = 0; i < d; i += 16) v16_store(out + i, v16_mul(v16_load(O + r * d + i), inv));
+        }
+    }
+}
+
+void SEQ_FN(attention_tiled)(const OpCtx *c, const AttnArgs *a) {
+    const int nth = pool_size(c->pool);
+    const size_t per = attn_tiled_floats(a->d);
+    if (a->d % 16 || !c->scratch || ((uintptr_t)c->scratch & 63) || per * sizeof(float) * (size_t)nth > c->scratch_bytes) {
+        SEQ_FN(attention_mirror)(c, a);
+        return;
+    }
+    TiledJob job = {a, c->scratch, per, a->n_head / a->n_head_kv, 0, 0, 0, 0};
+    job.hs = job.group < TQ_ROWS ? job.group : TQ_ROWS;
+    job.n_hsub = (job.group + job.hs - 1) / job.hs;
+    job.bt = TQ_ROWS / job.hs;
+    job.n_tblk = (a->T + job.bt - 1) / job.bt;
+    pool_for(c->pool, (int64_t)a->n_head_kv * job.n_hsub * job.n_tblk, 1, tiled_items, &job);
+}
+
+/* the op: mirroring below ATTN_TILED_MIN_CTX context positions (bit-identical), tiled from there on */
+void SEQ_FN(attention)(const OpCtx *c, const AttnArgs *a) {
+    if (a->pos0 + a->T >= ATTN_TILED_MIN_CTX) SEQ_FN(attention_tiled)(c, a);
+    else SEQ_FN(attention_mirror)(c, a);
+}
+
+#undef TQ_ROWS
+#undef TK

@@ -1,0 +1,297 @@
+/* deltanet_simd.h — the delta-net scan kernels, written once against simd16.h and compiled by
+ * deltanet_avx512.c and deltanet_avx2.c (SEQ_FN names the functions of each). docs/KERNELS.md has the
+ * measurements.
+ *
+ * Recurrent form (bit-identical to deltanet_recurrent_ref). Every row c of a head's transposed state (a
+ * column of S) evolves on its own: per token, decay it by exp(g), δ = (v[c] − row·k)·β, row += δ·k (fused),
+ * o[c] = row·q / √d. So rows can be taken in any grouping and run through the tokens; per token and group
+ * of 16 rows:
+ *   pass 1: each row decayed and dotted with k in fdot_vec_f32's order (4 accumulators of 16 lanes over
+ *           64-element steps, folded (a0+a2)+(a1+a3)); the 16 rows' 16-lane sums reduced together with
+ *           v16_reduce16x16 (the same additions as fdot_reduce16, 16 rows at once); leftovers (d_k % 64)
+ *           added one by one after that, as fdot_vec_f32 does;
+ *   δ for the 16 rows as one vector ((v − dot)·β, two roundings as in the reference);
+ *   pass 2: each row decayed again (the same product, cheaper than storing it), updated with a fused
+ *           multiply-add, stored, and dotted with q the same way; o for the 16 rows as one vector.
+ * Four such groups (64 rows, 32 KiB at d_k = 128: L1) go through a token back to back so that one group's
+ * reduction chain overlaps the others' arithmetic; tokens are taken 64 at a time over all the row groups
+ * of a work item (one head, unless there are fewer heads than 2 × threads), so the k, q, v pieces of
+ * those tokens are read from memory once and from L2 after that; the next token's pieces are prefetched
+ * (they lie 8 KiB+ apart, and the hardware prefetchers stop at page boundaries).
+ *
+ * Chunked form (WY/UT, the math of deltanet_chunked_ref, float accumulation): per head, the state is
+ * transposed once into math layout S[i][x] and every step of a chunk is a small row-major GEMM
+ * (gemm_simd.h: 4×64 register tiles on AVX-512, broadcast × row, triangular shapes cut at 16 columns):
+ *   Kᵀ (transposed chunk of keys), KKᵀ → A, T = (I + A)⁻¹ by forward substitution (64×64),
+ *   U = T·diag(β)·V, W' = −T·diag(β e^G)·K, Vnew = U + W'·S,
+ *   O = [e^G q·s | (q·k e^{ΔG}) masked ·s] · [S ; Vnew]   (one GEMM over d_k + C, s = 1/√d),
+ *   S = e^{G_C}·S + (Kᵀ·diag(e^{G_C − G})) · Vnew.
+ * The within-chunk decays e^{G_r − G_c} use the SIMD exp polynomial (≤ 1.5 ulp). Scratch comes from OpCtx
+ * (deltanet_scratch_bytes); when the caller gave too little the reference runs instead. */
+#include "base/fdot.h"
+#include "kernels/cpu/seq_kernels.h"
+#include "kernels/cpu/gemm_simd.h"
+#include "kernels/cpu/simd16.h"
+
+#include <math.h>
+#include <string.h>
+
+static inline int dn_key_head(const DeltaNetArgs *a, int j) {
+    return a->grouped ? j / (a->n_v_head / a->n_k_head) : j % a->n_k_head;
+}
+
+/* ---- recurrent ------------------------------------------------------------------------------------------ */
+
+/* One token through rows [0, nr) of a block (nr ≤ 16). NV = d_k / 16 (a compile-time constant in the
+ * specialised copies); NF = the V16 chunks inside whole 64-element steps (4·(d_k/64)). */
+SIMD_INLINE void rec_token(float *S, int nr, int dk, const int NV, const int NF, const float *k, const float *q,
+                           const float *v, float decay, float beta, float scale, float *o) {
+    V16 part[16];
+    const V16 dec = v16_set1(decay);
+    for (int r = 0; r < nr; r++) { /* decay (stored), dot with k */
+        float *row = S + (int64_t)r * dk;
+        V16 acc[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
+#pragma GCC unroll 32
+        for (int c = 0; c < NF; c++) acc[c & 3] = v16_fmadd(v16_mul(v16_load(row + 16 * c), dec), v16_load(k + 16 * c), acc[c & 3]);
+        part[r] = v16_add(v16_add(acc[0], acc[2]), v16_add(acc[1], acc[3]));
+    }
+    for (int r = nr; r < 16; r++) part[r] = v16_zero();
+    V16 dots = v16_reduce16x16(part);
+    float tmp[16];
+    if (NF * 16 < dk) { /* leftovers of fdot_vec_f32: one by one, products rounded */
+        v16_store(tmp, dots);
+        for (int r = 0; r < nr; r++) {
+            const float *row = S + (int64_t)r * dk;
+            float s = tmp[r];
+            for (int i = NF * 16; i < dk; i++) s += (row[i] * decay) * k[i];
+            tmp[r] = s;
+        }
+        dots = v16_load(tmp);
+    }
+    v16_store(tmp, v16_mul(v16_sub(v16_load_n(v, nr), dots), v16_set1(beta)));
+    for (int r = 0; r < nr; r++) {
+        float *row = S + (int64_t)r * dk;
+        const V16 d = v16_set1(tmp[r]);
+        V16 acc[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
+#pragma GCC unroll 32
+        for (int c = 0; c < NV; c++) {
+            const V16 x = v16_fmadd(v16_load(k + 16 * c), d, v16_mul(v16_load(row + 16 * c), dec));
+            v16_store(row + 16 * c, x);
+            if (c < NF) acc[c & 3] = v16_fmadd(x, v16_load(q + 16 * c), acc[c & 3]);
+        }
+        part[r] = v16_add(v16_add(acc[0], acc[2]), v16_add(acc[1], acc[3]));
+    }
+    dots = v16_reduce16x16(part);
+    if (NF * 16 < dk) {
+        v16_store(tmp, dots);
+        for (int r = 0; r < nr; r++) {
+            const float *row = S + (int64_t)r * dk;
+            float s = tmp[r];
+            for (int i = NF * 16; i < dk; i++) s += row[i] * q[i];
+            tmp[r] = s;
+        }
+        dots = v16_load(tmp);
+    }
+    v16_store_n(o, v16_mul(dots, v16_set1(scale)), nr);
+}
+
+typedef struct RecJob {
+    const DeltaNetArgs *a;
+    int n_split, split_rows; /* work items per head, rows per item (a multiple of REC_ROWS) */
+} RecJob;
+
+/* Rows run through a token together: four 16-row groups back to back, so that one group's reductions (a
+ * dependency chain) overlap the others' multiply-adds; 64 rows of 128 keys are 32 KiB, which stays in L1. */
+#define REC_ROWS 64
+/* Tokens per pass over an item's row groups: the k, q, v rows of REC_T tokens stay in L2 while every row
+ * group of the head reads them (k and q of one head are 512-byte pieces 8 KiB apart in memory). */
+#define REC_T 64
+#define REC_PF 1 /* prefetch distance, tokens */
+
+SIMD_INLINE void rec_rows(const DeltaNetArgs *a, int j, int c0, int nr, int t0, int t1, const int NV) {
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head, Hk = a->n_k_head;
+    const int NF = (NV / 4) * 4; /* a constant with NV */
+    const float scale = 1.0f / sqrtf((float)dv);
+    const int kh = dn_key_head(a, j);
+    float *S = a->state + ((int64_t)j * dv + c0) * dk;
+    for (int t = t0; t < t1; t++) {
+        const int64_t tk = ((int64_t)t * Hk + kh) * dk, tv = ((int64_t)t * H + j) * dv + c0;
+        const float decay = expf(a->g[(int64_t)t * H + j]), beta = a->beta[(int64_t)t * H + j];
+        if (t + REC_PF < a->T) { /* a later token's k, q, v, out: pieces 8+ KiB apart, which the hardware
+                                   * prefetchers do not follow across pages */
+            const float *kn = a->k + tk + (int64_t)REC_PF * Hk * dk, *qn = a->q + tk + (int64_t)REC_PF * Hk * dk,
+                        *vn = a->v + tv + (int64_t)REC_PF * H * dv;
+            float *on = a->out + tv + (int64_t)REC_PF * H * dv;
+            for (int i = 0; i < dk; i += 16) __builtin_prefetch(kn + i), __builtin_prefetch(qn + i);
+            for (int i = 0; i < nr; i += 16) __builtin_prefetch(vn + i), __builtin_prefetch(on + i, 1);
+        }
+        for (int r0 = 0; r0 < nr; r0 += 16)
+            rec_token(S + r0 * (int64_t)dk, nr - r0 < 16 ? nr - r0 : 16, dk, NV, NF, a->k + tk, a->q + tk, a->v + tv + r0,
+                      decay, beta, scale, a->out + tv + r0);
+    }
+}
+
+SIMD_INLINE void rec_item(const DeltaNetArgs *a, int j, int c_beg, int c_end, const int NV) {
+    for (int t0 = 0; t0 < a->T; t0 += REC_T) {
+        const int t1 = a->T - t0 < REC_T ? a->T : t0 + REC_T;
+        for (int c0 = c_beg; c0 < c_end; c0 += REC_ROWS)
+            rec_rows(a, j, c0, c_end - c0 < REC_ROWS ? c_end - c0 : REC_ROWS, t0, t1, NV);
+    }
+}
+
+static void rec_items(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const RecJob *job = ctx;
+    const DeltaNetArgs *a = job->a;
+    for (int64_t it = b; it < e; it++) {
+        const int j = (int)(it / job->n_split), c_beg = (int)(it % job->n_split) * job->split_rows;
+        const int c_end = a->d_v - c_beg < job->split_rows ? a->d_v : c_beg + job->split_rows;
+        switch (a->d_k / 16) { /* specialised copies for the head sizes in use */
+        case 1: rec_item(a, j, c_beg, c_end, 1); break;
+        case 2: rec_item(a, j, c_beg, c_end, 2); break;
+        case 4: rec_item(a, j, c_beg, c_end, 4); break;
+        case 8: rec_item(a, j, c_beg, c_end, 8); break;
+        case 16: rec_item(a, j, c_beg, c_end, 16); break;
+        default: rec_item(a, j, c_beg, c_end, a->d_k / 16); break;
+        }
+    }
+}
+
+void SEQ_FN(deltanet_recurrent)(const OpCtx *c, const DeltaNetArgs *a) {
+    if (a->d_k % 16 != 0 || a->T < 1) {
+        deltanet_recurrent_ref(c, a);
+        return;
+    }
+    /* whole heads per item unless that leaves threads idle (few heads, many threads) */
+    const int n_grp = (a->d_v + REC_ROWS - 1) / REC_ROWS, nth = pool_size(c->pool);
+    int n_split = (2 * nth + a->n_v_head - 1) / a->n_v_head;
+    if (n_split > n_grp) n_split = n_grp;
+    if (n_split < 1) n_split = 1;
+    RecJob job = {a, n_split, (n_grp + n_split - 1) / n_split * REC_ROWS};
+    job.n_split = (a->d_v + job.split_rows - 1) / job.split_rows;
+    pool_for(c->pool, (int64_t)a->n_v_head * job.n_split, 1, rec_items, &job);
+}
+
+/* ---- chunked -------------------------------------------------------------------------------------------- */
+
+#define CS DELTANET_CHUNK
+
+static void chunk_head(const DeltaNetArgs *a, int j, const ChunkWs *w) {
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head, Hk = a->n_k_head, kh = dn_key_head(a, j);
+    const float scale = 1.0f / sqrtf((float)dk);
+    const int64_t ldk = (int64_t)Hk * dk, ldv = (int64_t)H * dv, ldqp = dk + CS, ldx = dv + dk;
+    float *St = a->state + (int64_t)j * dv * dk; /* storage: St[x][i] = S[i][x] */
+    float *Sm = w->SV, *Vn = w->SV + (int64_t)dk * dv;
+    transpose_pad(St, dk, dv, dk, Sm, dv);
+    for (int t0 = 0; t0 < a->T; t0 += CS) {
+        const int C = a->T - t0 < CS ? a->T - t0 : CS, C16 = (C + 15) & ~15;
+        const float *K = a->k + (int64_t)t0 * ldk + (int64_t)kh * dk, *Q = a->q + (int64_t)t0 * ldk + (int64_t)kh * dk;
+        const float *V = a->v + (int64_t)t0 * ldv + (int64_t)j * dv, *gg = a->g + (int64_t)t0 * H + j,
+                    *bb = a->beta + (int64_t)t0 * H + j;
+        float gsum = 0.0f;
+        for (int r = 0; r < C; r++) {
+            gsum += gg[(int64_t)r * H];
+            w->G[r] = gsum;
+            w->eG[r] = expf(gsum);
+        }
+        transpose_pad(K, ldk, C, dk, w->Kt, CS); /* Kt[i][c], zero for C ≤ c < C16 */
+        /* A = β_r (k_r·k_c) e^{G_r − G_c} below the diagonal (the GEMM computes the lower 16-column blocks) */
+        gemm_nn(C, C16, dk, K, ldk, w->Kt, CS, w->Am, CS, INIT_ZERO, NULL, 0, 0.0f, -1, 0);
+        for (int r = C; r < C16; r++) w->G[r] = w->G[C - 1]; /* padding, masked below */
+        for (int r = 0; r < C; r++) {
+            float *ar = w->Am + r * CS;
+            const V16 br = v16_set1(bb[(int64_t)r * H]), gr = v16_set1(w->G[r]);
+            const int lim = C16 < ((r + 16) & ~15) ? C16 : ((r + 16) & ~15); /* what the GEMM computed */
+            for (int c = 0; c < lim; c += 16) {
+                const V16 e = v16_exp(v16_sub(gr, v16_load(w->G + c)));
+                const int keep = r - c < 0 ? 0 : r - c > 16 ? 16 : r - c;
+                v16_store(ar + c, v16_keep(v16_mul(v16_mul(br, v16_load(ar + c)), e), keep));
+            }
+        }
+        /* T = (I + A)⁻¹ row by row (all 64 columns: zero beyond the diagonal); then T' = T·diag(β) over A's
+         * rows (row r of A is dead once T[r] is known) and T'' = −T·diag(β e^G) in place */
+        for (int r = 0; r < C; r++) {
+            V16 acc[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
+            for (int m = 0; m < r; m++) {
+                const V16 x = v16_set1(w->Am[r * CS + m]);
+#pragma GCC unroll 4
+                for (int v = 0; v < 4; v++) acc[v] = v16_fnmadd(x, v16_load(w->Tm + m * CS + 16 * v), acc[v]);
+            }
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; v++) v16_store(w->Tm + r * CS + 16 * v, acc[v]);
+            w->Tm[r * CS + r] = 1.0f;
+        }
+        for (int c = 0; c < C16; c++) { /* β and −β e^G by column (0 in the padding) */
+            const float bc = c < C ? bb[(int64_t)c * H] : 0.0f;
+            w->f[c] = bc;
+            w->eG[CS + c] = c < C ? -(bc * w->eG[c]) : 0.0f;
+        }
+        for (int r = 0; r < C; r++) {
+            float *tr = w->Tm + r * CS, *ar = w->Am + r * CS;
+            for (int c = 0; c < C16; c += 16) {
+                const V16 t = v16_load(tr + c);
+                v16_store(ar + c, v16_mul(t, v16_load(w->f + c)));
+                v16_store(tr + c, v16_mul(t, v16_load(w->eG + CS + c)));
+            }
+        }
+        float *U = w->X, *Wn = w->X + dv;
+        gemm_nn(C, dv, C, w->Am, CS, V, ldv, U, ldx, INIT_ZERO, NULL, 0, 0.0f, 0, -1);
+        gemm_nn(C, dk, C, w->Tm, CS, K, ldk, Wn, ldx, INIT_ZERO, NULL, 0, 0.0f, 0, -1);
+        /* Vnew = U + W'·S */
+        gemm_nn(C, dv, dk, Wn, ldx, Sm, dv, Vn, dv, INIT_MAT, U, ldx, 0.0f, -1, -1);
+        /* QP = [scale·e^{G_r} q_r | scale·(q_r·k_c) e^{G_r − G_c} for c ≤ r] */
+        gemm_nn(C, C16, dk, Q, ldk, w->Kt, CS, w->QP + dk, ldqp, INIT_ZERO, NULL, 0, 0.0f, -1, 0);
+        for (int r = 0; r < C; r++) {
+            float *qp = w->QP + r * ldqp;
+            const float *q = Q + r * ldk;
+            const V16 e = v16_set1(w->eG[r] * scale);
+            for (int i = 0; i < dk; i += 16) v16_store(qp + i, v16_mul(v16_load(q + i), e));
+            const V16 gr = v16_set1(w->G[r]), sc = v16_set1(scale);
+            /* zero up to where the GEMM below reads (row block ends r0 + GEMM_MR ≤ r + GEMM_MR) */
+            const int lim = C16 < ((r + GEMM_MR + 15) & ~15) ? C16 : ((r + GEMM_MR + 15) & ~15);
+            for (int c = 0; c < lim; c += 16) {
+                const V16 e = v16_exp(v16_sub(gr, v16_load(w->G + c)));
+                const int keep = r + 1 - c < 0 ? 0 : r + 1 - c > 16 ? 16 : r + 1 - c;
+                v16_store(qp + dk + c, v16_keep(v16_mul(v16_mul(v16_load(qp + dk + c), e), sc), keep));
+            }
+        }
+        gemm_nn(C, dv, dk + C, w->QP, ldqp, Sm, dv, a->out + (int64_t)t0 * ldv + (int64_t)j * dv, ldv, INIT_ZERO, NULL,
+                0, 0.0f, dk, -1);
+        /* S = e^{G_C}·S + Kᵀ·diag(e^{G_C − G_c})·Vnew */
+        const float gl = w->G[C - 1];
+        for (int c = 0; c < C16; c++) w->f[c] = c < C ? expf(gl - w->G[c]) : 0.0f;
+        for (int i = 0; i < dk; i++) {
+            float *kt = w->Kt + i * CS;
+            for (int c = 0; c < C16; c += 16) v16_store(kt + c, v16_mul(v16_load(kt + c), v16_load(w->f + c)));
+        }
+        gemm_nn(dk, dv, C, w->Kt, CS, Vn, dv, Sm, dv, INIT_SCALE, NULL, 0, expf(gl), -1, -1);
+    }
+    transpose_pad(Sm, dv, dk, dv, St, dk);
+}
+
+typedef struct ChunkJob {
+    const DeltaNetArgs *a;
+    float *scratch;
+    size_t per_thread; /* floats */
+} ChunkJob;
+
+static void chunk_items(void *ctx, int64_t b, int64_t e, int thread) {
+    const ChunkJob *job = ctx;
+    ChunkWs w;
+    chunk_ws_floats(job->a->d_k, job->a->d_v, &w, job->scratch + (size_t)thread * job->per_thread);
+    for (int64_t j = b; j < e; j++) chunk_head(job->a, (int)j, &w);
+}
+
+void SEQ_FN(deltanet_chunked)(const OpCtx *c, const DeltaNetArgs *a) {
+    const size_t per = chunk_ws_floats(a->d_k, a->d_v, NULL, NULL);
+    const size_t need = per * sizeof(float) * (size_t)pool_size(c->pool);
+    if (a->d_k % 16 || a->d_v % 16 || a->T < 1 || !c->scratch || c->scratch_bytes < need ||
+        ((uintptr_t)c->scratch & 63)) {
+        deltanet_chunked_ref(c, a);
+        return;
+    }
+    ChunkJob job = {a, c->scratch, per};
+    pool_for(c->pool, a->n_v_head, 1, chunk_items, &job);
+}
+
+#undef CS

@@ -1,0 +1,65 @@
+/* seq_kernels.h — the fast sequence kernels (delta-net scan, causal conv + SiLU, attention) of each ISA
+ * level; the family selectors (deltanet_cpu.c, conv_cpu.c, attention_cpu.c) pick among them. Portable
+ * declarations only: the bodies live in *_avx2.c / *_avx512.c, written once against simd16.h
+ * (deltanet_simd.h, conv_simd.h, attention_simd.h are compiled twice, once per ISA). */
+#ifndef DL_KERNELS_CPU_SEQ_KERNELS_H
+#define DL_KERNELS_CPU_SEQ_KERNELS_H
+
+#include "kernels/ops.h"
+
+#define SEQ_DECLARE(isa)                                                                                   \
+    void deltanet_recurrent_##isa(const OpCtx *c, const DeltaNetArgs *a);                                   \
+    void deltanet_chunked_##isa(const OpCtx *c, const DeltaNetArgs *a);                                     \
+    void conv_silu_##isa(const OpCtx *c, const float *x, int T, int C, int K, const float *w, float *state, \
+                         float *y);                                                                         \
+    void attention_mirror_##isa(const OpCtx *c, const AttnArgs *a);                                         \
+    void attention_tiled_##isa(const OpCtx *c, const AttnArgs *a);                                          \
+    void attention_##isa(const OpCtx *c, const AttnArgs *a);
+SEQ_DECLARE(avx2)
+SEQ_DECLARE(avx512)
+#undef SEQ_DECLARE
+
+/* The chunked delta-net's per-thread workspace (floats; every part 64-byte aligned): with w NULL it only
+ * counts. SV = [S (d_k rows) ; Vnew (CS rows)] × d_v, Kt d_k × CS, QP CS × (d_k + CS), X = [U | W] CS ×
+ * (d_v + d_k), Tm and Am CS × CS, G, f CS, eG 2·CS. */
+typedef struct ChunkWs {
+    float *SV, *Kt, *QP, *X, *Tm, *Am, *G, *eG, *f;
+} ChunkWs;
+
+static inline size_t chunk_ws_floats(int dk, int dv, ChunkWs *w, float *base) {
+    const size_t CS = DELTANET_CHUNK;
+    size_t o = 0;
+#define TAKE(field, n)                                                                                     \
+    do {                                                                                                   \
+        if (w) w->field = base + o;                                                                        \
+        o += ((size_t)(n) + 15) & ~(size_t)15;                                                             \
+    } while (0)
+    TAKE(SV, (dk + CS) * dv);
+    TAKE(Kt, dk * CS);
+    TAKE(QP, CS * (dk + CS));
+    TAKE(X, CS * (dv + dk));
+    TAKE(Tm, CS * CS);
+    TAKE(Am, CS * CS);
+    TAKE(G, CS);
+    TAKE(eG, 2 * CS);
+    TAKE(f, CS);
+#undef TAKE
+    return o;
+}
+
+/* The tiled attention's per-thread workspace (floats): scores [ATTN_TQ_ROWS][ATTN_TK], O [ATTN_TQ_ROWS][d],
+ * running max, sum and rescale factor per row (+16), scaled Q [ATTN_TQ_ROWS][d], transposed keys [d][ATTN_TK]. */
+#define ATTN_TQ_ROWS 64 /* query rows (tokens × heads of a group) per work item */
+#define ATTN_TK 64      /* keys per tile */
+static inline size_t attn_tiled_floats(int d) {
+    return (size_t)ATTN_TQ_ROWS * ATTN_TK + 2 * (size_t)ATTN_TQ_ROWS * (size_t)d + 3 * ATTN_TQ_ROWS + 16 +
+           (size_t)d * ATTN_TK;
+}
+
+/* The tiled (online-softmax) attention is used from this many context positions on (pos0 + T); below
+ * it the llama.cpp-mirroring kernel, bit-identical to attention_ref, runs. See docs/KERNELS.md. */
+#ifndef ATTN_TILED_MIN_CTX
+#define ATTN_TILED_MIN_CTX 2048
+#endif
+
+#endif

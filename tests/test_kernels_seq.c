@@ -1,0 +1,377 @@
+/* test_kernels_seq.c — the fast sequence kernels (kernels/cpu/deltanet_*, conv_*, attention_*) against the
+ * scalar references, on every ISA level this CPU supports, with odd sizes and NaN-poisoned outputs:
+ *   recurrent delta-net, conv + SiLU, mirroring attention: bit for bit (memcmp) with the reference;
+ *   chunked delta-net: against the recurrent reference, max|Δ|/max|ref| ≤ 1e-5 on outputs and state;
+ *   tiled attention: against attention_ref, max|Δ|/max|ref| ≤ 1e-5;
+ *   1 thread and 2 threads: identical bits, for every kernel. */
+#include "test.h"
+
+#include "base/pool.h"
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/seq_kernels.h"
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static float *falloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0) abort();
+    return p;
+}
+static float *fpoison(size_t n) {
+    float *p = falloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+static float *fdup(const float *x, size_t n) {
+    float *p = falloc(n);
+    memcpy(p, x, n * sizeof(float));
+    return p;
+}
+
+static void l2n(float *x, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)x[i] * x[i];
+    const float inv = 1.0f / (float)sqrt(s);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+static double rel_err(const float *ref, const float *x, size_t n) {
+    double m = 0, d = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) return INFINITY;
+        m = fmax(m, fabs(ref[i]));
+        d = fmax(d, fabs((double)ref[i] - x[i]));
+    }
+    return m > 0 ? d / m : d;
+}
+
+static bool same_bits(const float *a, const float *b, size_t n, size_t *where) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            if (where) *where = i;
+            return false;
+        }
+    return true;
+}
+
+/* the ISA levels to test: every one the CPU supports above the reference */
+static int test_isas(Isa *out) {
+    int n = 0;
+    for (int i = ISA_AVX2; i < ISA_COUNT; i++)
+        if (isa_supported((Isa)i)) out[n++] = (Isa)i;
+    return n;
+}
+
+static Pool *pool2(void) {
+    static Pool *p;
+    if (!p) {
+        Err err = {{0}};
+        p = pool_create(2, &err);
+    }
+    return p;
+}
+
+/* ---- delta-net ------------------------------------------------------------------------------------------ */
+
+typedef struct DnCase {
+    int T, Hk, Hv, D;
+    bool grouped, state;
+    float *q, *k, *v, *g, *beta, *s0;
+} DnCase;
+
+static void dn_make(DnCase *c) {
+    const size_t nq = (size_t)c->T * c->Hk * c->D, nv = (size_t)c->T * c->Hv * c->D, ns = (size_t)c->Hv * c->D * c->D;
+    c->q = falloc(nq), c->k = falloc(nq), c->v = falloc(nv), c->g = falloc((size_t)c->T * c->Hv),
+    c->beta = falloc((size_t)c->T * c->Hv), c->s0 = falloc(ns);
+    for (size_t i = 0; i < nq; i++) c->q[i] = frand(), c->k[i] = frand();
+    for (int i = 0; i < c->T * c->Hk; i++) l2n(c->q + (size_t)i * c->D, c->D), l2n(c->k + (size_t)i * c->D, c->D);
+    for (size_t i = 0; i < nv; i++) c->v[i] = frand();
+    for (int i = 0; i < c->T * c->Hv; i++) {
+        c->g[i] = -0.5f * (frand() + 1.0f) * (i % 7 == 0 ? 4.0f : 0.2f);
+        c->beta[i] = 0.5f * (frand() + 1.0f);
+    }
+    for (size_t i = 0; i < ns; i++) c->s0[i] = c->state ? 0.3f * frand() : 0.0f;
+}
+static void dn_free(DnCase *c) { free(c->q), free(c->k), free(c->v), free(c->g), free(c->beta), free(c->s0); }
+
+/* runs fn on a copy of the starting state; returns out and state (caller frees) */
+static void dn_run(DeltaNetFn fn, const DnCase *c, Pool *pool, void *scratch, size_t scratch_bytes, float **out,
+                   float **state) {
+    const size_t nv = (size_t)c->T * c->Hv * c->D, ns = (size_t)c->Hv * c->D * c->D;
+    *out = fpoison(nv);
+    *state = fdup(c->s0, ns);
+    OpCtx oc = {MATMUL_GGML, pool, scratch, scratch_bytes};
+    DeltaNetArgs a = {c->T, c->Hk, c->Hv, c->D, c->D, c->grouped, c->q, c->k, c->v, c->g, c->beta, *state, *out};
+    fn(&oc, &a);
+}
+
+TEST(kernels, deltanet_recurrent_bitwise) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    static const struct {
+        int T, Hk, Hv, D;
+        bool grouped;
+    } cases[] = {{1, 2, 4, 16, true},    {7, 2, 6, 32, false},  {5, 1, 3, 48, false},  {3, 2, 2, 80, true},
+                 {17, 2, 4, 128, false}, {2, 1, 1, 192, true},  {1, 16, 32, 128, true}, {4, 16, 16, 128, false},
+                 {9, 1, 2, 20, false},   {64, 2, 2, 64, true},   {130, 1, 2, 128, false}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int st = 0; st < 2; st++) {
+            DnCase c = {.T = cases[ci].T, .Hk = cases[ci].Hk, .Hv = cases[ci].Hv, .D = cases[ci].D,
+                        .grouped = cases[ci].grouped, .state = st};
+            dn_make(&c);
+            const size_t nv = (size_t)c.T * c.Hv * c.D, ns = (size_t)c.Hv * c.D * c.D;
+            float *ro, *rs;
+            dn_run(deltanet_recurrent_ref, &c, NULL, NULL, 0, &ro, &rs);
+            for (int ii = 0; ii < n_isa; ii++)
+                for (int th = 1; th <= 2; th++) {
+                    float *o, *s;
+                    dn_run(deltanet_recurrent_cpu_select(isas[ii]), &c, th == 2 ? pool2() : NULL, NULL, 0, &o, &s);
+                    size_t w = 0;
+                    CHECK_MSG(same_bits(ro, o, nv, &w), "%s T=%d Hk=%d Hv=%d D=%d %d thread(s): out[%zu] %.9g vs %.9g",
+                              isa_name(isas[ii]), c.T, c.Hk, c.Hv, c.D, th, w, ro[w], o[w]);
+                    CHECK_MSG(same_bits(rs, s, ns, &w),
+                              "%s T=%d Hk=%d Hv=%d D=%d %d thread(s): state[%zu] %.9g vs %.9g", isa_name(isas[ii]), c.T,
+                              c.Hk, c.Hv, c.D, th, w, rs[w], s[w]);
+                    free(o), free(s);
+                }
+            free(ro), free(rs);
+            dn_free(&c);
+        }
+}
+
+TEST(kernels, deltanet_chunked_vs_recurrent) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    static const int Ts[] = {1, 5, 63, 64, 65, 200, 1000};
+    static const struct {
+        int Hk, Hv, D;
+        bool grouped;
+    } shapes[] = {{2, 4, 16, true}, {2, 6, 32, false}, {1, 2, 128, false}, {2, 4, 48, true}};
+    const size_t sbytes = deltanet_scratch_bytes(128, 128, 2);
+    void *scratch = NULL;
+    REQUIRE(posix_memalign(&scratch, 64, sbytes) == 0);
+    double worst = 0;
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int st = 0; st < 2; st++) {
+                if (shapes[si].D == 128 && Ts[ti] > 200) continue; /* the real size: up to 200 tokens */
+                DnCase c = {.T = Ts[ti], .Hk = shapes[si].Hk, .Hv = shapes[si].Hv, .D = shapes[si].D,
+                            .grouped = shapes[si].grouped, .state = st};
+                dn_make(&c);
+                const size_t nv = (size_t)c.T * c.Hv * c.D, ns = (size_t)c.Hv * c.D * c.D;
+                float *ro, *rs;
+                dn_run(deltanet_recurrent_ref, &c, NULL, NULL, 0, &ro, &rs);
+                for (int ii = 0; ii < n_isa; ii++) {
+                    float *o1, *s1, *o2, *s2;
+                    DeltaNetFn fn = deltanet_chunked_cpu_select(isas[ii]);
+                    dn_run(fn, &c, NULL, scratch, sbytes, &o1, &s1);
+                    dn_run(fn, &c, pool2(), scratch, sbytes, &o2, &s2);
+                    const double eo = rel_err(ro, o1, nv), es = rel_err(rs, s1, ns);
+                    worst = fmax(worst, fmax(eo, es));
+                    CHECK_MSG(eo <= 1e-5 && es <= 1e-5, "%s T=%d Hk=%d Hv=%d D=%d %s %s: output %.3g state %.3g",
+                              isa_name(isas[ii]), c.T, c.Hk, c.Hv, c.D, c.grouped ? "grouped" : "tiled",
+                              st ? "with state" : "zero state", eo, es);
+                    CHECK_MSG(same_bits(o1, o2, nv, NULL) && same_bits(s1, s2, ns, NULL),
+                              "%s T=%d D=%d: 1 and 2 threads differ", isa_name(isas[ii]), c.T, c.D);
+                    free(o1), free(s1), free(o2), free(s2);
+                }
+                free(ro), free(rs);
+                dn_free(&c);
+            }
+    test_note("chunked vs recurrent reference: worst relative error %.2e", worst);
+    free(scratch);
+}
+
+/* ---- conv + SiLU ---------------------------------------------------------------------------------------- */
+
+TEST(kernels, conv_silu_bitwise) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    static const struct {
+        int T, C, K;
+    } cases[] = {{1, 64, 4}, {5, 100, 4}, {17, 8192, 4}, {2, 37, 4}, {9, 48, 3}, {3, 131, 5}, {64, 40, 4}, {1, 7, 2}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int T = cases[ci].T, C = cases[ci].C, K = cases[ci].K;
+        const size_t nx = (size_t)T * C, ns = (size_t)C * (K - 1);
+        float *x = falloc(nx), *w = falloc((size_t)C * K), *st = falloc(ns);
+        /* wide range: large negative pre-activations take exp's saturation and underflow paths */
+        for (size_t i = 0; i < nx; i++) x[i] = frand() * (i % 13 == 0 ? 120.0f : 3.0f);
+        for (size_t i = 0; i < (size_t)C * K; i++) w[i] = frand();
+        for (size_t i = 0; i < ns; i++) st[i] = frand() * 2.0f;
+        float *ry = fpoison(nx), *rs = fdup(st, ns);
+        OpCtx oc = {MATMUL_GGML, NULL, NULL, 0};
+        conv_silu_ref(&oc, x, T, C, K, w, rs, ry);
+        for (int ii = 0; ii < n_isa; ii++)
+            for (int th = 1; th <= 2; th++) {
+                float *y = fpoison(nx), *s = fdup(st, ns);
+                OpCtx o2 = {MATMUL_GGML, th == 2 ? pool2() : NULL, NULL, 0};
+                conv_cpu_select(isas[ii])(&o2, x, T, C, K, w, s, y);
+                size_t at = 0;
+                CHECK_MSG(same_bits(ry, y, nx, &at), "%s T=%d C=%d K=%d %d thread(s): y[%zu] %.9g vs %.9g",
+                          isa_name(isas[ii]), T, C, K, th, at, ry[at], y[at]);
+                CHECK_MSG(same_bits(rs, s, ns, &at), "%s T=%d C=%d K=%d: state[%zu]", isa_name(isas[ii]), T, C, K, at);
+                free(y), free(s);
+            }
+        free(x), free(w), free(st), free(ry), free(rs);
+    }
+}
+
+/* the SIMD exp against op_expf_poly over the ranges that matter, through the conv's SiLU (1 tap, weight 1:
+ * y = silu(x)) — every lane, including denormal results and both saturations */
+TEST(kernels, silu_poly_lanes) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    const int C = 4096, K = 2;
+    float *x = falloc(C), *w = falloc((size_t)C * K), *st = falloc(C), *ry = falloc(C), *y = falloc(C);
+    for (int i = 0; i < C; i++) {
+        w[2 * i] = 0.0f, w[2 * i + 1] = 1.0f;
+        /* −200 … 200 in uneven steps, and the exp argument's edges around ±88, ±103, ±133 */
+        x[i] = -200.0f + 400.0f * (float)i / C + 0.01f * frand();
+        if (i % 17 == 0) x[i] = (i % 2 ? 1.0f : -1.0f) * (88.0f + 50.0f * (frand() + 1.0f) / 2.0f);
+    }
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = INFINITY, x[3] = -INFINITY;
+    OpCtx oc = {MATMUL_GGML, NULL, NULL, 0};
+    memset(st, 0, sizeof(float) * C);
+    conv_silu_ref(&oc, x, 1, C, K, w, st, ry);
+    for (int ii = 0; ii < n_isa; ii++) {
+        memset(st, 0, sizeof(float) * C);
+        conv_cpu_select(isas[ii])(&oc, x, 1, C, K, w, st, y);
+        int bad = 0;
+        for (int i = 0; i < C; i++)
+            if (memcmp(&ry[i], &y[i], 4) != 0 && !(isnan(ry[i]) && isnan(y[i]))) {
+                if (bad++ < 3)
+                    CHECK_MSG(false, "%s: silu(%.9g) = %.9g, reference %.9g", isa_name(isas[ii]), x[i], y[i], ry[i]);
+            }
+        CHECK_MSG(bad == 0, "%s: %d lanes differ", isa_name(isas[ii]), bad);
+    }
+    free(x), free(w), free(st), free(ry), free(y);
+}
+
+/* ---- attention ------------------------------------------------------------------------------------------ */
+
+typedef struct AtCase {
+    int T, pos0, H, Hkv, d;
+    float *q, *k, *v;
+} AtCase;
+
+static void at_make(AtCase *c) {
+    const int n = c->pos0 + c->T;
+    c->q = falloc((size_t)c->T * c->H * c->d);
+    c->k = falloc((size_t)n * c->Hkv * c->d);
+    c->v = falloc((size_t)n * c->Hkv * c->d);
+    for (size_t i = 0; i < (size_t)c->T * c->H * c->d; i++) c->q[i] = 2.0f * frand();
+    for (size_t i = 0; i < (size_t)n * c->Hkv * c->d; i++) c->k[i] = 2.0f * frand(), c->v[i] = frand();
+}
+
+/* minimal: only the scratch attention_ref asks for (the fast kernels then work on fewer heads at once) */
+static float *at_run_s(AttentionFn fn, const AtCase *c, Pool *pool, bool minimal) {
+    const int nth = pool_size(pool);
+    size_t sb = attention_scratch_bytes(c->pos0 + c->T, nth);
+    if (!minimal && attention_fast_scratch_bytes(c->pos0 + c->T, c->d, c->H / c->Hkv, nth) > sb)
+        sb = attention_fast_scratch_bytes(c->pos0 + c->T, c->d, c->H / c->Hkv, nth);
+    float *scratch = fpoison(sb / sizeof(float));
+    float *out = fpoison((size_t)c->T * c->H * c->d);
+    OpCtx oc = {MATMUL_GGML, pool, scratch, sb};
+    AttnArgs a = {c->T, c->pos0, c->H, c->Hkv, c->d, 1.0f / sqrtf((float)c->d), c->q, c->k, c->v, out};
+    fn(&oc, &a);
+    free(scratch);
+    return out;
+}
+static float *at_run(AttentionFn fn, const AtCase *c, Pool *pool) { return at_run_s(fn, c, pool, false); }
+
+static AttentionFn mirror_fn(Isa isa) { return isa == ISA_AVX512 ? attention_mirror_avx512 : attention_mirror_avx2; }
+static AttentionFn tiled_fn(Isa isa) { return isa == ISA_AVX512 ? attention_tiled_avx512 : attention_tiled_avx2; }
+
+TEST(kernels, attention_mirror_bitwise) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    static const struct {
+        int T, pos0, H, Hkv, d;
+    } cases[] = {{1, 0, 2, 1, 32},    {7, 0, 4, 2, 32},    {1, 216, 4, 1, 64},  {64, 0, 8, 1, 256}, {1, 1000, 16, 2, 256},
+                 {5, 300, 8, 8, 128}, {33, 17, 4, 1, 48},  {2, 255, 2, 1, 256}, {1, 63, 4, 4, 80},  {300, 0, 2, 1, 32},
+                 {1, 40, 2, 1, 512},  {3, 77, 4, 2, 512}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        AtCase c = {cases[ci].T, cases[ci].pos0, cases[ci].H, cases[ci].Hkv, cases[ci].d, NULL, NULL, NULL};
+        at_make(&c);
+        const size_t no = (size_t)c.T * c.H * c.d;
+        float *ro = at_run(attention_ref, &c, NULL);
+        for (int ii = 0; ii < n_isa; ii++)
+            for (int th = 1; th <= 2; th++) {
+                for (int minimal = 0; minimal < 2; minimal++) {
+                    float *o = at_run_s(mirror_fn(isas[ii]), &c, th == 2 ? pool2() : NULL, minimal);
+                    size_t at = 0;
+                    CHECK_MSG(same_bits(ro, o, no, &at),
+                              "%s T=%d pos0=%d H=%d Hkv=%d d=%d %d thread(s)%s: out[%zu] %.9g vs %.9g", isa_name(isas[ii]),
+                              c.T, c.pos0, c.H, c.Hkv, c.d, th, minimal ? ", minimal scratch" : "", at, ro[at], o[at]);
+                    free(o);
+                }
+                float *o;
+                /* the op as the table has it: mirroring at these lengths */
+                if (c.pos0 + c.T < ATTN_TILED_MIN_CTX && th == 1) {
+                    o = at_run(attention_cpu_select(isas[ii]), &c, NULL);
+                    CHECK_MSG(same_bits(ro, o, no, NULL), "%s: the op at context %d is not bit-identical",
+                              isa_name(isas[ii]), c.pos0 + c.T);
+                    free(o);
+                }
+            }
+        free(ro), free(c.q), free(c.k), free(c.v);
+    }
+}
+
+TEST(kernels, attention_tiled_tolerance) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    static const int Ts[] = {1, 7, 64, 300}, P0[] = {0, 1000}, G[] = {1, 4, 8}, Ds[] = {256, 32};
+    double worst = 0;
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 2; b++)
+            for (size_t gi = 0; gi < 3; gi++)
+                for (size_t di = 0; di < 2; di++) {
+                    const int Hkv = 1;
+                    AtCase c = {Ts[a], P0[b], G[gi] * Hkv, Hkv, Ds[di], NULL, NULL, NULL};
+                    at_make(&c);
+                    const size_t no = (size_t)c.T * c.H * c.d;
+                    /* the scalar reference where it is quick, else the mirroring kernel (bit-identical to it:
+                     * attention_mirror_bitwise) */
+                    const bool big = (double)c.T * c.H * (c.pos0 + c.T) * c.d > 2e7 && n_isa > 0;
+                    float *ro = at_run(big ? mirror_fn(isas[n_isa - 1]) : attention_ref, &c, NULL);
+                    for (int ii = 0; ii < n_isa; ii++) {
+                        float *o1 = at_run(tiled_fn(isas[ii]), &c, NULL), *o2 = at_run(tiled_fn(isas[ii]), &c, pool2());
+                        const double e = rel_err(ro, o1, no);
+                        worst = fmax(worst, e);
+                        CHECK_MSG(e <= 1e-5, "%s T=%d pos0=%d H=%d Hkv=%d d=%d: %.3g", isa_name(isas[ii]), c.T, c.pos0,
+                                  c.H, c.Hkv, c.d, e);
+                        CHECK_MSG(same_bits(o1, o2, no, NULL), "%s T=%d pos0=%d: 1 and 2 threads differ",
+                                  isa_name(isas[ii]), c.T, c.pos0);
+                        free(o1), free(o2);
+                        /* the op as the table has it (mirroring or tiled by context length) */
+                        o1 = at_run(attention_cpu_select(isas[ii]), &c, NULL);
+                        CHECK_MSG(rel_err(ro, o1, no) <= 1e-5, "%s T=%d pos0=%d: the op is off by %.3g", isa_name(isas[ii]),
+                                  c.T, c.pos0, rel_err(ro, o1, no));
+                        free(o1);
+                    }
+                    free(ro), free(c.q), free(c.k), free(c.v);
+                }
+    /* the op at a context where the table switches to the tiled kernel */
+    for (int ii = 0; ii < n_isa; ii++) {
+        AtCase c = {2, ATTN_TILED_MIN_CTX, 8, 1, 32, NULL, NULL, NULL};
+        at_make(&c);
+        const size_t no = (size_t)c.T * c.H * c.d;
+        float *ro = at_run(attention_ref, &c, NULL), *o = at_run(attention_cpu_select(isas[ii]), &c, pool2());
+        CHECK_MSG(rel_err(ro, o, no) <= 1e-5, "%s: the op at context %d is off by %.3g", isa_name(isas[ii]), c.pos0 + c.T,
+                  rel_err(ro, o, no));
+        free(ro), free(o), free(c.q), free(c.k), free(c.v);
+    }
+    test_note("tiled attention vs reference: worst relative error %.2e", worst);
+}
