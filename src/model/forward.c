@@ -4,6 +4,7 @@
  * All buffers are allocated in forward_new for max_batch rows; forward_batch allocates nothing. */
 #include "model/forward_internal.h"
 
+#include "base/bigalloc.h"
 #include "gguf/format.h"
 #include "kernels/cpu/kernels_cpu.h"
 
@@ -115,7 +116,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     size_t total = ALIGN64(scratch);
     for (size_t i = 0; i < n_specs; i++)
         total += ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * specs[i].elem_size);
-    if (posix_memalign(&f->mem, 64, total) != 0) {
+    if (!(f->mem = big_alloc(total))) {
         forward_free(f);
         return err_set(err, "out of memory for activation buffers (%zu MiB for batch %d)", total >> 20, opt.max_batch),
                NULL;

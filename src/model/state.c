@@ -3,6 +3,8 @@
  * one allocation. */
 #include "model/model.h"
 
+#include "base/bigalloc.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +34,7 @@ SeqState *seqstate_new(const Model *m, int n_ctx, Err *err) {
     SeqState *s = calloc(1, sizeof *s);
     float **ptrs = calloc(4 * (size_t)c->n_layer, sizeof *ptrs);
     void *mem = NULL;
-    if (!s || !ptrs || posix_memalign(&mem, 64, bytes ? bytes : 64) != 0) {
+    if (!s || !ptrs || !(mem = big_alloc(bytes))) {
         free(s);
         free(ptrs);
         return err_set(err, "out of memory for the sequence state (%zu MiB at context %d)", bytes >> 20, n_ctx), NULL;
