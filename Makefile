@@ -66,8 +66,8 @@ asan:
 	$(MAKE) BUILD=build/asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	    LDLIBS="-lm -pthread -fsanitize=address,undefined" test
 
-# micro-benchmarks: bench/<name>.c → $(BUILD)/<name> against the library (make bench builds them all)
-BENCH_BIN = $(patsubst bench/%.c,$(BUILD)/%,$(sort $(wildcard bench/*.c)))
+# micro-benchmarks: bench/<name>_bench.c → $(BUILD)/<name>_bench against the library (make bench builds them all)
+BENCH_BIN = $(patsubst bench/%.c,$(BUILD)/%,$(sort $(wildcard bench/*_bench.c)))
 bench: $(BENCH_BIN)
 $(BENCH_BIN): $(BUILD)/%: bench/%.c $(BUILD)/libdeltallm.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdeltallm.a $(LDLIBS)

@@ -1,0 +1,174 @@
+/* matmul_b32_avx2.c — Q4_0, Q5_0, IQ4_NL, MXFP4 (× Q8_0) and Q4_1, Q5_1 (× Q8_1) at the AVX2 level; the
+ * orders (ONE, TWO, MIN, SPAN) and paths are those of matmul_b32_avx512.c. One YMM of a block is exactly
+ * ggml's eight lanes: signed values go through the sign trick (|q| × sign(a, q), vpmaddubsw, vpmaddwd
+ * with ones; |q| ≤ 127), Q4_1 / Q5_1 codes are unsigned. A work item runs row by row, each block decoded
+ * once for all tokens of the chunk (their float states wait in an array). */
+#include "kernels/cpu/matmul_cpu.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "gguf/iq_tables.h"
+#include "gguf/quant.h"
+#include "gguf/quant_blocks.h"
+
+#define B8_INLINE static inline __attribute__((always_inline))
+
+typedef enum B8Order { B8_ONE, B8_TWO, B8_MIN, B8_SPAN } B8Order;
+
+B8_INLINE float f16at(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+B8_INLINE __m256i nib32(const uint8_t *qs) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(15));
+}
+B8_INLINE __m256i fifth_bit(const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
+}
+B8_INLINE __m256i lut16(const int8_t *tab, __m256i n) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab)), n);
+}
+
+/* decoders: the block's 32 values (signed, or unsigned codes for Q4_1 / Q5_1), d_w, m_w */
+B8_INLINE __m256i dec8_q4_0(const uint8_t *b, float *d, float *m) {
+    *d = f16at(b), *m = 0;
+    return _mm256_sub_epi8(nib32(b + 2), _mm256_set1_epi8(8));
+}
+B8_INLINE __m256i dec8_q5_0(const uint8_t *b, float *d, float *m) {
+    *d = f16at(b), *m = 0;
+    return _mm256_sub_epi8(_mm256_or_si256(nib32(b + 6), fifth_bit(b + 2)), _mm256_set1_epi8(16));
+}
+B8_INLINE __m256i dec8_iq4_nl(const uint8_t *b, float *d, float *m) {
+    *d = f16at(b), *m = 0;
+    return lut16(kvalues_iq4nl, nib32(b + 2));
+}
+B8_INLINE __m256i dec8_mxfp4(const uint8_t *b, float *d, float *m) {
+    *d = quant_e8m0_half(b[0]), *m = 0;
+    return lut16(kvalues_mxfp4, nib32(b + 1));
+}
+B8_INLINE __m256i dec8_q4_1(const uint8_t *b, float *d, float *m) {
+    *d = f16at(b), *m = f16at(b + 2);
+    return nib32(b + 4);
+}
+B8_INLINE __m256i dec8_q5_1(const uint8_t *b, float *d, float *m) {
+    *d = f16at(b), *m = f16at(b + 2);
+    return _mm256_or_si256(nib32(b + 8), fifth_bit(b + 4));
+}
+
+/* lane l = Σ q·a over elements 4l … 4l+3 */
+B8_INLINE __m256i lanes(const bool sgn, __m256i q, const int8_t *a) {
+    const __m256i av = _mm256_loadu_si256((const __m256i *)a);
+    const __m256i p = sgn ? _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(av, q)) : _mm256_maddubs_epi16(q, av);
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+B8_INLINE int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+B8_INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+typedef struct B8Acc {
+    __m256 acc, acc2;
+    float summs, s, dlast;
+} B8Acc;
+
+#define B8_TOKENS 64
+
+#define B8_ORDER_FN(NAME, DEC, BYTES, SGN, ORD)                                                                      \
+    static void rows_##NAME##_##ORD(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1) {             \
+        const int64_t nb = j->K / QK;                                                                             \
+        B8Acc st[B8_TOKENS];                                                                                      \
+        for (int64_t tb = t0; tb < t1; tb += B8_TOKENS) {                                                         \
+            const int nt = t1 - tb < B8_TOKENS ? (int)(t1 - tb) : B8_TOKENS;                                      \
+            for (int64_t o = o0; o < o1; o++) {                                                                   \
+                const uint8_t *w = mm_w_row(j, o);                                                                \
+                for (int c = 0; c < nt; c++) {                                                                    \
+                    st[c].acc = st[c].acc2 = _mm256_setzero_ps();                                                 \
+                    st[c].summs = st[c].s = st[c].dlast = 0;                                                      \
+                }                                                                                                 \
+                for (int64_t i = 0; i < nb; i++) {                                                                \
+                    float dw, mw;                                                                                 \
+                    const __m256i q = DEC(w + i * (BYTES), &dw, &mw);                                             \
+                    for (int c = 0; c < nt; c++) {                                                                \
+                        const uint8_t *ar = mm_act_row(j, tb + c);                                                \
+                        const int8_t *a = (const int8_t *)(ar + j->al.qs) + 32 * i;                               \
+                        const float da = ((const float *)(ar + j->al.d))[i];                                      \
+                        const __m256i l = lanes(SGN, q, a);                                                       \
+                        if (ORD == B8_SPAN) {                                                                       \
+                            st[c].s = fmaf((float)hsum_i32(l), dw * da, st[c].s);                                 \
+                        } else if (ORD == B8_TWO && (nb & 1) && i == nb - 1) {                                      \
+                            st[c].s = (float)hsum_i32(l);                                                         \
+                            st[c].dlast = da * dw;                                                                \
+                        } else {                                                                                  \
+                            if (ORD == B8_MIN) st[c].summs = fmaf(mw, ((const float *)(ar + j->al.s))[i], st[c].summs); \
+                            __m256 *acc = (ORD == B8_TWO && (i & 1)) ? &st[c].acc2 : &st[c].acc;                    \
+                            *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * da), _mm256_cvtepi32_ps(l), *acc);         \
+                        }                                                                                         \
+                    }                                                                                             \
+                }                                                                                                 \
+                for (int c = 0; c < nt; c++) {                                                                    \
+                    float r;                                                                                      \
+                    if (ORD == B8_SPAN)                                                                             \
+                        r = st[c].s;                                                                              \
+                    else if (ORD == B8_TWO) {                                                                       \
+                        r = hsum8(_mm256_add_ps(st[c].acc, st[c].acc2));                                          \
+                        if (nb & 1) r = fmaf(st[c].dlast, st[c].s, r);                                            \
+                    } else {                                                                                      \
+                        r = hsum8(st[c].acc);                                                                     \
+                        if (ORD == B8_MIN) r = r + st[c].summs;                                                     \
+                    }                                                                                             \
+                    j->y[(tb + c) * j->O + o] = r;                                                                \
+                }                                                                                                 \
+            }                                                                                                     \
+        }                                                                                                         \
+    }
+
+#define B8_FORMAT(NAME, DEC, BYTES, SGN, ACT, ORDER_OF)                                                            \
+    B8_ORDER_FN(NAME, DEC, BYTES, SGN, B8_ONE)                                                                    \
+    B8_ORDER_FN(NAME, DEC, BYTES, SGN, B8_TWO)                                                                    \
+    B8_ORDER_FN(NAME, DEC, BYTES, SGN, B8_MIN)                                                                    \
+    B8_ORDER_FN(NAME, DEC, BYTES, SGN, B8_SPAN)                                                                   \
+    static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {   \
+        (void)tmp;                                                                                                \
+        switch (ORDER_OF(j->path)) {                                                                              \
+        case B8_SPAN: rows_##NAME##_B8_SPAN(j, o0, o1, t0, t1); break;                                            \
+        case B8_TWO: rows_##NAME##_B8_TWO(j, o0, o1, t0, t1); break;                                              \
+        case B8_MIN: rows_##NAME##_B8_MIN(j, o0, o1, t0, t1); break;                                              \
+        default: rows_##NAME##_B8_ONE(j, o0, o1, t0, t1); break;                                                  \
+        }                                                                                                         \
+    }                                                                                                             \
+    const MmFormat mm_##NAME##_avx2 = {.act_kind = ACT, .act_off = 0, .compute = compute_##NAME};
+
+static B8Order ord_q4_0(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B8_SPAN : B8_ONE; }
+static B8Order ord_q5_0(DotPath p) {
+    (void)p;
+    return B8_ONE;
+}
+static B8Order ord_iq4_nl(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B8_SPAN : p == DOT_GEMM ? B8_ONE : B8_TWO; }
+static B8Order ord_mxfp4(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B8_SPAN : B8_TWO; }
+static B8Order ord_min(DotPath p) {
+    (void)p;
+    return B8_MIN;
+}
+
+B8_FORMAT(q4_0, dec8_q4_0, 18, true, MM_ACT_Q8_0, ord_q4_0)
+B8_FORMAT(q5_0, dec8_q5_0, 22, true, MM_ACT_Q8_0, ord_q5_0)
+B8_FORMAT(iq4_nl, dec8_iq4_nl, 18, true, MM_ACT_Q8_0, ord_iq4_nl)
+B8_FORMAT(mxfp4, dec8_mxfp4, 17, true, MM_ACT_Q8_0, ord_mxfp4)
+B8_FORMAT(q4_1, dec8_q4_1, 20, false, MM_ACT_Q8_1, ord_min)
+B8_FORMAT(q5_1, dec8_q5_1, 24, false, MM_ACT_Q8_1, ord_min)

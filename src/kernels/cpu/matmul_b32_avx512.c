@@ -1,0 +1,379 @@
+/* matmul_b32_avx512.c — the 32-element formats other than Q8_0 (Q4_0, Q5_0, IQ4_NL, MXFP4 × Q8_0; Q4_1,
+ * Q5_1 × Q8_1), AVX-512 VNNI. The orders (gguf/quant_order_legacy.c), per block i of 32 elements:
+ *   ONE   (vec_dot / tinyBLAS) eight lanes, lane l += (d_w·d_a)·Σ(elements 4l..4l+3), fused; hsum_float_8
+ *   TWO   (IQ4_NL, MXFP4 vec_dot) the same with even and odd blocks in two lane sets, added lane-wise
+ *         before the hsum; an odd last block's total added after it, fused
+ *   MIN   (Q4_1, Q5_1) ONE on the unsigned codes plus summs += m_w·s_a (fused) per block, added at the end
+ *   SPAN  (the repacked kernels of Q4_0, IQ4_NL, MXFP4, rows % 8 == 0) acc = fma(Σ all 32, d_w·d_a, acc)
+ * Every order runs on 16 weight rows at once, one row per ZMM lane: a row tile's blocks are decoded (q +
+ * off as u8, d_w, m_w as floats) and transposed so that group g (elements 4g..4g+3) of the 16 rows is one
+ * vector; the token's 4 activations are a broadcast dword, vpdpbusd starts from the prepared correction
+ * -off·Σa, and the float steps run 16 dot products per instruction. One activation row decodes and
+ * multiplies block by block; batches decode the tile into tmp once per token chunk. */
+#include "kernels/cpu/matmul_cpu.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "gguf/iq_tables.h"
+#include "gguf/quant.h"
+#include "gguf/quant_blocks.h"
+
+#define B_INLINE static inline __attribute__((always_inline))
+
+typedef enum BOrder { B_ONE, B_TWO, B_MIN, B_SPAN } BOrder;
+
+B_INLINE float f16at(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* ---- one-row decoders (Q5_0, Q5_1: the others decode 16 rows at once, below): one block → 32 bytes of
+ * q + off (element order), d_w, m_w ------------------------------------------------------------------------ */
+
+/* element j < 16: low nibble of qs[j]; j + 16: high nibble */
+B_INLINE __m256i nib32(const uint8_t *qs) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(15));
+}
+B_INLINE __m256i fifth_bit(const uint8_t *qh) { /* bit j of the u32 qh → 16 in byte j */
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    return _mm256_and_si256(_mm256_movm_epi8((__mmask32)h), _mm256_set1_epi8(16));
+}
+
+B_INLINE __m256i dec_q5_0(const uint8_t *b, float *d, float *m) { /* q + 16 */
+    *d = f16at(b);
+    *m = 0;
+    return _mm256_or_si256(nib32(b + 6), fifth_bit(b + 2));
+}
+B_INLINE __m256i dec_q5_1(const uint8_t *b, float *d, float *m) {
+    *d = f16at(b);
+    *m = f16at(b + 2);
+    return _mm256_or_si256(nib32(b + 8), fifth_bit(b + 4));
+}
+
+/* ---- transposed blocks -------------------------------------------------------------------------------- */
+
+/* 16 rows' 8 dwords → 8 vectors of 16 rows: out[g] lane r = rows[r] dword g */
+B_INLINE void transpose16x8(const __m256i *rows, __m512i *out) {
+    __m512i v[8], t[8], u[8];
+    for (int r = 0; r < 8; r++) v[r] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[r]), rows[r + 8], 1);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* u[c] (rows 0-3 | 8-11) and u[c+4] (rows 4-7 | 12-15) hold columns c (128-bit lanes 0, 2) and c+4 (1, 3) */
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int c = 0; c < 4; c++) {
+        out[c] = _mm512_permutex2var_epi64(u[c], lo, u[c + 4]);
+        out[c + 4] = _mm512_permutex2var_epi64(u[c], hi, u[c + 4]);
+    }
+}
+
+/* the tile: per block 8 vectors of q (512 B), d_w[16], m_w[16] */
+#define B_BLOCK_BYTES 640
+static size_t b32_tmp_bytes(int64_t K) { return (size_t)(K / QK) * B_BLOCK_BYTES + 128; }
+
+/* Prepared activation pointers of one token. */
+typedef struct BTok {
+    const int8_t *qs;
+    const float *d, *s;
+    const int32_t *corr, *corr32;
+} BTok;
+
+B_INLINE BTok b_tok(const MmJob *j, int64_t t) {
+    const uint8_t *r = mm_act_row(j, t);
+    BTok k = {(const int8_t *)(r + j->al.qs), (const float *)(r + j->al.d), (const float *)(r + j->al.s),
+              (const int32_t *)(r + j->al.corr), (const int32_t *)(r + j->al.corr32)};
+    return k;
+}
+
+B_INLINE __m512i bc32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* The per-tile float state: C tokens. */
+typedef struct BState {
+    __m512 acc[4][8], acc2[2][8], summs[2], s[4];
+} BState;
+
+B_INLINE void b_init(const BOrder o, const int C, BState *st) {
+    for (int c = 0; c < C; c++) {
+        if (o == B_SPAN) {
+            st->s[c] = _mm512_setzero_ps();
+            continue;
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) st->acc[c][g] = _mm512_setzero_ps();
+        if (o == B_TWO)
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) st->acc2[c][g] = _mm512_setzero_ps();
+        if (o == B_MIN) st->summs[c] = _mm512_setzero_ps();
+    }
+}
+
+/* One block i of the 16 rows (q: 8 vectors, dw, mw) with C tokens; `sgn`: the format has an offset. */
+B_INLINE void b_step(const BOrder o, const bool sgn, const int C, const __m512i *q, __m512 dw, __m512 mw, const BTok *tk,
+                     int64_t i, int64_t nb, BState *st) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        const int8_t *a = tk[c].qs + 32 * i;
+        const __m512 dv = _mm512_mul_ps(dw, _mm512_set1_ps(tk[c].d[i]));
+        if (o == B_SPAN) {
+            __m512i S = sgn ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) S = _mm512_dpbusd_epi32(S, q[g], bc32(a + 4 * g));
+            st->s[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), dv, st->s[c]);
+            continue;
+        }
+        if (o == B_TWO && (nb & 1) && i == nb - 1) { /* the odd last block: its total, after the hsum */
+            __m512i S = sgn ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) S = _mm512_dpbusd_epi32(S, q[g], bc32(a + 4 * g));
+            st->s[c] = _mm512_cvtepi32_ps(S);
+            st->summs[c] = dv; /* kept for the end */
+            continue;
+        }
+        __m512 *acc = (o == B_TWO && (i & 1)) ? st->acc2[c] : st->acc[c];
+        if (o == B_MIN) st->summs[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(tk[c].s[i]), st->summs[c]);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            const __m512i init = sgn ? _mm512_set1_epi32(tk[c].corr[8 * i + g]) : _mm512_setzero_si512();
+            acc[g] = _mm512_fmadd_ps(dv, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(init, q[g], bc32(a + 4 * g))), acc[g]);
+        }
+    }
+}
+
+B_INLINE __m512 fold8(const __m512 *a) {
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
+                         _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
+}
+
+B_INLINE __m512 b_result(const BOrder o, int64_t nb, const BState *st, int c) {
+    if (o == B_SPAN) return st->s[c];
+    if (o == B_TWO) {
+        __m512 sum[8];
+        for (int g = 0; g < 8; g++) sum[g] = _mm512_add_ps(st->acc[c][g], st->acc2[c][g]);
+        __m512 r = fold8(sum);
+        if (nb & 1) r = _mm512_fmadd_ps(st->summs[c], st->s[c], r);
+        return r;
+    }
+    __m512 r = fold8(st->acc[c]);
+    if (o == B_MIN) r = _mm512_add_ps(r, st->summs[c]);
+    return r;
+}
+
+/* The nibble formats (Q4_0, IQ4_NL, MXFP4, Q4_1) decode 16 rows straight into the transposed layout: the
+ * raw 16 bytes of each row are transposed as 4 dwords (zmm m holds rows 4L + m, L = 0..3, so that two
+ * unpack stages leave the rows in order), then split into nibbles: raw dword k gives group k (low nibbles)
+ * and group k + 4 (high). Half the shuffles of decoding first. lut: kvalues table (NULL: codes as they
+ * are), the result then offset by 128. */
+B_INLINE void nib16(const uint8_t *const *w, size_t off, const int8_t *lut, __m512i *q) {
+    __m512i v[4];
+    for (int m = 0; m < 4; m++) {
+        __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w[m] + off)));
+        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(w[4 + m] + off)), 1);
+        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(w[8 + m] + off)), 2);
+        v[m] = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(w[12 + m] + off)), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+    const __m512i u[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                          _mm512_unpackhi_epi64(t1, t3)};
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int k = 0; k < 4; k++) {
+        q[k] = _mm512_and_si512(u[k], m4);
+        q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(u[k], 4), m4);
+    }
+    if (lut) {
+        const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut)), x80 = _mm512_set1_epi8((char)0x80);
+        for (int g = 0; g < 8; g++) q[g] = _mm512_xor_si512(_mm512_shuffle_epi8(tab, q[g]), x80);
+    }
+}
+
+B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
+    uint16_t h[16];
+    for (int r = 0; r < 16; r++) memcpy(&h[r], w[r] + off, 2);
+    return _mm512_cvtph_ps(_mm256_set_epi16((short)h[15], (short)h[14], (short)h[13], (short)h[12], (short)h[11], (short)h[10],
+                                            (short)h[9], (short)h[8], (short)h[7], (short)h[6], (short)h[5], (short)h[4],
+                                            (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
+}
+
+#define DEC16_Q4_0(w, i, q, dwv, mwv)                                                                             \
+    do {                                                                                                          \
+        nib16((w), (size_t)(i) * 18 + 2, NULL, (q));                                                              \
+        (dwv) = f16x16((w), (size_t)(i) * 18);                                                                    \
+        (mwv) = _mm512_setzero_ps();                                                                              \
+    } while (0)
+#define DEC16_IQ4_NL(w, i, q, dwv, mwv)                                                                           \
+    do {                                                                                                          \
+        nib16((w), (size_t)(i) * 18 + 2, kvalues_iq4nl, (q));                                                     \
+        (dwv) = f16x16((w), (size_t)(i) * 18);                                                                    \
+        (mwv) = _mm512_setzero_ps();                                                                              \
+    } while (0)
+#define DEC16_Q4_1(w, i, q, dwv, mwv)                                                                             \
+    do {                                                                                                          \
+        nib16((w), (size_t)(i) * 20 + 4, NULL, (q));                                                              \
+        (dwv) = f16x16((w), (size_t)(i) * 20);                                                                    \
+        (mwv) = f16x16((w), (size_t)(i) * 20 + 2);                                                                \
+    } while (0)
+#define DEC16_MXFP4(w, i, q, dwv, mwv)                                                                            \
+    do {                                                                                                          \
+        nib16((w), (size_t)(i) * 17 + 1, kvalues_mxfp4, (q));                                                     \
+        float e_[16];                                                                                             \
+        for (int r_ = 0; r_ < 16; r_++) e_[r_] = quant_e8m0_half((w)[r_][(size_t)(i) * 17]);                       \
+        (dwv) = _mm512_set_ps(e_[15], e_[14], e_[13], e_[12], e_[11], e_[10], e_[9], e_[8], e_[7], e_[6], e_[5], e_[4], \
+                              e_[3], e_[2], e_[1], e_[0]);                                                        \
+        (mwv) = _mm512_setzero_ps();                                                                              \
+    } while (0)
+
+/* Decodes block i of the 16 rows and transposes it (the formats without a DEC16_ decoder). */
+#define B_DECODE16(DEC, BYTES, w, i, q, dwv, mwv)                                                                 \
+    do {                                                                                                          \
+        __m256i rr[16];                                                                                           \
+        float dd[16] __attribute__((aligned(64))), mm[16] __attribute__((aligned(64)));                           \
+        for (int r = 0; r < 16; r++) rr[r] = DEC((w)[r] + (size_t)(i) * (BYTES), &dd[r], &mm[r]);                  \
+        transpose16x8(rr, (q));                                                                                   \
+        /* scalar reads (a 64-byte load of 16 scalar stores would miss store forwarding) */                      \
+        (dwv) = _mm512_set_ps(dd[15], dd[14], dd[13], dd[12], dd[11], dd[10], dd[9], dd[8], dd[7], dd[6], dd[5],  \
+                              dd[4], dd[3], dd[2], dd[1], dd[0]);                                                 \
+        (mwv) = _mm512_set_ps(mm[15], mm[14], mm[13], mm[12], mm[11], mm[10], mm[9], mm[8], mm[7], mm[6], mm[5],  \
+                              mm[4], mm[3], mm[2], mm[1], mm[0]);                                                 \
+    } while (0)
+
+#define DEC16_Q5_0(w, i, q, dwv, mwv) B_DECODE16(dec_q5_0, 22, w, i, q, dwv, mwv)
+#define DEC16_Q5_1(w, i, q, dwv, mwv) B_DECODE16(dec_q5_1, 24, w, i, q, dwv, mwv)
+
+/* B32_FORMAT(NAME, DEC16, BYTES, OFF, ACT, ORDER_OF): compute_<NAME> and mm_<NAME>_avx512; DEC16(w, i, q,
+ * dwv, mwv) decodes block i of 16 rows; ORDER_OF(path) → BOrder. */
+#define B32_KERNELS(NAME, DEC, BYTES, OFF, O, C)                                                                   \
+    /* one row tile, C tokens from t, decoding as it goes */                                                     \
+    static void direct_##NAME##_##O##_##C(const MmJob *j, const uint8_t *const *w, int64_t t, float out[4][16]) { \
+        const int64_t nb = j->K / QK;                                                                             \
+        BTok tk[C];                                                                                               \
+        for (int c = 0; c < (C); c++) tk[c] = b_tok(j, t + c);                                                    \
+        BState st;                                                                                                \
+        b_init(O, C, &st);                                                                                        \
+        /* the next tile (rows are contiguous): 16 short rows are 16 streams the hardware prefetcher    \
+         * would not follow */                                                                                   \
+        const char *pf = (const char *)w[0] + 16 * j->w->row_bytes;                                               \
+        for (int64_t i = 0; i < nb; i++) {                                                                        \
+            __m512i q[8];                                                                                         \
+            __m512 dwv, mwv;                                                                                      \
+            for (int k = 0; k < 16 * (BYTES) / 64 + 1; k++) _mm_prefetch(pf + 16 * (BYTES) * i + 64 * k, _MM_HINT_T0); \
+            DEC(w, i, q, dwv, mwv);                                                                               \
+            b_step(O, (OFF) != 0, C, q, dwv, mwv, tk, i, nb, &st);                                                \
+        }                                                                                                         \
+        for (int c = 0; c < (C); c++) _mm512_storeu_ps(out[c], b_result(O, nb, &st, c));                          \
+    }                                                                                                             \
+    /* one decoded tile (tmp), C tokens from t */                                                                \
+    static void tiled_##NAME##_##O##_##C(const MmJob *j, const uint8_t *tile, int64_t t, float out[4][16]) {     \
+        const int64_t nb = j->K / QK;                                                                             \
+        BTok tk[C];                                                                                               \
+        for (int c = 0; c < (C); c++) tk[c] = b_tok(j, t + c);                                                    \
+        BState st;                                                                                                \
+        b_init(O, C, &st);                                                                                        \
+        for (int64_t i = 0; i < nb; i++) {                                                                        \
+            const uint8_t *bl = tile + (size_t)i * B_BLOCK_BYTES;                                                 \
+            __m512i q[8];                                                                                         \
+            for (int g = 0; g < 8; g++) q[g] = _mm512_load_si512(bl + 64 * g);                                    \
+            b_step(O, (OFF) != 0, C, q, _mm512_load_ps((const float *)(bl + 512)), _mm512_load_ps((const float *)(bl + 576)), \
+                   tk, i, nb, &st);                                                                               \
+        }                                                                                                         \
+        for (int c = 0; c < (C); c++) _mm512_storeu_ps(out[c], b_result(O, nb, &st, c));                          \
+    }
+
+#define B32_FORMAT(NAME, DEC, BYTES, OFF, ACT, ORDER_OF)                                                           \
+    B32_KERNELS(NAME, DEC, BYTES, OFF, B_ONE, 1)                                                                  \
+    B32_KERNELS(NAME, DEC, BYTES, OFF, B_ONE, 2)                                                                  \
+    B32_KERNELS(NAME, DEC, BYTES, OFF, B_TWO, 1)                                                                  \
+    B32_KERNELS(NAME, DEC, BYTES, OFF, B_MIN, 1)                                                                  \
+    B32_KERNELS(NAME, DEC, BYTES, OFF, B_MIN, 2)                                                                  \
+    B32_KERNELS(NAME, DEC, BYTES, OFF, B_SPAN, 1)                                                                 \
+    B32_KERNELS(NAME, DEC, BYTES, OFF, B_SPAN, 4)                                                                 \
+    static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {   \
+        const BOrder o = ORDER_OF(j->path);                                                                       \
+        const int64_t nb = j->K / QK;                                                                             \
+        const bool tiled = t1 - t0 >= 4;                                                                          \
+        uint8_t *tile = (uint8_t *)(((uintptr_t)tmp + 63) & ~(uintptr_t)63);                                      \
+        for (int64_t r0 = o0; r0 < o1; r0 += 16) {                                                                \
+            const int nr = o1 - r0 < 16 ? (int)(o1 - r0) : 16;                                                    \
+            const uint8_t *w[16];                                                                                 \
+            for (int r = 0; r < 16; r++) w[r] = mm_w_row(j, r0 + (r < nr ? r : nr - 1));                          \
+            if (tiled)                                                                                            \
+                for (int64_t i = 0; i < nb; i++) {                                                                \
+                    __m512i q[8];                                                                                 \
+                    __m512 dwv, mwv;                                                                              \
+                    DEC(w, i, q, dwv, mwv);                                                                       \
+                    uint8_t *bl = tile + (size_t)i * B_BLOCK_BYTES;                                               \
+                    for (int g = 0; g < 8; g++) _mm512_store_si512(bl + 64 * g, q[g]);                            \
+                    _mm512_store_ps((float *)(bl + 512), dwv);                                                    \
+                    _mm512_store_ps((float *)(bl + 576), mwv);                                                    \
+                }                                                                                                 \
+            for (int64_t t = t0; t < t1;) {                                                                       \
+                const int64_t left = t1 - t;                                                                      \
+                float out[4][16];                                                                                 \
+                int nc;                                                                                           \
+                if (o == B_SPAN && left >= 4) {                                                                   \
+                    nc = 4;                                                                                       \
+                    if (tiled) tiled_##NAME##_B_SPAN_4(j, tile, t, out); else direct_##NAME##_B_SPAN_4(j, w, t, out); \
+                } else if (o == B_SPAN) {                                                                         \
+                    nc = 1;                                                                                       \
+                    if (tiled) tiled_##NAME##_B_SPAN_1(j, tile, t, out); else direct_##NAME##_B_SPAN_1(j, w, t, out); \
+                } else if (o == B_TWO) {                                                                          \
+                    nc = 1;                                                                                       \
+                    if (tiled) tiled_##NAME##_B_TWO_1(j, tile, t, out); else direct_##NAME##_B_TWO_1(j, w, t, out); \
+                } else if (o == B_MIN) {                                                                          \
+                    nc = left >= 2 ? 2 : 1;                                                                       \
+                    if (nc == 2) {                                                                                \
+                        if (tiled) tiled_##NAME##_B_MIN_2(j, tile, t, out); else direct_##NAME##_B_MIN_2(j, w, t, out); \
+                    } else {                                                                                      \
+                        if (tiled) tiled_##NAME##_B_MIN_1(j, tile, t, out); else direct_##NAME##_B_MIN_1(j, w, t, out); \
+                    }                                                                                             \
+                } else {                                                                                          \
+                    nc = left >= 2 ? 2 : 1;                                                                       \
+                    if (nc == 2) {                                                                                \
+                        if (tiled) tiled_##NAME##_B_ONE_2(j, tile, t, out); else direct_##NAME##_B_ONE_2(j, w, t, out); \
+                    } else {                                                                                      \
+                        if (tiled) tiled_##NAME##_B_ONE_1(j, tile, t, out); else direct_##NAME##_B_ONE_1(j, w, t, out); \
+                    }                                                                                             \
+                }                                                                                                 \
+                for (int c = 0; c < nc; c++)                                                                      \
+                    for (int r = 0; r < nr; r++) j->y[(t + c) * j->O + r0 + r] = out[c][r];                       \
+                t += nc;                                                                                          \
+            }                                                                                                     \
+        }                                                                                                         \
+    }                                                                                                             \
+    const MmFormat mm_##NAME##_avx512 = {.act_kind = ACT, .act_off = (OFF), .tmp_bytes = b32_tmp_bytes,           \
+                                         .compute = compute_##NAME};
+
+/* ---- the paths of each format ------------------------------------------------------------------------- */
+
+static BOrder ord_q4_0(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B_SPAN : B_ONE; }
+static BOrder ord_q5_0(DotPath p) {
+    (void)p;
+    return B_ONE;
+}
+static BOrder ord_iq4_nl(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B_SPAN : p == DOT_GEMM ? B_ONE : B_TWO; }
+static BOrder ord_mxfp4(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B_SPAN : B_TWO; }
+static BOrder ord_min(DotPath p) {
+    (void)p;
+    return B_MIN;
+}
+
+B32_FORMAT(q4_0, DEC16_Q4_0, 18, 8, MM_ACT_Q8_0, ord_q4_0)
+B32_FORMAT(q5_0, DEC16_Q5_0, 22, 16, MM_ACT_Q8_0, ord_q5_0)
+B32_FORMAT(iq4_nl, DEC16_IQ4_NL, 18, 128, MM_ACT_Q8_0, ord_iq4_nl)
+B32_FORMAT(mxfp4, DEC16_MXFP4, 17, 128, MM_ACT_Q8_0, ord_mxfp4)
+B32_FORMAT(q4_1, DEC16_Q4_1, 20, 0, MM_ACT_Q8_1, ord_min)
+B32_FORMAT(q5_1, DEC16_Q5_1, 24, 0, MM_ACT_Q8_1, ord_min)

@@ -1,0 +1,286 @@
+/* test_kernels_matmul.c — the fast matrix multiply (kernels/cpu/matmul_*) against the scalar reference,
+ * bit for bit: for every ISA level this CPU supports and every weight format with a fast kernel there,
+ * odd shapes (rows 1, 3, 7, 8, 33, 64, 257; 1-5 blocks and 4096 columns; 1, 2, 3, 5, 17 and 64 tokens;
+ * plain and expert matrices), NaN-poisoned outputs, 1 and 2 threads. Also the SIMD activation
+ * quantizers against the format table's from_float (ggml's vectors and random rows). */
+#include "test.h"
+
+#include "base/fp16.h"
+#include "base/pool.h"
+#include "gguf/format.h"
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/matmul_cpu.h"
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ------------------------------------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float rndf(void) { return ((float)(rnd() & 0xffffff) / 16777216.f) * 2.f - 1.f; }
+/* roughly Gaussian, with the occasional outlier as real activations have */
+static float rnd_act(void) {
+    float s = rndf() + rndf() + rndf();
+    if ((rnd() & 63) == 0) s *= 8;
+    return s;
+}
+
+static void *xaligned(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64) != 0) abort();
+    return p;
+}
+
+static void put_f16(uint8_t *p, float v) {
+    const uint16_t h = fp32_to_fp16(v);
+    memcpy(p, &h, 2);
+}
+
+/* A valid random row of `cols` elements in format f: quantized from random floats (float formats; half of
+ * the rows of the others, where they have a quantizer), else random bits with sane fp16 scales (every code
+ * and sub-scale occurs). */
+static void random_row(const Format *f, uint8_t *dst, int64_t cols) {
+    static float buf[1 << 16];
+    const bool is_float = f->id == FMT_F32 || f->id == FMT_F16 || f->id == FMT_BF16;
+    if (f->quantize && cols <= (int64_t)(sizeof buf / sizeof buf[0]) && (is_float || (rnd() & 1))) {
+        for (int64_t i = 0; i < cols; i++) buf[i] = rndf() * 0.5f;
+        f->quantize(buf, dst, cols);
+        return;
+    }
+    const size_t nbytes = format_row_bytes(f, cols);
+    for (size_t i = 0; i < nbytes; i++) dst[i] = (uint8_t)rnd();
+    const int64_t nb = cols / f->block;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = dst + b * f->bytes;
+        const float d = (0.002f + 0.01f * (rndf() + 1)) * (rnd() & 1 ? -1 : 1);
+        switch (f->id) {
+        case FMT_MXFP4: blk[0] = (uint8_t)(118 + rnd() % 12); break;
+        case FMT_IQ1_M: {
+            const uint16_t h = fp32_to_fp16(fabsf(d));
+            for (int i = 0; i < 4; i++) {
+                uint16_t s;
+                memcpy(&s, blk + 48 + 2 * i, 2);
+                s = (uint16_t)((s & 0x0fff) | (((h >> (4 * i)) & 15) << 12));
+                memcpy(blk + 48 + 2 * i, &s, 2);
+            }
+            break;
+        }
+        case FMT_Q2_K: put_f16(blk + 80, d), put_f16(blk + 82, fabsf(d) * 0.5f); break;
+        case FMT_Q3_K: put_f16(blk + 108, d); break;
+        case FMT_Q6_K: put_f16(blk + 208, d); break;
+        case FMT_Q4_K:
+        case FMT_Q5_K:
+        case FMT_Q4_1:
+        case FMT_Q5_1: put_f16(blk, d), put_f16(blk + 2, d * 0.5f); break;
+        default: put_f16(blk, d); break; /* every other format starts with its fp16 d */
+        }
+    }
+}
+
+/* ---- activation quantizers ----------------------------------------------------------------------------- */
+
+static const uint32_t act_types[] = {FMT_Q8_0, FMT_Q8_1, FMT_Q8_K, FMT_F16, FMT_BF16};
+
+TEST(kernels, act_quantizers_random_rows) {
+    for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++) {
+        if (!isa_supported((Isa)isa)) continue;
+        for (size_t k = 0; k < sizeof act_types / sizeof act_types[0]; k++) {
+            const Format *af = format_get(act_types[k]);
+            const FormatFromFloat fast = mm_quantize_act(isa, act_types[k]);
+            REQUIRE_MSG(fast != NULL, "%s: no fast quantizer at %s", af->name, isa_name((Isa)isa));
+            const int blk = af->block == 1 ? 1 : af->block;
+            int bad = 0, cases = 0;
+            const int64_t sizes[] = {1, 2, 3, 5, 7, 9, 13, 31, 33, 64, 65};
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+                const int64_t n = sizes[s] * (blk == 1 ? 1 : blk);
+                float *x = malloc((size_t)n * sizeof(float));
+                const size_t bytes = format_row_bytes(af, n);
+                uint8_t *a = malloc(bytes), *b = malloc(bytes);
+                for (int rep = 0; rep < 8; rep++) {
+                    for (int64_t i = 0; i < n; i++) x[i] = rnd_act();
+                    if (rep == 1) /* a block with ties of magnitude: the first one decides Q8_K's sign */
+                        for (int64_t i = 0; i < n; i += 7) x[i] = (i & 8) ? 9.f : -9.f;
+                    if (rep == 2) memset(x, 0, (size_t)n * sizeof(float));
+                    if (rep == 3)
+                        for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(rndf() * 300)) * 0.5f; /* exact halves */
+                    if (rep == 4)
+                        for (int64_t i = 0; i < n; i++) x[i] *= 1e-30f;
+                    memset(a, 0x5a, bytes);
+                    memset(b, 0xa5, bytes);
+                    af->from_float(x, a, n);
+                    fast(x, b, n);
+                    cases++;
+                    if (memcmp(a, b, bytes) != 0 && bad++ == 0)
+                        CHECK_MSG(0, "%s %s n=%lld rep %d differs", isa_name((Isa)isa), af->name, (long long)n, rep);
+                }
+                free(x), free(a), free(b);
+            }
+            CHECK(bad == 0);
+            test_note("%-6s %-5s %d rows bit-identical: %s", isa_name((Isa)isa), af->name, cases, bad ? "NO" : "yes");
+        }
+    }
+}
+
+/* ggml's own activation vectors (tests/data/formats/<type>.act.*) through the fast quantizers */
+TEST(kernels, act_quantizers_ggml_vectors) {
+    static const struct {
+        const char *type, *suffix;
+        uint32_t act;
+    } v[] = {{"q8_0", ".act.q8_0.bin", FMT_Q8_0}, {"q4_1", ".act.q8_1.bin", FMT_Q8_1}, {"q4_K", ".act.q8_K.bin", FMT_Q8_K},
+             {"f16", ".act.f16.bin", FMT_F16},    {"bf16", ".act.bf16.bin", FMT_BF16}};
+    enum { LEN = 1024, ROWS = 4 };
+    for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++) {
+        if (!isa_supported((Isa)isa)) continue;
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+            const Format *af = format_get(v[k].act);
+            char rel[96];
+            snprintf(rel, sizeof rel, "formats/%s.act.f32", v[k].type);
+            size_t nx = 0, nq = 0;
+            float *x = test_read_file(test_data(rel), &nx);
+            snprintf(rel, sizeof rel, "formats/%s%s", v[k].type, v[k].suffix);
+            uint8_t *q = test_read_file(test_data(rel), &nq);
+            const size_t row = format_row_bytes(af, LEN);
+            if (CHECK_MSG(x && q && nx == ROWS * LEN * sizeof(float) && nq == ROWS * row, "%s vectors", v[k].type)) {
+                uint8_t *mine = malloc(ROWS * row);
+                for (int r = 0; r < ROWS; r++) mm_quantize_act(isa, v[k].act)(x + r * LEN, mine + r * row, LEN);
+                CHECK_MSG(memcmp(mine, q, ROWS * row) == 0, "%s %s differs from ggml's", isa_name((Isa)isa), af->name);
+                free(mine);
+            }
+            free(x), free(q);
+        }
+    }
+}
+
+/* ---- matmul vs reference ------------------------------------------------------------------------------- */
+
+typedef struct Case {
+    int64_t rows, cols, T;
+    bool gemv;
+} Case;
+
+/* Runs one product through fn with a given pool; y is NaN-poisoned first. */
+static void run_mm(MatmulFn fn, Pool *pool, const MatW *w, const float *x, int64_t T, float *y) {
+    const int nt = pool_size(pool);
+    const size_t sb = ops_scratch_bytes(T, w->cols, nt);
+    void *scratch = xaligned(sb);
+    memset(scratch, 0xcd, sb);
+    const OpCtx c = {MATMUL_GGML, pool, scratch, sb};
+    for (int64_t i = 0; i < T * w->rows; i++) y[i] = NAN;
+    fn(&c, w, x, T, y);
+    free(scratch);
+}
+
+/* Compares the fast path of `isa` with the reference on one case; returns 1 if any output differs. */
+static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int *skipped) {
+    const int64_t rows = cs->rows, cols = cs->cols, T = cs->T;
+    MatW w = {0};
+    w.type = f->id;
+    w.cols = cols;
+    w.rows = rows;
+    w.row_bytes = format_row_bytes(f, cols);
+    w.gemv = cs->gemv;
+    if (!mm_has_kernel(isa, &w, T)) {
+        (*skipped)++;
+        return 0;
+    }
+    uint8_t *wd = xaligned(w.row_bytes * (size_t)rows + 64);
+    for (int64_t r = 0; r < rows; r++) random_row(f, wd + r * w.row_bytes, cols);
+    w.data = wd;
+    float *x = xaligned((size_t)(T * cols) * sizeof(float));
+    for (int64_t i = 0; i < T * cols; i++) x[i] = rnd_act();
+    if (T > 2) memset(x + cols, 0, (size_t)cols * sizeof(float)); /* an all-zero row */
+    if (T > 3) /* a row of denormals (BF16's VDPBF16PS reads them as zero) */
+        for (int64_t i = 0; i < cols; i++) x[2 * cols + i] *= 1e-39f;
+    float *yr = xaligned((size_t)(T * rows) * sizeof(float));
+    float *y1 = xaligned((size_t)(T * rows) * sizeof(float));
+    float *y2 = xaligned((size_t)(T * rows) * sizeof(float));
+    run_mm(matmul_ref, NULL, &w, x, T, yr);
+    const MatmulFn fast = matmul_cpu_select(isa);
+    run_mm(fast, NULL, &w, x, T, y1);
+    run_mm(fast, pool2, &w, x, T, y2);
+    int bad = 0;
+    for (int64_t i = 0; i < T * rows; i++)
+        if (fp32_to_bits(y1[i]) != fp32_to_bits(yr[i]) && bad++ < 3)
+            CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld%s: y[%lld][%lld] = %.9g, reference %.9g", isa_name(isa), f->name,
+                      (long long)rows, (long long)cols, (long long)T, cs->gemv ? " expert" : "", (long long)(i / rows),
+                      (long long)(i % rows), y1[i], yr[i]);
+    if (memcmp(y1, y2, (size_t)(T * rows) * sizeof(float)) != 0) {
+        bad++;
+        CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld: 1 and 2 threads differ", isa_name(isa), f->name, (long long)rows,
+                  (long long)cols, (long long)T);
+    }
+    free(wd), free(x), free(yr), free(y1), free(y2);
+    return bad != 0;
+}
+
+static void check_format(const Format *f, Pool *pool2) {
+    static const int64_t rows_list[] = {1, 3, 7, 8, 33, 64, 257};
+    static const int64_t T_list[] = {1, 2, 3, 5, 17, 64};
+    for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++) {
+        if (!isa_supported((Isa)isa)) continue;
+        int cases = 0, bad = 0, skipped = 0;
+        const int blk = f->block == 1 ? 16 : f->block; /* float formats: 16-element steps, plus odd widths */
+        for (int nbk = 0; nbk <= 5; nbk++) {
+            const int64_t cols = nbk == 5 ? 4096 : (nbk + 1) * blk + (f->block == 1 && nbk == 2 ? 3 : 0);
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
+                for (size_t ti = 0; ti < sizeof T_list / sizeof T_list[0]; ti++)
+                    for (int g = 0; g < 2; g++) {
+                        const Case cs = {rows_list[ri], cols, T_list[ti], g == 1};
+                        if (cs.rows * cs.cols * cs.T > (1 << 22)) continue; /* keep the reference's time sane */
+                        cases++;
+                        bad += check_case((Isa)isa, f, &cs, pool2, &skipped);
+                    }
+        }
+        CHECK_MSG(bad == 0, "%s %s: %d of %d cases differ", isa_name((Isa)isa), f->name, bad, cases);
+        /* (bad counts cases: check_case returns 0 or 1) */
+        if (skipped < cases)
+            test_note("%-6s %-8s %3d cases bit-identical to the reference%s (%d on the reference path)",
+                      isa_name((Isa)isa), f->name, cases - skipped, bad ? ": NO" : "", skipped);
+    }
+}
+
+TEST(kernels, matmul_bitwise_all_formats) {
+    Err err = {0};
+    Pool *pool2 = pool_create(2, &err);
+    REQUIRE(pool2 != NULL);
+    for (uint32_t id = 0; id < FMT_COUNT; id++) {
+        const Format *f = format_get(id);
+        if (!f || !f->weight || !f->vec_dot) continue;
+        check_format(f, pool2);
+    }
+    pool_destroy(pool2);
+}
+
+/* Exact mode stays on the reference: identical bits through the fast table. */
+TEST(kernels, matmul_exact_mode_is_reference) {
+    const Format *f = format_get(FMT_Q8_0);
+    MatW w = {0};
+    w.type = FMT_Q8_0;
+    w.cols = 256;
+    w.rows = 24;
+    w.row_bytes = format_row_bytes(f, 256);
+    uint8_t *wd = xaligned(w.row_bytes * 24);
+    for (int r = 0; r < 24; r++) random_row(f, wd + r * w.row_bytes, 256);
+    w.data = wd;
+    float x[3 * 256], yr[3 * 24], yf[3 * 24];
+    for (int i = 0; i < 3 * 256; i++) x[i] = rnd_act();
+    const size_t sb = ops_scratch_bytes(3, 256, 1);
+    void *scratch = xaligned(sb);
+    OpCtx c = {MATMUL_EXACT, NULL, scratch, sb};
+    matmul_ref(&c, &w, x, 3, yr);
+    for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++) {
+        if (!isa_supported((Isa)isa)) continue;
+        matmul_cpu_select((Isa)isa)(&c, &w, x, 3, yf);
+        CHECK(memcmp(yr, yf, sizeof yr) == 0);
+    }
+    free(wd), free(scratch);
+}
