@@ -102,6 +102,9 @@ typedef struct Ops {
     void (*deltanet_recurrent)(const OpCtx *c, const DeltaNetArgs *a);
     void (*deltanet_chunked)(const OpCtx *c, const DeltaNetArgs *a);
     void (*attention)(const OpCtx *c, const AttnArgs *a);
+    /* the elementwise row ops of ops_small (same bits as op_silu_row / op_swiglu_row, over `rows` rows of n) */
+    void (*silu_rows)(const OpCtx *c, const float *x, float *y, int rows, int n);
+    void (*swiglu_rows)(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);
 } Ops;
 
 extern const Ops ops_ref; /* the scalar reference implementations */
@@ -112,6 +115,8 @@ void conv_silu_ref(const OpCtx *c, const float *x, int T, int C, int K, const fl
 void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a);
 void deltanet_chunked_ref(const OpCtx *c, const DeltaNetArgs *a);
 void attention_ref(const OpCtx *c, const AttnArgs *a);
+void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n);
+void swiglu_rows_ref(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);
 
 /* Chunk length of the chunked delta-net form. */
 #define DELTANET_CHUNK 64

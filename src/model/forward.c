@@ -200,6 +200,18 @@ void fwd_attention(Forward *f, const AttnArgs *a) {
     if (f->prof.enabled) prof_op(f, "attention", fwd_now() - t);
 }
 
+void fwd_silu_rows(Forward *f, float *x, int rows, int n) {
+    double t = f->prof.enabled ? fwd_now() : 0;
+    f->ops->silu_rows(&f->oc, x, x, rows, n);
+    if (f->prof.enabled) prof_op(f, "silu", fwd_now() - t);
+}
+
+void fwd_swiglu_rows(Forward *f, float *g, const float *u, int rows, int n) {
+    double t = f->prof.enabled ? fwd_now() : 0;
+    f->ops->swiglu_rows(&f->oc, g, u, g, rows, n);
+    if (f->prof.enabled) prof_op(f, "swiglu", fwd_now() - t);
+}
+
 void forward_profile_enable(Forward *f, bool on) {
     memset(&f->prof, 0, sizeof f->prof);
     f->prof.enabled = on;

@@ -89,6 +89,8 @@ void fwd_matmul(Forward *f, const char *name, const MatW *w, const float *x, int
 void fwd_conv_silu(Forward *f, const float *x, int T, int C, int K, const float *w, float *state, float *y);
 void fwd_deltanet(Forward *f, const DeltaNetArgs *a, bool chunked);
 void fwd_attention(Forward *f, const AttnArgs *a);
+void fwd_silu_rows(Forward *f, float *x, int rows, int n);                /* in place */
+void fwd_swiglu_rows(Forward *f, float *g, const float *u, int rows, int n); /* g = silu(g)·u */
 double fwd_now(void);
 /* Adds the time since *t0 to a phase and resets *t0 (no-op unless profiling). */
 void fwd_phase(Forward *f, Phase ph, double *t0);

@@ -126,10 +126,11 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     }
 
     /* 6. gated RMSNorm: rmsnorm(o_j)·ssm_norm·silu(z_j) per value head (z is consumed) */
+    fwd_silu_rows(f, b->z, R * Hv, Dv);
     for (int64_t i = 0; i < (int64_t)R * Hv; i++) {
-        float *on = b->on + i * Dv, *z = b->z + i * Dv;
+        float *on = b->on + i * Dv;
+        const float *z = b->z + i * Dv;
         op_rmsnorm(b->o + i * Dv, l->ssm_norm, Dv, c->rms_eps, on);
-        op_silu_row(z, z, Dv);
         for (int x = 0; x < Dv; x++) on[x] *= z[x];
     }
     fwd_dump(f, "final_output", il, b->on, val, R, 1, 1);

@@ -9,16 +9,11 @@
 
 #include <string.h>
 
-/* g = silu(g)·u over rows rows of width n, row by row as ggml does */
-static void swiglu(float *g, const float *u, int rows, int n) {
-    for (int64_t r = 0; r < rows; r++) op_swiglu_row(g + r * n, u + r * n, g + r * n, n);
-}
-
 static void ffn_dense(Forward *f, Bufs *b, const LayerW *l) {
     const int R = f->rows, F = f->m->cfg.n_ff;
     fwd_matmul(f, "ffn_gate", &l->ffn_gate, b->h, R, b->fg);
     fwd_matmul(f, "ffn_up", &l->ffn_up, b->h, R, b->fu);
-    swiglu(b->fg, b->fu, R, F);
+    fwd_swiglu_rows(f, b->fg, b->fu, R, F);
     fwd_matmul(f, "ffn_down", &l->ffn_down, b->fg, R, b->tmp);
 }
 
@@ -73,7 +68,7 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
         const MatW gate = expert_mat(&l->gate_exps, e), up = expert_mat(&l->up_exps, e), down = expert_mat(&l->down_exps, e);
         fwd_matmul(f, "moe_gate_exps", &gate, b->gx, n, b->fg);
         fwd_matmul(f, "moe_up_exps", &up, b->gx, n, b->fu);
-        swiglu(b->fg, b->fu, n, Fe);
+        fwd_swiglu_rows(f, b->fg, b->fu, n, Fe);
         fwd_matmul(f, "moe_down_exps", &down, b->fg, n, b->gx); /* gx is consumed: reuse it for the outputs */
         for (int i = 0; i < n; i++)
             memcpy(b->eo + (int64_t)b->erows[i] * E, b->gx + (int64_t)i * E, sizeof(float) * (size_t)E);
@@ -92,7 +87,7 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
     /* shared expert */
     fwd_matmul(f, "shexp_gate", &l->gate_shexp, b->h, R, b->fg);
     fwd_matmul(f, "shexp_up", &l->up_shexp, b->h, R, b->fu);
-    swiglu(b->fg, b->fu, R, Fs);
+    fwd_swiglu_rows(f, b->fg, b->fu, R, Fs);
     fwd_matmul(f, "shexp_down", &l->down_shexp, b->fg, R, b->tmp2);
     fwd_dump(f, "ffn_shexp", il, b->tmp2, E, R, 1, 1);
     fwd_matmul(f, "shexp_gate_inp", &l->shexp_gate, b->h, R, b->sgate);

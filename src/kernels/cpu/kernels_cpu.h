@@ -17,6 +17,9 @@ ConvSiluFn conv_cpu_select(Isa isa);          /* kernels/cpu/conv_cpu.c */
 DeltaNetFn deltanet_recurrent_cpu_select(Isa isa); /* kernels/cpu/deltanet_cpu.c */
 DeltaNetFn deltanet_chunked_cpu_select(Isa isa);
 AttentionFn attention_cpu_select(Isa isa);    /* kernels/cpu/attention_cpu.c */
+typedef void (*SiluRowsFn)(const OpCtx *c, const float *x, float *y, int rows, int n);
+typedef void (*SwigluRowsFn)(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);
+void rowops_cpu_select(Isa isa, SiluRowsFn *silu, SwigluRowsFn *swiglu); /* kernels/cpu/rowops_cpu.c */
 
 /* The op table for an ISA level (static storage). */
 const Ops *ops_cpu(Isa isa);

@@ -15,6 +15,7 @@ const Ops *ops_cpu(Isa isa) {
             .deltanet_chunked = deltanet_chunked_cpu_select(isa),
             .attention = attention_cpu_select(isa),
         };
+        rowops_cpu_select(isa, &tables[isa].silu_rows, &tables[isa].swiglu_rows);
         built[isa] = 1;
     }
     return &tables[isa];

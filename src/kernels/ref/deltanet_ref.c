@@ -160,4 +160,6 @@ const Ops ops_ref = {
     .deltanet_recurrent = deltanet_recurrent_ref,
     .deltanet_chunked = deltanet_chunked_ref,
     .attention = attention_ref,
+    .silu_rows = silu_rows_ref,
+    .swiglu_rows = swiglu_rows_ref,
 };

@@ -104,3 +104,13 @@ void op_rope(float *x, int n_rot, int pos, float base, float freq_scale, const i
         theta_e *= theta_scale;
     }
 }
+
+void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n) {
+    (void)c;
+    for (int64_t r = 0; r < rows; r++) op_silu_row(x + r * n, y + r * n, n);
+}
+
+void swiglu_rows_ref(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n) {
+    (void)c;
+    for (int64_t r = 0; r < rows; r++) op_swiglu_row(g + r * n, u + r * n, y + r * n, n);
+}
