@@ -34,6 +34,7 @@ typedef struct ConnCtx {
     char model_id[256]; /* R_MODEL_ONE */
     SBuf body;
     bool too_large;
+    unsigned long long dropped; /* bytes read and dropped after too_large */
 } ConnCtx;
 
 typedef struct Stream {
@@ -450,10 +451,17 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
             return send_json(c, 200, json, NULL, NULL);
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes) {
-            api_error(&e, 413, "invalid_request_error", NULL, "request_too_large",
-                      "the request body exceeds the limit of %zu bytes", s->cfg.max_body_bytes);
-            return send_error(c, &e, method, url);
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        if (declared > s->cfg.max_body_bytes) {
+            /* Answering before the upload is read makes the connection close under a client that is still
+             * sending, which then sees a reset instead of the 413. Bodies up to a few times the limit are
+             * read and dropped so the error arrives; anything bigger is refused at once. */
+            if (declared > 4 * (unsigned long long)s->cfg.max_body_bytes) {
+                api_error(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                          "the request body exceeds the limit of %zu bytes", s->cfg.max_body_bytes);
+                return send_error(c, &e, method, url);
+            }
+            cc->too_large = true;
         }
         return MHD_YES;
     }
@@ -464,6 +472,15 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
                 sbuf_free(&cc->body);
             } else {
                 sbuf_put(&cc->body, upload_data, *upload_data_size);
+            }
+        }
+        if (cc->too_large) {
+            cc->dropped += *upload_data_size;
+            if (cc->dropped > 4 * (unsigned long long)s->cfg.max_body_bytes) { /* chunked upload without end */
+                *upload_data_size = 0;
+                api_error(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                          "the request body exceeds the limit of %zu bytes", s->cfg.max_body_bytes);
+                return send_error(c, &e, method, url);
             }
         }
         *upload_data_size = 0;
