@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
             if (no_head && !strcmp(sh.name, "head")) continue;
             if (sh.in % f->block) continue;
             const size_t rb = format_row_bytes(f, sh.in);
-            MatW w = {NULL, f->id, sh.in, sh.out, rb, false};
+            MatW w = {NULL, f->id, sh.in, sh.out, rb, false, NULL};
             uint8_t *wd = xalloc(rb * (size_t)sh.out);
             fill_weights(f, wd, sh.out, sh.in);
             w.data = wd;

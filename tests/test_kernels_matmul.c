@@ -11,6 +11,7 @@
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/ops.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -217,6 +218,19 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
         bad++;
         CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld: 1 and 2 threads differ", isa_name(isa), f->name, (long long)rows,
                   (long long)cols, (long long)T);
+    }
+    if (f->id == FMT_Q8_0 && rows % 8 == 0 && !cs->gemv) { /* the packed layout (model/pack.c) */
+        uint8_t *pk = xaligned(w.row_bytes * (size_t)rows + 64);
+        pack_rows8(pk, wd, rows, w.row_bytes, 34);
+        MatW wp = w;
+        wp.pack = pk;
+        run_mm(fast, pool2, &wp, x, T, y2);
+        if (memcmp(yr, y2, (size_t)(T * rows) * sizeof(float)) != 0) {
+            bad++;
+            CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld: the packed layout differs", isa_name(isa), f->name,
+                      (long long)rows, (long long)cols, (long long)T);
+        }
+        free(pk);
     }
     free(wd), free(x), free(yr), free(y1), free(y2);
     return bad != 0;

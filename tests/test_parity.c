@@ -130,6 +130,8 @@ static void parity_model_lens(const char *name, const int *lens, size_t n_lens) 
     REQUIRE_MSG(m, "%s", err.msg);
     const int V = m->cfg.n_vocab;
     const bool f32 = all_f32(m);
+    Model *mp = model_load(test_data(rel), &err); /* the same file, packed as the engine does */
+    REQUIRE_MSG(mp && model_pack(mp, &err) == 0, "%s", err.msg);
     for (size_t li = 0; li < n_lens; li++) {
         const int len = lens[li];
         snprintf(rel, sizeof rel, "seqs/%s/len%d.txt", name, len);
@@ -145,6 +147,16 @@ static void parity_model_lens(const char *name, const int *lens, size_t n_lens) 
         float *exact = eval_seq(m, ids, T, 0, MATMUL_EXACT, DELTANET_AUTO, 2);
         float *def = eval_seq(m, ids, T, 0, MATMUL_GGML, DELTANET_AUTO, 2);
         float *def_dec = eval_seq(m, ids, T, 1, MATMUL_GGML, DELTANET_AUTO, 2);
+        if (mp && mp->n_packed && def && def_dec) { /* packed weights (model/pack.c): the same bits */
+            float *pdef = eval_seq(mp, ids, T, 0, MATMUL_GGML, DELTANET_AUTO, 2);
+            float *pdec = eval_seq(mp, ids, T, 1, MATMUL_GGML, DELTANET_AUTO, 2);
+            CHECK_MSG(pdef && memcmp(pdef, def, sizeof(float) * (size_t)T * V) == 0,
+                      "len%d: prefill with %d packed matrices differs from the file layout", len, mp->n_packed);
+            CHECK_MSG(pdec && memcmp(pdec, def_dec, sizeof(float) * (size_t)T * V) == 0,
+                      "len%d: decode with %d packed matrices differs from the file layout", len, mp->n_packed);
+            if (li == 0) test_note("%d matrices packed: prefill and decode logits bit-identical to the file layout", mp->n_packed);
+            free(pdef), free(pdec);
+        }
         if (npref && exact) {
             snprintf(what, sizeof what, "len%d exact vs float64", len);
             LogitMetrics r = logits_compare(npref, exact, T, V, 1e-3);
@@ -170,6 +182,7 @@ static void parity_model_lens(const char *name, const int *lens, size_t n_lens) 
         }
         free(npref), free(pre), free(dec), free(exact), free(def), free(def_dec), free(ids);
     }
+    model_free(mp);
     model_free(m);
 }
 

@@ -59,6 +59,12 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
                          .n_threads = p->n_threads};
     en->fw = forward_new(en->model, &fo, &e);
     if (!en->fw) goto fail;
+    /* packed copies of the matrices the fast kernels read faster that way (bit-identical results);
+     * DELTALLM_PACK=0 keeps the file's layout (for measurements) */
+    const char *pk = getenv("DELTALLM_PACK");
+    if (!p->exact && strcmp(forward_ops_name(en->fw), "ref") != 0 && !(pk && strcmp(pk, "0") == 0) &&
+        model_pack(en->model, &e))
+        goto fail;
     en->n_ctx = n_ctx;
     en->n_batch = n_batch;
     en->n_seq_max = n_seq;
@@ -117,15 +123,31 @@ int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
         size_t size;
         gguf_split_mapping(g, i, &base, &size);
         if (!base) continue;
-        madvise((void *)base, size, MADV_WILLNEED);
+        /* pages of matrices model_pack replaced are not needed: the packed copies are read instead */
+        const uint8_t *b = base;
+        size_t run = 0; /* bytes of needed pages before off, not yet locked */
         volatile uint8_t sink = 0;
-        for (size_t off = 0; off < size; off += (size_t)page) sink ^= ((const volatile uint8_t *)base)[off];
+        for (size_t off = 0; off <= size; off += (size_t)page) {
+            const size_t n = size - off < (size_t)page ? size - off : (size_t)page;
+            const bool need = off < size && !model_range_packed(e->model, b + off, n);
+            if (need) {
+                if (!run) madvise((void *)(b + off), size - off, MADV_WILLNEED);
+                sink ^= ((const volatile uint8_t *)b)[off];
+                run += n;
+                continue;
+            }
+            if (run && lock && mlock(b + off - run, run) != 0)
+                return err_set(&er, "cannot lock %zu MiB of weights in memory: %s (raise `ulimit -l`)", size >> 20,
+                               strerror(errno)),
+                       fail(err, &er);
+            run = 0;
+        }
         (void)sink;
-        if (lock && mlock(base, size) != 0)
-            return err_set(&er, "cannot lock %zu MiB of weights in memory: %s (raise `ulimit -l`)", size >> 20,
-                           strerror(errno)),
-                   fail(err, &er);
     }
+    if (lock && e->model->pack_arena && mlock(e->model->pack_arena, e->model->pack_bytes) != 0)
+        return err_set(&er, "cannot lock %zu MiB of packed weights in memory: %s (raise `ulimit -l`)",
+                       e->model->pack_bytes >> 20, strerror(errno)),
+               fail(err, &er);
     return 0;
 }
 

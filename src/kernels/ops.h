@@ -26,6 +26,9 @@ typedef struct MatW {
     int64_t cols, rows; /* ggml ne[0] (input width), ne[1] (outputs) */
     size_t row_bytes;
     bool gemv; /* multiplied row by row even in a batch, as llama.cpp's mul_mat_id does (experts) */
+    /* NULL, or the same Q8_0 weights with rows interleaved by 8 per block (model/pack.c): the fast
+     * kernels read this instead of data; the reference reads data */
+    const void *pack;
 } MatW;
 
 typedef enum MatMode {

@@ -26,9 +26,14 @@ typedef struct ExpertW {
 } ExpertW;
 
 static inline MatW expert_mat(const ExpertW *x, int e) {
-    MatW m = {x->data + (size_t)e * x->expert_bytes + x->offset, x->type, x->cols, x->rows, x->row_bytes, true};
+    MatW m = {x->data + (size_t)e * x->expert_bytes + x->offset, x->type, x->cols, x->rows, x->row_bytes, true, NULL};
     return m;
 }
+
+typedef struct PackedRange {
+    const void *src;
+    size_t bytes;
+} PackedRange;
 
 typedef struct LayerW {
     bool recurrent;
@@ -77,6 +82,10 @@ typedef struct Model {
     int n_tensors_bound;
     void **owned;            /* F32 copies made at load */
     int n_owned;
+    void *pack_arena;        /* the packed copies (MatW.pack points into it) */
+    size_t pack_bytes;
+    PackedRange *packed;     /* the file ranges of the packed matrices */
+    int n_packed;
 } Model;
 
 /* Opens the file, reads the config and binds every tensor, checking type and shape (the error names the
@@ -85,6 +94,16 @@ Model *model_load(const char *path, Err *err);
 /* Binds an already-open file (takes ownership of g on success and on failure). */
 Model *model_from_gguf(Gguf *g, Err *err);
 void model_free(Model *m);
+/* Gives the matrices the fast kernels read faster in another layout a packed copy (MatW.pack; today:
+ * Q8_0 with rows a multiple of 8) and drops the file's pages of those matrices from memory (pack.c).
+ * For the default mode with the fast kernels; results are bit-identical with or without. */
+int model_pack(Model *m, Err *err);
+void model_pack_free(Model *m); /* model_free's part */
+/* The R8 layout (MatW.pack): rows (a multiple of 8) of row_bytes, blocks of block_bytes, interleaved by 8
+ * per block: block i of row 8g+r goes to dst + g·8·row_bytes + (8i + r)·block_bytes. */
+void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes);
+/* Whether [p, p+n) lies inside a matrix model_pack replaced (its file pages need not be resident). */
+bool model_range_packed(const Model *m, const void *p, size_t n);
 
 /* ---- per-sequence state -------------------------------------------------------------------------------- */
 

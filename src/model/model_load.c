@@ -56,7 +56,7 @@ static int bind_mat(Binder *b, MatW *out, const char *fmt, int64_t cols, int64_t
     if (!t) return required ? -1 : 0;
     int64_t want[2] = {cols, rows};
     if (check_shape(b, t, 2, want) || check_type(b, t)) return -1;
-    *out = (MatW){t->data, t->type, cols, rows, format_row_bytes(format_get(t->type), cols), false};
+    *out = (MatW){t->data, t->type, cols, rows, format_row_bytes(format_get(t->type), cols), false, NULL};
     b->m->n_tensors_bound++;
     return 1;
 }
@@ -172,7 +172,7 @@ static int bind_ffn(Binder *b, LayerW *l) {
     if (!sg) return -1;
     int64_t want[1] = {E};
     if (check_shape(b, sg, 1, want) || check_type(b, sg)) return -1;
-    l->shexp_gate = (MatW){sg->data, sg->type, E, 1, format_row_bytes(format_get(sg->type), E), false};
+    l->shexp_gate = (MatW){sg->data, sg->type, E, 1, format_row_bytes(format_get(sg->type), E), false, NULL};
     b->m->n_tensors_bound++;
     if (bind_mat(b, &l->gate_shexp, "blk.%d.ffn_gate_shexp.weight", E, Fs, true) < 0) return -1;
     if (bind_mat(b, &l->up_shexp, "blk.%d.ffn_up_shexp.weight", E, Fs, true) < 0) return -1;
@@ -184,6 +184,7 @@ void model_free(Model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    model_pack_free(m);
     free(m->layers);
     gguf_close(m->gguf);
     free(m);

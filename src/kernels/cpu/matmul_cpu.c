@@ -206,8 +206,17 @@ static void matmul_fast(Isa isa, const OpCtx *c, const MatW *w, const float *x, 
     }
     j->tc = tc;
     j->n_tc = (T + tc - 1) / tc;
-    int64_t rc = T > 4 ? 64 : 32;
-    while (rc > 8 && ((j->O + rc - 1) / rc) * j->n_tc < 4 * (int64_t)n_threads) rc /= 2;
+    int64_t rc;
+    if (T <= 4) {
+        /* GEMV (decode): a few long row ranges per thread. Items of 32 rows handed out one by one made
+         * the two threads' weight streams jump every 35 KB, and a Qwen3.5-0.8B Q8_0 decode ran at ~32
+         * tokens/s; 4 ranges per thread: ~50 (docs/KERNELS.md, "Decode GEMV") */
+        const int64_t parts = 4 * (int64_t)n_threads;
+        rc = ((j->O + parts - 1) / parts + 7) & ~(int64_t)7;
+    } else {
+        rc = 64;
+        while (rc > 8 && ((j->O + rc - 1) / rc) * j->n_tc < 4 * (int64_t)n_threads) rc /= 2;
+    }
     j->rc = rc;
     const int64_t n_items = ((j->O + rc - 1) / rc) * j->n_tc;
     pool_for(c->pool, n_items, 1, items, &r);

@@ -114,6 +114,13 @@ static inline const uint8_t *mm_act_group(const MmJob *j, int64_t g) { return j-
 static inline const uint8_t *mm_w_row(const MmJob *j, int64_t o) {
     return (const uint8_t *)j->w->data + (size_t)o * j->w->row_bytes;
 }
+/* For kernels that read MatW.pack (rows interleaved by 8 per block of bb bytes; Q8_0 today): row o's
+ * first block, whose block i lies mm_w_bstride() · i further; the natural layout when there is no pack. */
+static inline const uint8_t *mm_w_row8(const MmJob *j, int64_t o, size_t bb) {
+    if (!j->w->pack) return mm_w_row(j, o);
+    return (const uint8_t *)j->w->pack + (size_t)(o >> 3) * 8 * j->w->row_bytes + (size_t)(o & 7) * bb;
+}
+static inline size_t mm_w_bstride(const MmJob *j, size_t bb) { return j->w->pack ? 8 * bb : bb; }
 
 /* A weight format's kernels for one ISA. */
 typedef struct MmFormat {

@@ -39,13 +39,14 @@ MM_INLINE void tile(const MmJob *j, const uint8_t *const *w, const uint8_t *cons
         da[c] = (const float *)(a[c] + j->al.d);
     }
     const __m256i ones = _mm256_set1_epi16(1);
+    const size_t bs = mm_w_bstride(j, 34);
     for (int64_t i = 0; i < nb; i++) {
         __m256i av[2];
 #pragma GCC unroll 2
         for (int c = 0; c < C; c++) av[c] = _mm256_load_si256((const __m256i *)(qs[c] + 32 * i));
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const uint8_t *b = w[r] + 34 * i;
+            const uint8_t *b = w[r] + bs * i;
             const __m256i wv = _mm256_loadu_si256((const __m256i *)(b + 2));
             const __m256i wa = _mm256_abs_epi8(wv);
             const __m256 dw = _mm256_set1_ps(f16(b));
@@ -70,7 +71,7 @@ static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t 
     for (int64_t o = o0; o < o1; o += R) {
         const uint8_t *w[R];
         const int nr = o1 - o < R ? (int)(o1 - o) : R;
-        for (int r = 0; r < R; r++) w[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
+        for (int r = 0; r < R; r++) w[r] = mm_w_row8(j, o + (r < nr ? r : nr - 1), 34);
         for (int64_t t = t0; t < t1; t += 2) {
             const int nc = t1 - t < 2 ? 1 : 2;
             const uint8_t *a[2] = {mm_act_row(j, t), mm_act_row(j, t + nc - 1)};

@@ -64,6 +64,7 @@ MM_INLINE void tile(const MmJob *j, const uint8_t *const *w, const uint8_t *cons
         corr[c] = (const int32_t *)(a[c] + j->al.corr);
     }
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    const size_t bs = mm_w_bstride(j, 34);
     for (int64_t i = 0; i < nb; i++) {
         __m512i av[4], cv[4];
         if (C == 1) /* 8 rows × 34 bytes per block: 4.25 lines */
@@ -75,7 +76,7 @@ MM_INLINE void tile(const MmJob *j, const uint8_t *const *w, const uint8_t *cons
         }
 #pragma GCC unroll 4
         for (int p = 0; p < RP; p++) {
-            const uint8_t *b0 = w[2 * p] + 34 * i, *b1 = w[2 * p + 1] + 34 * i;
+            const uint8_t *b0 = w[2 * p] + bs * i, *b1 = w[2 * p + 1] + bs * i;
             __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 2))),
                                             _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1);
             wv = _mm512_xor_si512(wv, x80);
@@ -128,9 +129,10 @@ static Dec dec_view(const MmJob *j, uint8_t *tmp) {
 static void decode_rows(const MmJob *j, const uint8_t *const *w, const Dec *dc) {
     const int64_t nb = j->K / QK;
     const __m256i x80 = _mm256_set1_epi8((char)0x80);
+    const size_t bs = mm_w_bstride(j, 34);
     for (int r = 0; r < GR; r++)
         for (int64_t i = 0; i < nb; i++) {
-            const uint8_t *b = w[r] + 34 * i;
+            const uint8_t *b = w[r] + bs * i;
             _mm256_store_si256((__m256i *)(dc->q + ((size_t)r * (size_t)nb + (size_t)i) * 32),
                                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 2)), x80));
             dc->d[r * nb + i] = _cvtsh_ss(ld16(b));
@@ -175,7 +177,7 @@ static void compute_gemm(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int
     for (int64_t o = o0; o < o1; o += GR) {
         const uint8_t *w[GR];
         const int nr = o1 - o < GR ? (int)(o1 - o) : GR;
-        for (int r = 0; r < GR; r++) w[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
+        for (int r = 0; r < GR; r++) w[r] = mm_w_row8(j, o + (r < nr ? r : nr - 1), 34);
         decode_rows(j, w, &dc);
         for (int64_t t = t0; t < t1; t += 8) {
             float out[GR][8];
@@ -195,13 +197,14 @@ static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t 
     for (int64_t o = o0; o < o1; o += 2 * RP) {
         const uint8_t *w[2 * RP];
         const int nr = o1 - o < 2 * RP ? (int)(o1 - o) : 2 * RP;
-        for (int r = 0; r < 2 * RP; r++) w[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
+        for (int r = 0; r < 2 * RP; r++) w[r] = mm_w_row8(j, o + (r < nr ? r : nr - 1), 34);
         for (int64_t t = t0; t < t1; t += 4) {
             const int nc = t1 - t < 4 ? (int)(t1 - t) : 4;
             const uint8_t *a[4];
             for (int c = 0; c < 4; c++) a[c] = mm_act_row(j, t + (c < nc ? c : nc - 1));
             float out[2 * RP][4];
-            const uint8_t *pf = mm_w_row(j, o) + 2 * RP * j->w->row_bytes;
+            /* the next tile's bytes: o is a multiple of 8, so in either layout they follow this tile's */
+            const uint8_t *pf = mm_w_row8(j, o, 34) + 2 * RP * j->w->row_bytes;
             switch (nc) {
             case 1: tile1(j, w, a, pf, out); break;
             case 2: tile2(j, w, a, pf, out); break;

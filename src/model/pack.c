@@ -1,0 +1,166 @@
+/* pack.c — load-time repacking of matrix weights for the fast kernels (model.h: model_pack).
+ *
+ * A Q8_0 matrix whose row count is a multiple of 8 gets a copy with its rows interleaved by 8 per block
+ * ("R8", MatW.pack): block i of rows 8g … 8g+7 lies at pack + g·8·row_bytes + i·8·34 + (r mod 8)·34. The
+ * kernels' 8-row tiles then read one sequential stream instead of eight 1-row streams 1 row apart, which
+ * the prefetchers follow much better (docs/KERNELS.md, "Decode GEMV"). The kernels read the same blocks
+ * in the same order, so results are bit-identical either way (tests: kernels/matmul_bitwise_all_formats,
+ * the parity tests).
+ *
+ * All copies live in one arena (no per-matrix rounding to huge pages). The file's pages of a packed
+ * matrix are dropped from the process as soon as a slice of it is copied (MADV_DONTNEED on the read-only
+ * file mapping: the page cache keeps them), so resident memory stays about the file size, at load too;
+ * what still reads the file's copy (the exact mode's reference matmul, the embedding lookup of a tied
+ * head) faults those pages back in. All CPUs copy, at load: ~1.2–2 s for the 0.8B Q8_0 file (800 MB)
+ * on the development VM, mostly the kernel clearing fresh pages. Packing on a background thread instead
+ * (load in 0.3 s) was tried: the first seconds of decode ran at half speed next to it and the peak RSS
+ * rose 25% (the compute kept faulting in file pages of matrices not yet copied), so it is done up
+ * front (docs/KERNELS.md, "Decode GEMV"). */
+#include "model/model.h"
+
+#include "base/bigalloc.h"
+#include "gguf/format.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define PACK_ROWS 8
+#define Q8_0_BYTES 34
+#define SLICE_GROUPS 256 /* 8-row groups per slice: 2048 rows, ~2 MiB at K = 1024 */
+#define MAX_THREADS 64
+
+void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes) {
+    const size_t nb = row_bytes / block_bytes;
+    for (int64_t g = 0; g < rows / PACK_ROWS; g++) {
+        const uint8_t *sg = (const uint8_t *)src + (size_t)g * PACK_ROWS * row_bytes;
+        uint8_t *dg = (uint8_t *)dst + (size_t)g * PACK_ROWS * row_bytes;
+        for (size_t i = 0; i < nb; i++)
+            for (int r = 0; r < PACK_ROWS; r++)
+                memcpy(dg + (i * PACK_ROWS + (size_t)r) * block_bytes, sg + (size_t)r * row_bytes + i * block_bytes, block_bytes);
+    }
+}
+
+/* pack_rows8 for Q8_0 blocks (the constant size lets the compiler inline the copies) */
+static void pack_rows8_q8_0(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes) {
+    const size_t nb = row_bytes / Q8_0_BYTES;
+    for (int64_t g = 0; g < rows / PACK_ROWS; g++) {
+        const uint8_t *sg = src + (size_t)g * PACK_ROWS * row_bytes;
+        uint8_t *dg = dst + (size_t)g * PACK_ROWS * row_bytes;
+        for (size_t i = 0; i < nb; i++)
+            for (int r = 0; r < PACK_ROWS; r++)
+                memcpy(dg + (i * PACK_ROWS + (size_t)r) * Q8_0_BYTES, sg + (size_t)r * row_bytes + i * Q8_0_BYTES, Q8_0_BYTES);
+    }
+}
+
+static bool packable(const MatW *w) {
+    return w->data && !w->pack && !w->gemv && w->type == FMT_Q8_0 && w->rows > 0 && w->rows % PACK_ROWS == 0 &&
+           w->cols % 32 == 0 && w->row_bytes == (size_t)w->cols / 32 * Q8_0_BYTES;
+}
+
+static void drop_pages(const void *p, size_t n) {
+    const long pg = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    const uintptr_t b = ((uintptr_t)p + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+    const uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(pg - 1);
+    if (e > b) madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
+typedef struct Job {
+    MatW **mats;
+    uint8_t **dst;
+    int64_t *first; /* per matrix, the index of its first slice; [n] = all slices */
+    int n;
+    atomic_llong next;
+} Job;
+
+/* Copies slices (up to SLICE_GROUPS 8-row groups of one matrix) until none is left, dropping the file's
+ * pages of each slice once copied, so that a big matrix (the head) is never resident twice. */
+static void *worker(void *arg) {
+    Job *j = arg;
+    int m = 0;
+    for (;;) {
+        const long long s = atomic_fetch_add(&j->next, 1);
+        if (s >= j->first[j->n]) return NULL;
+        while (s >= j->first[m + 1]) m++;
+        const MatW *w = j->mats[m];
+        const int64_t groups = w->rows / PACK_ROWS, g0 = (s - j->first[m]) * SLICE_GROUPS;
+        const int64_t g1 = g0 + SLICE_GROUPS < groups ? g0 + SLICE_GROUPS : groups;
+        const size_t off = (size_t)g0 * PACK_ROWS * w->row_bytes, bytes = (size_t)(g1 - g0) * PACK_ROWS * w->row_bytes;
+        const uint8_t *src = (const uint8_t *)w->data + off;
+        pack_rows8_q8_0(j->dst[m] + off, src, (g1 - g0) * PACK_ROWS, w->row_bytes);
+        drop_pages(src, bytes);
+    }
+}
+
+int model_pack(Model *m, Err *err) {
+    if (m->pack_arena) return 0;
+    int n = 0;
+    MatW **mats = malloc(sizeof *mats * (size_t)(20 * m->cfg.n_layer + 1));
+    if (!mats) return err_set(err, "out of memory");
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        LayerW *L = &m->layers[il];
+        MatW *all[] = {&L->wq,       &L->wk,     &L->wv,        &L->wo,         &L->qkv,        &L->z,
+                       &L->ssm_in,   &L->ba,     &L->beta,      &L->alpha,      &L->ssm_out,    &L->ffn_gate,
+                       &L->ffn_up,   &L->ffn_down, &L->router,  &L->shexp_gate, &L->gate_shexp, &L->up_shexp,
+                       &L->down_shexp};
+        for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+            if (packable(all[k])) mats[n++] = all[k];
+    }
+    if (packable(&m->output)) mats[n++] = &m->output;
+    if (n == 0) return free(mats), 0;
+
+    uint8_t **dst = malloc(sizeof *dst * (size_t)n);
+    int64_t *first = malloc(sizeof *first * (size_t)(n + 1));
+    PackedRange *ranges = malloc(sizeof *ranges * (size_t)n);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += ((size_t)mats[i]->rows * mats[i]->row_bytes + 4095) & ~(size_t)4095;
+    uint8_t *arena = dst && first && ranges ? big_alloc(total) : NULL;
+    if (!arena) {
+        free(mats), free(dst), free(first), free(ranges);
+        return err_set(err, "out of memory packing %zu MiB of weights (DELTALLM_PACK=0 skips packing)", total >> 20);
+    }
+    size_t at = 0;
+    first[0] = 0;
+    for (int i = 0; i < n; i++) {
+        dst[i] = arena + at;
+        at += ((size_t)mats[i]->rows * mats[i]->row_bytes + 4095) & ~(size_t)4095;
+        first[i + 1] = first[i] + (mats[i]->rows / PACK_ROWS + SLICE_GROUPS - 1) / SLICE_GROUPS;
+        ranges[i] = (PackedRange){mats[i]->data, (size_t)mats[i]->rows * mats[i]->row_bytes};
+    }
+    Job job = {mats, dst, first, n, 0};
+    long nt = sysconf(_SC_NPROCESSORS_ONLN);
+    nt = nt < 1 ? 1 : nt > MAX_THREADS ? MAX_THREADS : nt;
+    pthread_t th[MAX_THREADS];
+    int started = 0;
+    for (long t = 1; t < nt; t++)
+        if (pthread_create(&th[started], NULL, worker, &job) == 0) started++;
+    worker(&job);
+    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    for (int i = 0; i < n; i++) {
+        mats[i]->pack = dst[i];
+        drop_pages(mats[i]->data, ranges[i].bytes); /* the pages across slice edges */
+    }
+    m->pack_arena = arena;
+    m->pack_bytes = total;
+    m->packed = ranges;
+    m->n_packed = n;
+    free(mats), free(dst), free(first);
+    return 0;
+}
+
+void model_pack_free(Model *m) {
+    free(m->pack_arena);
+    free(m->packed);
+}
+
+bool model_range_packed(const Model *m, const void *p, size_t n) {
+    const uint8_t *q = p;
+    for (int i = 0; i < m->n_packed; i++) {
+        const uint8_t *b = m->packed[i].src;
+        if (q >= b && q + n <= b + m->packed[i].bytes) return true;
+    }
+    return false;
+}
