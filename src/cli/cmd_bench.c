@@ -181,6 +181,13 @@ int cmd_bench(int argc, char **argv) {
                     R->mean = sum / (double)reps;
                     R->sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / (double)reps) / (double)(reps - 1))) : 0;
                     R->majflt = majflt_now() - f0;
+                    if (R->majflt > 0 && (prefetch || mlock_)) { /* resident weights: a gate, not a hope */
+                        fprintf(stderr,
+                                "deltallm bench: %ld major page faults during %s although the weights were made "
+                                "resident first (memory pressure? try --mlock)\n",
+                                R->majflt, R->test);
+                        rc = 1;
+                    }
                     if (kind == 1) {
                         R->weights_gbs = (double)info->decode_bytes * R->mean / 1e9;
                         if (nthreads <= 1024 && probe_cache[nthreads] == 0)

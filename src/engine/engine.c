@@ -118,6 +118,12 @@ int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
     Err er = {{0}};
     const Gguf *g = e->model->gguf;
     const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    /* packed matrices: their file pages only into the page cache, not the process (the embedding lookup
+     * of a tied head still reads some) */
+    for (int i = 0; i < e->model->n_packed; i++) {
+        const uintptr_t b0 = (uintptr_t)e->model->packed[i].src & ~(uintptr_t)(page - 1);
+        madvise((void *)b0, (uintptr_t)e->model->packed[i].src + e->model->packed[i].bytes - b0, MADV_WILLNEED);
+    }
     for (int i = 0; i < gguf_n_splits(g); i++) {
         const void *base;
         size_t size;
