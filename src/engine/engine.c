@@ -131,11 +131,16 @@ int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
         if (!base) continue;
         /* pages of matrices model_pack replaced are not needed: the packed copies are read instead */
         const uint8_t *b = base;
+        const PackedRange *pr = e->model->packed;
+        int k = 0; /* the first packed range (by address) that does not end before the page */
         size_t run = 0; /* bytes of needed pages before off, not yet locked */
         volatile uint8_t sink = 0;
         for (size_t off = 0; off <= size; off += (size_t)page) {
             const size_t n = size - off < (size_t)page ? size - off : (size_t)page;
-            const bool need = off < size && !model_range_packed(e->model, b + off, n);
+            while (k < e->model->n_packed && (const uint8_t *)pr[k].src + pr[k].bytes <= b + off) k++;
+            const bool packed = k < e->model->n_packed && b + off >= (const uint8_t *)pr[k].src &&
+                                b + off + n <= (const uint8_t *)pr[k].src + pr[k].bytes;
+            const bool need = off < size && !packed;
             if (need) {
                 if (!run) madvise((void *)(b + off), size - off, MADV_WILLNEED);
                 sink ^= ((const volatile uint8_t *)b)[off];

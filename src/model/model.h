@@ -84,7 +84,7 @@ typedef struct Model {
     int n_owned;
     void *pack_arena;        /* the packed copies (MatW.pack points into it) */
     size_t pack_bytes;
-    PackedRange *packed;     /* the file ranges of the packed matrices */
+    PackedRange *packed;     /* the file ranges of the packed matrices, by address */
     int n_packed;
 } Model;
 
@@ -102,8 +102,7 @@ void model_pack_free(Model *m); /* model_free's part */
 /* The R8 layout (MatW.pack): rows (a multiple of 8) of row_bytes, blocks of block_bytes, interleaved by 8
  * per block: block i of row 8g+r goes to dst + g·8·row_bytes + (8i + r)·block_bytes. */
 void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes);
-/* Whether [p, p+n) lies inside a matrix model_pack replaced (its file pages need not be resident). */
-bool model_range_packed(const Model *m, const void *p, size_t n);
+
 
 /* ---- per-sequence state -------------------------------------------------------------------------------- */
 

@@ -33,27 +33,25 @@
 #define SLICE_GROUPS 256 /* 8-row groups per slice: 2048 rows, ~2 MiB at K = 1024 */
 #define MAX_THREADS 64
 
-void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes) {
+/* The copy loop; inlined with a constant block size for Q8_0 so the 34-byte copies are a few moves. */
+static inline __attribute__((always_inline)) void pack_loop(uint8_t *dst, const uint8_t *src, int64_t rows,
+                                                            size_t row_bytes, size_t block_bytes) {
     const size_t nb = row_bytes / block_bytes;
     for (int64_t g = 0; g < rows / PACK_ROWS; g++) {
-        const uint8_t *sg = (const uint8_t *)src + (size_t)g * PACK_ROWS * row_bytes;
-        uint8_t *dg = (uint8_t *)dst + (size_t)g * PACK_ROWS * row_bytes;
+        const uint8_t *sg = src + (size_t)g * PACK_ROWS * row_bytes;
+        uint8_t *dg = dst + (size_t)g * PACK_ROWS * row_bytes;
         for (size_t i = 0; i < nb; i++)
             for (int r = 0; r < PACK_ROWS; r++)
                 memcpy(dg + (i * PACK_ROWS + (size_t)r) * block_bytes, sg + (size_t)r * row_bytes + i * block_bytes, block_bytes);
     }
 }
 
-/* pack_rows8 for Q8_0 blocks (the constant size lets the compiler inline the copies) */
+void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes) {
+    pack_loop(dst, src, rows, row_bytes, block_bytes);
+}
+
 static void pack_rows8_q8_0(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes) {
-    const size_t nb = row_bytes / Q8_0_BYTES;
-    for (int64_t g = 0; g < rows / PACK_ROWS; g++) {
-        const uint8_t *sg = src + (size_t)g * PACK_ROWS * row_bytes;
-        uint8_t *dg = dst + (size_t)g * PACK_ROWS * row_bytes;
-        for (size_t i = 0; i < nb; i++)
-            for (int r = 0; r < PACK_ROWS; r++)
-                memcpy(dg + (i * PACK_ROWS + (size_t)r) * Q8_0_BYTES, sg + (size_t)r * row_bytes + i * Q8_0_BYTES, Q8_0_BYTES);
-    }
+    pack_loop(dst, src, rows, row_bytes, Q8_0_BYTES);
 }
 
 static bool packable(const MatW *w) {
@@ -93,6 +91,11 @@ static void *worker(void *arg) {
         pack_rows8_q8_0(j->dst[m] + off, src, (g1 - g0) * PACK_ROWS, w->row_bytes);
         drop_pages(src, bytes);
     }
+}
+
+static int by_address(const void *a, const void *b) {
+    const uintptr_t x = (uintptr_t)((const PackedRange *)a)->src, y = (uintptr_t)((const PackedRange *)b)->src;
+    return x < y ? -1 : x > y;
 }
 
 int model_pack(Model *m, Err *err) {
@@ -143,6 +146,7 @@ int model_pack(Model *m, Err *err) {
         mats[i]->pack = dst[i];
         drop_pages(mats[i]->data, ranges[i].bytes); /* the pages across slice edges */
     }
+    qsort(ranges, (size_t)n, sizeof *ranges, by_address);
     m->pack_arena = arena;
     m->pack_bytes = total;
     m->packed = ranges;
@@ -154,13 +158,4 @@ int model_pack(Model *m, Err *err) {
 void model_pack_free(Model *m) {
     free(m->pack_arena);
     free(m->packed);
-}
-
-bool model_range_packed(const Model *m, const void *p, size_t n) {
-    const uint8_t *q = p;
-    for (int i = 0; i < m->n_packed; i++) {
-        const uint8_t *b = m->packed[i].src;
-        if (q >= b && q + n <= b + m->packed[i].bytes) return true;
-    }
-    return false;
 }
