@@ -3,6 +3,9 @@
 #ifndef DL_CLI_CLI_H
 #define DL_CLI_CLI_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 typedef int (*CmdFn)(int argc, char **argv);
 
 /* Declared weak so that a command whose file is not built yet reads as "not available". */
@@ -24,5 +27,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* Parses a decimal integer in [lo, hi]; returns 0 or -1 (message printed). */
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi, long long *out);
 int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
+
+/* The whole of a stream / file (malloc'd, NUL-terminated, *len bytes before the NUL), or NULL on a read
+ * error or when out of memory (errno tells which, for a file that cannot be opened). */
+char *cli_read_stream(FILE *f, size_t *len);
+char *cli_read_file(const char *path, size_t *len);
 
 #endif

@@ -1,4 +1,4 @@
-/* cli_util.c — option-parsing helpers shared by the subcommands (cli.h). */
+/* cli_util.c — helpers shared by the subcommands (cli.h): option parsing, reading whole files. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -41,3 +41,37 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, 
     return 0;
 }
 
+char *cli_read_stream(FILE *f, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) return NULL;
+    for (;;) {
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2 + 1);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) break;
+    }
+    if (ferror(f)) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *s = cli_read_stream(f, len);
+    fclose(f);
+    return s;
+}

@@ -16,32 +16,6 @@
 #include "cli/cli.h"
 #include "gguf/gguf.h"
 
-static char *slurp(FILE *f, size_t *len) {
-    size_t cap = 1 << 14, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (!nb) {
-                free(buf);
-                return NULL;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (!buf || ferror(f)) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 /* The model's chat template (malloc'd), or NULL with a message printed. */
 static char *model_template(const char *path) {
     Err err = {{0}};
@@ -97,14 +71,11 @@ int cmd_chat_format(int argc, char **argv) {
     } else {
         char *text = NULL;
         if (tmpl_file) {
-            FILE *f = fopen(tmpl_file, "rb");
             size_t n;
-            if (!f || !(text = slurp(f, &n))) {
+            if (!(text = cli_read_file(tmpl_file, &n))) {
                 fprintf(stderr, "deltallm chat-format: cannot read %s: %s\n", tmpl_file, strerror(errno));
-                if (f) fclose(f);
                 return 1;
             }
-            fclose(f);
         } else if (!(text = model_template(model))) {
             return 1;
         }
@@ -117,7 +88,7 @@ int cmd_chat_format(int argc, char **argv) {
     }
 
     size_t len;
-    char *input = slurp(stdin, &len);
+    char *input = cli_read_stream(stdin, &len);
     if (!input) {
         fprintf(stderr, "deltallm chat-format: cannot read the conversation from stdin\n");
         return 1;

@@ -16,24 +16,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += r;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0', *len = n;
-    return buf;
-}
-
 static void usage(void) {
     printf("usage: deltallm run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
            "  -n N               tokens to generate (default 64; -1 = until end of generation or context)\n"
@@ -86,7 +68,7 @@ int cmd_run(int argc, char **argv) {
     char *text = NULL;
     size_t text_len = 0;
     if (file) {
-        text = read_all(file, &text_len);
+        text = cli_read_file(file, &text_len);
         if (!text) {
             fprintf(stderr, "deltallm run: cannot read '%s': %s\n", file, strerror(errno));
             return 1;

@@ -20,39 +20,8 @@
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
-static char *read_stream(FILE *f, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf) return NULL;
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (!nb) {
-                free(buf);
-                return NULL;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    if (ferror(f)) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static char *read_path(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) return NULL;
-    char *s = read_stream(f, len);
-    if (f != stdin) fclose(f);
-    return s;
+    return strcmp(path, "-") == 0 ? cli_read_stream(stdin, len) : cli_read_file(path, len);
 }
 
 /* Opens MODEL and loads its tokenizer; prints one line and returns NULL on failure. */
@@ -257,7 +226,7 @@ int cmd_detokenize(int argc, char **argv) {
     char *stdin_buf = NULL;
     if (!strcmp(arg, "-")) {
         size_t n;
-        if (!(stdin_buf = read_stream(stdin, &n))) {
+        if (!(stdin_buf = cli_read_stream(stdin, &n))) {
             fprintf(stderr, "deltallm detokenize: cannot read stdin\n");
             return 1;
         }

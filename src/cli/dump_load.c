@@ -1,26 +1,12 @@
 /* dump_load.c — see dump_load.h. JSON via cJSON (the CLI layer's JSON library). */
 #include "cli/dump_load.h"
 
+#include "cli/cli.h"
+
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0', *len = (size_t)n;
-    return buf;
-}
 
 static int num(const cJSON *o, const char *k, int def) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -31,7 +17,7 @@ Dump *dump_load(const char *dir, DumpInfo *info, Err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/index.json", dir);
     size_t len;
-    char *txt = slurp(path, &len);
+    char *txt = cli_read_file(path, &len);
     if (!txt) return err_set(err, "cannot read '%s'", path), NULL;
     cJSON *root = cJSON_ParseWithLength(txt, len);
     free(txt);
@@ -81,7 +67,7 @@ Dump *dump_load(const char *dir, DumpInfo *info, Err *err) {
         }
         snprintf(path, sizeof path, "%s/%s", dir, m.file);
         size_t bytes;
-        float *data = (float *)slurp(path, &bytes);
+        float *data = (float *)cli_read_file(path, &bytes);
         if (!data || bytes != (size_t)n * sizeof(float)) {
             free(data);
             err_set(err, "'%s': missing or %zu bytes, expected %lld", path, data ? bytes : 0, (long long)n * 4);
