@@ -113,6 +113,17 @@ int content_as_string(Render *r, const cJSON *msg, Str *out) {
     return render_fail(r, "message content must be a string, not a %s (can only concatenate str to str)", type_name(c));
 }
 
+int render_turn(Render *r, const char *role, const cJSON *msg) {
+    Str content;
+    if (content_as_string(r, msg, &content) < 0) return -1;
+    sb_puts(&r->out, "<|im_start|>");
+    sb_puts(&r->out, role);
+    sb_putc(&r->out, '\n');
+    sb_put(&r->out, content.p, content.n);
+    sb_puts(&r->out, "<|im_end|>\n");
+    return 0;
+}
+
 Str printed(Render *r, const cJSON *v) {
     if (!v || cJSON_IsNull(v)) return str_of("");
     if (cJSON_IsString(v)) return str_of(v->valuestring);
@@ -182,14 +193,8 @@ int render_chatml(Render *r, const cJSON *messages) {
         if (i == 0 && r->tmpl->default_system && !role_is(messages->child, "system"))
             sb_puts(&r->out, "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n");
         const char *role = jstr(m, "role");
-        Str content;
         if (!role) return render_fail(r, "message %d has no role (string)", i);
-        if (content_as_string(r, m, &content) < 0) return -1;
-        sb_puts(&r->out, "<|im_start|>");
-        sb_puts(&r->out, role);
-        sb_putc(&r->out, '\n');
-        sb_put(&r->out, content.p, content.n);
-        sb_puts(&r->out, "<|im_end|>\n");
+        if (render_turn(r, role, m) < 0) return -1;
     }
     if (r->opt->add_generation_prompt) sb_puts(&r->out, "<|im_start|>assistant\n");
     return 0;

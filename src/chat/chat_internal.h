@@ -42,6 +42,8 @@ static inline bool role_is(const cJSON *msg, const char *role) {
  * strings as they are, null/missing as "" (our deviation), text-part arrays joined when the caller
  * allows it, anything else fails with what the template would say. */
 int content_as_string(Render *r, const cJSON *msg, Str *out);
+/* <|im_start|>ROLE\nCONTENT<|im_end|>\n — a plain turn, its content by content_as_string. */
+int render_turn(Render *r, const char *role, const cJSON *msg);
 /* The text of a value printed with {{ }} (str()), null/missing as "". Owned by the render. */
 Str printed(Render *r, const cJSON *v);
 /* Tool-call arguments as a mapping for the XML formats: an object as it is, a string holding a JSON

@@ -124,13 +124,7 @@ int render_qwen3(Render *r, const cJSON *messages, const cJSON *tools) {
     for (const cJSON *m = messages->child; m; prev = m, m = m->next, i++) {
         const char *role = jstr(m, "role");
         if (role_is(m, "user") || (role_is(m, "system") && i > 0)) {
-            Str content;
-            if (content_as_string(r, m, &content) < 0) return -1;
-            sb_puts(o, "<|im_start|>");
-            sb_puts(o, role);
-            sb_putc(o, '\n');
-            sb_put(o, content.p, content.n);
-            sb_puts(o, "<|im_end|>\n");
+            if (render_turn(r, role, m) < 0) return -1;
         } else if (role_is(m, "assistant")) {
             if (render_assistant(r, m, i > last_query, m->next == NULL) < 0) return -1;
         } else if (role_is(m, "tool")) {

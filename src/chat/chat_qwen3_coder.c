@@ -88,17 +88,6 @@ static int render_tool(Render *r, const cJSON *tool) {
     return 0;
 }
 
-static int render_turn(Render *r, const char *role, const cJSON *m) {
-    Str content;
-    if (content_as_string(r, m, &content) < 0) return -1;
-    sb_puts(&r->out, "<|im_start|>");
-    sb_puts(&r->out, role);
-    sb_putc(&r->out, '\n');
-    sb_put(&r->out, content.p, content.n);
-    sb_puts(&r->out, "<|im_end|>\n");
-    return 0;
-}
-
 int render_qwen3_coder(Render *r, const cJSON *messages, const cJSON *tools) {
     StrBuf *o = &r->out;
     const cJSON *first = messages->child, *loop_start = first;
