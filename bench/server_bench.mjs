@@ -3,10 +3,12 @@
 //      resumes from the checkpoints the 1st turn left) and without (cache_prompt: false, the whole prompt
 //      is computed);
 //   2. generation throughput with 1, 2 and 4 clients in parallel (each sends requests back to back).
-// Prints a Markdown summary. Needs only Node (fetch). env: DELTALLM_URL; TARGET_TOKENS (size of the 2nd
+// Prints a Markdown summary. Needs only Node (fetch; SSE reading from tests/server/lib.mjs, which has no
+// dependencies). env: DELTALLM_URL; TARGET_TOKENS (size of the 2nd
 // turn's prompt, default 4000); REPS (2nd-turn measurements each way, default 3); GEN_TOKENS (per request
 // in the throughput runs, default 64); PER_CLIENT (requests each client sends, default 3).
-const BASE = process.env.DELTALLM_URL || 'http://127.0.0.1:8080';
+import { BASE, readSSE } from '../tests/server/lib.mjs';
+
 const TARGET = +(process.env.TARGET_TOKENS || 4000);
 const REPS = +(process.env.REPS || 3);
 const GEN = +(process.env.GEN_TOKENS || 64);
@@ -41,23 +43,13 @@ async function ttft(messages, cache) {
       stream_options: { include_usage: true }, chat_template_kwargs: { enable_thinking: false } }),
   });
   if (r.status !== 200) throw new Error(`${r.status}: ${await r.text()}`);
-  const reader = r.body.getReader(), dec = new TextDecoder();
-  let buf = '', first = null, usage = null;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
-      const ev = JSON.parse(line.slice(6));
-      const d = ev.choices?.[0]?.delta;
-      if (first === null && d && (d.content || d.reasoning_content || d.tool_calls)) first = performance.now() - t0;
-      if (ev.usage) usage = ev.usage;
-    }
-  }
+  let first = null, usage = null;
+  await readSSE(r, (ev) => {
+    if (ev === '[DONE]') return;
+    const d = ev.choices?.[0]?.delta;
+    if (first === null && d && (d.content || d.reasoning_content || d.tool_calls)) first = performance.now() - t0;
+    if (ev.usage) usage = ev.usage;
+  });
   return { ms: first ?? performance.now() - t0, usage };
 }
 
