@@ -122,6 +122,17 @@ static inline const uint8_t *mm_w_row8(const MmJob *j, int64_t o, size_t bb) {
 }
 static inline size_t mm_w_bstride(const MmJob *j, size_t bb) { return j->w->pack ? 8 * bb : bb; }
 
+/* The K-quant / i-quant kernels' SPAN per path (matmul_kq_avx512.h): how many elements llama.cpp's kernel
+ * for that path sums exactly before one fused multiply-add per span; 0: the format's vec_dot order.
+ * Shared by the AVX2 and AVX-512 kernels. */
+static inline int mm_span_q2(DotPath p) { return p == DOT_REPACK ? 256 : p == DOT_REPACK_GEMM ? 128 : 0; }
+static inline int mm_span_q4(DotPath p) { return p == DOT_REPACK ? 256 : p == DOT_REPACK_GEMM ? 64 : 0; }
+static inline int mm_span_iq(DotPath p) { return p == DOT_GEMM ? 256 : 0; }
+static inline int mm_span_none(DotPath p) {
+    (void)p;
+    return 0;
+}
+
 /* A weight format's kernels for one ISA. */
 typedef struct MmFormat {
     MmActKind act_kind;

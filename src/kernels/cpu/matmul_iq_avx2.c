@@ -175,13 +175,12 @@ K8_INLINE void dec8_iq1_m(const uint8_t *p, K8Row *k) {
     k->dmin = k->d * 0.125f;
 }
 
-static int span_iq(DotPath p) { return p == DOT_GEMM ? 256 : 0; }
 
-K8_FORMAT(iq2_xxs, K8_IQ, 66, true, dec8_iq2_xxs, 0.125f, span_iq)
-K8_FORMAT(iq2_xs, K8_IQ, 74, true, dec8_iq2_xs, 0.125f, span_iq)
-K8_FORMAT(iq2_s, K8_IQ, 82, true, dec8_iq2_s, 0.125f, span_iq)
-K8_FORMAT(iq3_xxs, K8_IQ, 98, true, dec8_iq3_xxs, 0.25f, span_iq)
-K8_FORMAT(iq3_s, K8_IQ, 110, true, dec8_iq3_s, 1.f, span_iq)
-K8_FORMAT(iq4_xs, K8_IQ, 136, true, dec8_iq4_xs, 1.f, span_iq)
-K8_FORMAT(iq1_s, K8_IQ1S, 50, true, dec8_iq1_s, 1.f, span_iq)
-K8_FORMAT(iq1_m, K8_IQ1M, 56, true, dec8_iq1_m, 1.f, span_iq)
+K8_FORMAT(iq2_xxs, K8_IQ, 66, true, dec8_iq2_xxs, 0.125f, mm_span_iq)
+K8_FORMAT(iq2_xs, K8_IQ, 74, true, dec8_iq2_xs, 0.125f, mm_span_iq)
+K8_FORMAT(iq2_s, K8_IQ, 82, true, dec8_iq2_s, 0.125f, mm_span_iq)
+K8_FORMAT(iq3_xxs, K8_IQ, 98, true, dec8_iq3_xxs, 0.25f, mm_span_iq)
+K8_FORMAT(iq3_s, K8_IQ, 110, true, dec8_iq3_s, 1.f, mm_span_iq)
+K8_FORMAT(iq4_xs, K8_IQ, 136, true, dec8_iq4_xs, 1.f, mm_span_iq)
+K8_FORMAT(iq1_s, K8_IQ1S, 50, true, dec8_iq1_s, 1.f, mm_span_iq)
+K8_FORMAT(iq1_m, K8_IQ1M, 56, true, dec8_iq1_m, 1.f, mm_span_iq)

@@ -115,15 +115,9 @@ K8_INLINE void dec8_q2_K(const uint8_t *p, K8Row *k) {
     k->dmin = k8_f16(&b->dmin);
 }
 
-static int span_q2(DotPath p) { return p == DOT_REPACK ? 256 : p == DOT_REPACK_GEMM ? 128 : 0; }
-static int span_q4(DotPath p) { return p == DOT_REPACK ? 256 : p == DOT_REPACK_GEMM ? 64 : 0; }
-static int span_none(DotPath p) {
-    (void)p;
-    return 0;
-}
 
-K8_FORMAT(q2_K, K8_Q2, 84, false, dec8_q2_K, 1.f, span_q2)
-K8_FORMAT(q3_K, K8_Q3, 110, true, dec8_q3_K, 1.f, span_none)
-K8_FORMAT(q4_K, K8_Q4, 144, false, dec8_q4_K, 1.f, span_q4)
-K8_FORMAT(q5_K, K8_Q5, 176, false, dec8_q5_K, 1.f, span_none)
-K8_FORMAT(q6_K, K8_Q6, 210, false, dec8_q6_K, 1.f, span_none)
+K8_FORMAT(q2_K, K8_Q2, 84, false, dec8_q2_K, 1.f, mm_span_q2)
+K8_FORMAT(q3_K, K8_Q3, 110, true, dec8_q3_K, 1.f, mm_span_none)
+K8_FORMAT(q4_K, K8_Q4, 144, false, dec8_q4_K, 1.f, mm_span_q4)
+K8_FORMAT(q5_K, K8_Q5, 176, false, dec8_q5_K, 1.f, mm_span_none)
+K8_FORMAT(q6_K, K8_Q6, 210, false, dec8_q6_K, 1.f, mm_span_none)
