@@ -23,7 +23,7 @@ APPLIBS  = -lcjson -lmicrohttpd
 ISA_AVX2   = -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 = $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 
-LIB_SRC  = $(sort $(wildcard src/base/*.c src/gguf/*.c src/tokenizer/*.c src/kernels/*.c src/kernels/*/*.c \
+LIB_SRC  = $(sort $(wildcard src/base/*.c src/gguf/*.c src/tokenizer/*.c src/kernels/*.c src/kernels/*/*.c src/backend/*/*.c \
                               src/model/*.c src/engine/*.c))
 APP_SRC  = $(sort $(wildcard src/chat/*.c src/server/*.c src/cli/*.c))
 TEST_SRC = $(sort $(wildcard tests/*.c))

@@ -47,6 +47,10 @@ typedef struct DlEngineParams {
     bool exact;             /* F32 activations on dequantized weights (the reference); default: rounded as
                                llama.cpp rounds them (faster, matches llama.cpp) */
     const char *deltanet;   /* "auto" (NULL), "recurrent" or "chunked" */
+    const char *backend;    /* "cpu" (NULL) or "ref" (the scalar reference of every op) */
+    const char *isa;        /* cpu: "auto" (NULL), "ref", "avx2" or "avx512" */
+    bool no_pack;           /* keep the file's weight layout (packing copies some matrices into the layout
+                               the kernels read faster; the results are the same bits either way) */
 } DlEngineParams;
 
 void dl_engine_params_init(DlEngineParams *p);
@@ -126,6 +130,26 @@ int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err
 int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err);
 /* Copies src's state into dst (same engine). */
 int dl_session_copy(DlSession *dst, const DlSession *src, DlError *err);
+
+/* Tentative evaluation, for speculative decoding: evaluate a few tokens in one batch, then keep only a
+ * prefix of them.
+ *   dl_session_set_rollback(s, n_max, err)        room for tentative batches of up to n_max tokens (memory:
+ *                                                 one more copy of the recurrent state, n_max tokens of scan
+ *                                                 inputs and n_max rows of logits); 0 frees it
+ *   dl_session_eval_tentative(s, tokens, n, err)  evaluates n ≤ n_max tokens (n ≤ n_batch); the logits of
+ *                                                 every one of them are in dl_session_tentative_logits(s)
+ *                                                 ([n][n_vocab]); dl_session_logits is unchanged until keep
+ *   dl_session_keep(s, k, err)                    keeps the first k (0 ≤ k ≤ n): the session is then exactly
+ *                                                 as the batch left it after its k-th token (recurrent state,
+ *                                                 conv windows, KV length; logits: those of token k, or the
+ *                                                 ones before the batch for k = 0)
+ * In exact mode, and whenever a batch computes each row as a single token would, that is bitwise the state
+ * of evaluating the k tokens alone. Any other call on the session between the two drops the chance to keep
+ * fewer than n. */
+int dl_session_set_rollback(DlSession *s, int n_max, DlError *err);
+int dl_session_eval_tentative(DlSession *s, const int32_t *tokens, size_t n, DlError *err);
+const float *dl_session_tentative_logits(const DlSession *s);
+int dl_session_keep(DlSession *s, size_t k, DlError *err);
 
 /* ---- sampling ---------------------------------------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
  *   parity budget (max|Δ|/std ≤ 1e-4, top-1 identical): 1e-6 differences in a layer grow to ~2e-5 over four
  *   layers, the same amount llama.cpp's own prefill and decode paths differ by on F32. */
 #include "test.h"
+#include "test_forward.h"
 
 #include "cli/logit_compare.h"
 #include "cli/tokens_file.h"
@@ -58,7 +59,7 @@ static void agree_case(int T, int Hk, int Hv, int D, bool grouped, bool start_st
     /* poison the outputs: every element must be written */
     for (size_t i = 0; i < nv; i++) o1[i] = o2[i] = NAN;
     OpCtx oc = {MATMUL_EXACT, NULL, NULL, 0};
-    DeltaNetArgs a = {T, Hk, Hv, D, D, grouped, q, k, v, g, beta, s1, o1};
+    DeltaNetArgs a = {T, Hk, Hv, D, D, grouped, q, k, v, g, beta, s1, o1, NULL, NULL};
     deltanet_recurrent_ref(&oc, &a);
     a.state = s2;
     a.out = o2;
@@ -83,22 +84,7 @@ TEST(deltanet, recurrent_vs_chunked) {
 
 /* logits of the whole sequence evaluated in steps of `step` tokens */
 static float *eval_split(Model *m, const int32_t *ids, int T, int step, MatMode mode, DeltaNetAlgo algo) {
-    Err err = {{0}};
-    const int V = m->cfg.n_vocab;
-    SeqState *st = seqstate_new(m, T, &err);
-    ForwardOptions fo = {.max_batch = step, .max_ctx = T, .mode = mode, .algo = algo, .n_threads = 2};
-    Forward *fw = st ? forward_new(m, &fo, &err) : NULL;
-    float *out = malloc(sizeof(float) * (size_t)T * V);
-    bool ok = fw && out;
-    for (int p = 0; ok && p < T; p += step) {
-        int n = T - p < step ? T - p : step;
-        ok = forward_run(fw, st, ids + p, n, out + (size_t)p * V, n, &err) == 0;
-    }
-    CHECK_MSG(ok, "%s", err.msg);
-    forward_free(fw);
-    seqstate_free(st);
-    if (!ok) free(out);
-    return ok ? out : NULL;
+    return tf_eval(m, ids, T, step, mode, algo, 2, false);
 }
 
 static void split_invariance(const char *name, MatMode mode) {

@@ -8,6 +8,7 @@
 #include "base/fp16.h"
 #include "base/pool.h"
 #include "gguf/format.h"
+#include "backend/cpu/host_backend.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/ops.h"

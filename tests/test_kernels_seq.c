@@ -112,7 +112,7 @@ static void dn_run(DeltaNetFn fn, const DnCase *c, Pool *pool, void *scratch, si
     *out = fpoison(nv);
     *state = fdup(c->s0, ns);
     OpCtx oc = {MATMUL_GGML, pool, scratch, scratch_bytes};
-    DeltaNetArgs a = {c->T, c->Hk, c->Hv, c->D, c->D, c->grouped, c->q, c->k, c->v, c->g, c->beta, *state, *out};
+    DeltaNetArgs a = {c->T, c->Hk, c->Hv, c->D, c->D, c->grouped, c->q, c->k, c->v, c->g, c->beta, *state, *out, NULL, NULL};
     fn(&oc, &a);
 }
 

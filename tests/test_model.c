@@ -2,6 +2,7 @@
  * bad keys, MTP blocks present but skipped, context-full and bad-token errors that leave the state
  * untouched, snapshots that restore exactly, batched decode equal to one-by-one decode. */
 #include "test.h"
+#include "test_forward.h"
 
 #include "cli/tokens_file.h"
 #include "deltallm.h"
@@ -115,17 +116,7 @@ static float *eval_all(const char *path, const int32_t *ids, int T) {
     Err err = {{0}};
     Model *m = model_load(path, &err);
     if (!m) return test_check(false, __FILE__, __LINE__, "model_load", "%s", err.msg), NULL;
-    SeqState *st = seqstate_new(m, T, &err);
-    ForwardOptions fo = {.max_batch = T, .max_ctx = T, .n_threads = 2};
-    Forward *fw = forward_new(m, &fo, &err);
-    float *out = malloc(sizeof(float) * (size_t)T * (size_t)m->cfg.n_vocab);
-    if (!st || !fw || forward_run(fw, st, ids, T, out, T, &err)) {
-        test_check(false, __FILE__, __LINE__, "forward", "%s", err.msg);
-        free(out);
-        out = NULL;
-    }
-    forward_free(fw);
-    seqstate_free(st);
+    float *out = tf_eval(m, ids, T, 0, MATMUL_GGML, DELTANET_AUTO, 2, false);
     model_free(m);
     return out;
 }

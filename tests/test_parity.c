@@ -4,6 +4,7 @@
  *   default mode vs llama.cpp: F32 model ≤ 1e-4 (prefill and decode paths, 16 greedy tokens identical);
  *                              others max|Δ|/std ≤ 0.15, mean KL ≤ 1e-3, top-1 (decisive) ≥ 0.95. */
 #include "test.h"
+#include "test_forward.h"
 
 #include "cli/logit_compare.h"
 #include "cli/parity.h"
@@ -25,26 +26,7 @@ typedef struct Run {
 
 /* Evaluates the sequence in steps of `step` tokens (0 = all at once). */
 static float *eval_seq(Model *m, const int32_t *ids, int T, int step, MatMode mode, DeltaNetAlgo algo, int threads) {
-    Err err = {{0}};
-    const int V = m->cfg.n_vocab;
-    if (step <= 0) step = T;
-    SeqState *st = seqstate_new(m, T + 16, &err);
-    ForwardOptions fo = {.max_batch = step, .max_ctx = T + 16, .mode = mode, .algo = algo, .n_threads = threads};
-    Forward *fw = st ? forward_new(m, &fo, &err) : NULL;
-    float *out = malloc(sizeof(float) * (size_t)T * V);
-    bool ok = fw && out;
-    for (int p = 0; ok && p < T; p += step) {
-        int n = T - p < step ? T - p : step;
-        ok = forward_run(fw, st, ids + p, n, out + (size_t)p * V, n, &err) == 0;
-    }
-    if (!ok) {
-        test_check(false, __FILE__, __LINE__, "eval_seq", "%s", err.msg);
-        free(out);
-        out = NULL;
-    }
-    forward_free(fw);
-    seqstate_free(st);
-    return out;
+    return tf_eval(m, ids, T, step, mode, algo, threads, false);
 }
 
 static bool all_f32(const Model *m) {
@@ -100,11 +82,10 @@ static void check_greedy(Model *m, const int32_t *ids, int T, const char *model,
     REQUIRE_MSG(ref && n_ref == 16, "no greedy ids for %s len%d", model, len);
     Err err = {{0}};
     const int V = m->cfg.n_vocab;
-    SeqState *st = seqstate_new(m, T + n_ref + 1, &err);
-    ForwardOptions fo = {.max_batch = T, .max_ctx = T + n_ref + 1};
-    Forward *fw = forward_new(m, &fo, &err);
+    Forward *fw = tf_forward(m, T, T + n_ref + 1, MATMUL_GGML, DELTANET_AUTO, 0, false, &err);
+    SeqState *st = tf_state(m, fw, T + n_ref + 1, &err);
     float *lg = malloc(sizeof(float) * (size_t)V);
-    int ok = forward_run(fw, st, ids, T, lg, 1, &err) == 0;
+    int ok = st && forward_run(fw, st, ids, T, lg, 1, &err) == 0;
     int match = 0;
     for (int i = 0; ok && i < n_ref; i++) {
         int best = 0;
@@ -118,8 +99,8 @@ static void check_greedy(Model *m, const int32_t *ids, int T, const char *model,
     CHECK_MSG(match == n_ref, "%s len%d: %d of %d greedy tokens match llama.cpp", model, len, match, n_ref);
     free(lg);
     free(ref);
-    forward_free(fw);
     seqstate_free(st);
+    forward_free(fw);
 }
 
 static void parity_model_lens(const char *name, const int *lens, size_t n_lens) {
@@ -130,8 +111,6 @@ static void parity_model_lens(const char *name, const int *lens, size_t n_lens) 
     REQUIRE_MSG(m, "%s", err.msg);
     const int V = m->cfg.n_vocab;
     const bool f32 = all_f32(m);
-    Model *mp = model_load(test_data(rel), &err); /* the same file, packed as the engine does */
-    REQUIRE_MSG(mp && model_pack(mp, &err) == 0, "%s", err.msg);
     for (size_t li = 0; li < n_lens; li++) {
         const int len = lens[li];
         snprintf(rel, sizeof rel, "seqs/%s/len%d.txt", name, len);
@@ -147,14 +126,13 @@ static void parity_model_lens(const char *name, const int *lens, size_t n_lens) 
         float *exact = eval_seq(m, ids, T, 0, MATMUL_EXACT, DELTANET_AUTO, 2);
         float *def = eval_seq(m, ids, T, 0, MATMUL_GGML, DELTANET_AUTO, 2);
         float *def_dec = eval_seq(m, ids, T, 1, MATMUL_GGML, DELTANET_AUTO, 2);
-        if (mp && mp->n_packed && def && def_dec) { /* packed weights (model/pack.c): the same bits */
-            float *pdef = eval_seq(mp, ids, T, 0, MATMUL_GGML, DELTANET_AUTO, 2);
-            float *pdec = eval_seq(mp, ids, T, 1, MATMUL_GGML, DELTANET_AUTO, 2);
+        if (def && def_dec) { /* the weights packed as the engine does (backend/cpu/pack.c): the same bits */
+            float *pdef = tf_eval(m, ids, T, 0, MATMUL_GGML, DELTANET_AUTO, 2, true);
+            float *pdec = tf_eval(m, ids, T, 1, MATMUL_GGML, DELTANET_AUTO, 2, true);
             CHECK_MSG(pdef && memcmp(pdef, def, sizeof(float) * (size_t)T * V) == 0,
-                      "len%d: prefill with %d packed matrices differs from the file layout", len, mp->n_packed);
+                      "len%d: prefill with packed matrices differs from the file layout", len);
             CHECK_MSG(pdec && memcmp(pdec, def_dec, sizeof(float) * (size_t)T * V) == 0,
-                      "len%d: decode with %d packed matrices differs from the file layout", len, mp->n_packed);
-            if (li == 0) test_note("%d matrices packed: prefill and decode logits bit-identical to the file layout", mp->n_packed);
+                      "len%d: decode with packed matrices differs from the file layout", len);
             free(pdef), free(pdec);
         }
         if (npref && exact) {
@@ -182,7 +160,6 @@ static void parity_model_lens(const char *name, const int *lens, size_t n_lens) 
         }
         free(npref), free(pre), free(dec), free(exact), free(def), free(def_dec), free(ids);
     }
-    model_free(mp);
     model_free(m);
 }
 
@@ -210,7 +187,8 @@ static void stage_parity(const char *model, const char *run) {
     snprintf(d, sizeof d, "dumps/%s/%s", model, run);
     ParityRow rows[PARITY_MAX_ROWS];
     Err err = {{0}};
-    int n = parity_run(test_data(m), test_data(d), false, 1e-5, 2, rows, &err);
+    ForwardOptions fo = {.backend = tf_backend(MATMUL_GGML, 2, true)};
+    int n = parity_run(test_data(m), test_data(d), &fo, 1e-5, rows, &err);
     REQUIRE_MSG(n > 0, "%s", err.msg);
     int ok = 0;
     double worst = 0;

@@ -5,6 +5,7 @@
  * same run, and every row the major page faults during compute (0 once the weights are resident). */
 #include "cli/bwprobe.h"
 #include "cli/cli.h"
+#include "cli/cli_engine.h"
 #include "deltallm.h"
 
 #include <math.h>
@@ -77,13 +78,18 @@ int cmd_bench(int argc, char **argv) {
     int n_models = 0, n_pp = 1, n_tg = 1, n_thr = 1;
     long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512;
     bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false;
+    CliEngine eo;
+    cli_engine_init(&eo);
     for (int i = 1; i < argc; i++) {
+        const int er = cli_engine_arg("bench", argc, argv, &i, &eo);
+        if (er == 2) return 2;
+        if (er == 1) continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm bench -m MODEL.gguf [-m ...] [-p 512[,..]] [-n 128[,..]] [-t 1,2] [-r 3] [-b 512]\n"
                    "                      [--json] [--profile] [--mlock] [--no-prefetch] [--exact]\n"
                    "  -p 0 or -n 0 skips that test. Weights are read into memory first (--no-prefetch: not);\n"
-                   "  --mlock also locks them. DELTALLM_ISA=ref|avx2|avx512 selects the kernels.\n");
+                   "  --mlock also locks them.\n%s", cli_engine_help);
             return 0;
         } else if (!strcmp(a, "-m") && v) {
             if (n_models == MAX_LIST) return cli_usage_error("bench", "too many models");
@@ -132,6 +138,7 @@ int cmd_bench(int argc, char **argv) {
             ep.n_ctx = (int)max_tok + 8;
             ep.n_batch = (int)batch;
             ep.exact = exact;
+            cli_engine_apply(&eo, &ep);
             DlEngine *e = dl_engine_open(&ep, &err);
             DlSession *s = e ? dl_session_new(e, &err) : NULL;
             int32_t *toks = malloc(sizeof(int32_t) * (size_t)max_tok);

@@ -7,6 +7,7 @@
  * prefill: the whole sequence in one forward call; decode: one token per call; chunk K: K per call.
  * --greedy N continues the sequence with N argmax tokens (one per call) and prints their ids. */
 #include "cli/cli.h"
+#include "cli/cli_engine.h"
 #include "cli/tokens_file.h"
 #include "model/dump.h"
 #include "model/model.h"
@@ -27,12 +28,18 @@ int cmd_eval(int argc, char **argv) {
     long long chunk = 0, greedy = 0, threads = 0;
     uint64_t dump_layers = ~0ull;
     bool exact = false;
+    CliEngine eo;
+    cli_engine_init(&eo);
     for (int i = 1; i < argc; i++) {
+        const int er = cli_engine_arg("eval", argc, argv, &i, &eo);
+        if (er == 2) return 2;
+        if (er == 1) continue;
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             printf("usage: deltallm eval -m MODEL.gguf --tokens-file F [--mode prefill|decode|chunk K] [--exact]\n"
-                   "                     [--logits-out OUT.f32] [--greedy N] [-t THREADS] [--dump DIR [--dump-layers L,..]]\n");
+                   "                     [--logits-out OUT.f32] [--greedy N] [-t THREADS] [--dump DIR [--dump-layers L,..]]\n"
+                   "%s", cli_engine_help);
             return 0;
         } else if ((strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) && next) {
             model_path = argv[++i];
@@ -89,11 +96,12 @@ int cmd_eval(int argc, char **argv) {
     if (!m) goto done;
     const int V = m->cfg.n_vocab;
     const int step = chunk ? (int)chunk : n_tokens;
-    st = seqstate_new(m, n_tokens + (int)greedy, &err);
-    if (!st) goto done;
-    ForwardOptions fo = {.max_batch = step, .max_ctx = n_tokens + (int)greedy, .mode = exact ? MATMUL_EXACT : MATMUL_GGML, .n_threads = (int)threads};
+    ForwardOptions fo = {.max_batch = step, .max_ctx = n_tokens + (int)greedy};
+    if (cli_engine_forward(&eo, exact, (int)threads, &fo, &err)) goto done;
     fw = forward_new(m, &fo, &err);
     if (!fw) goto done;
+    st = seqstate_new(m, forward_backend(fw), n_tokens + (int)greedy, 0, 0, &err);
+    if (!st) goto done;
     if (dump_dir) {
         dump = dump_new(dump_dir, dump_layers, &err);
         if (!dump) goto done;
@@ -139,8 +147,8 @@ done:
     if (rc) fprintf(stderr, "deltallm eval: %s\n", err.msg);
     dump_free(dump);
     free(logits);
-    forward_free(fw);
     seqstate_free(st);
+    forward_free(fw);
     model_free(m);
     free(tokens);
     return rc;

@@ -1,7 +1,9 @@
 /* cmd_parity.c — `deltallm parity -m MODEL.gguf --ref DUMP_DIR`: one line per stage of the forward pass
  * with the largest error against llama.cpp's dump and a YES/NO verdict (cli/parity.h). */
 #include "cli/cli.h"
+#include "cli/cli_engine.h"
 #include "cli/parity.h"
+#include "model/model.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,12 +13,18 @@ int cmd_parity(int argc, char **argv) {
     bool exact = false;
     double tol = 1e-5;
     long long threads = 0;
+    CliEngine eo;
+    cli_engine_init(&eo);
     for (int i = 1; i < argc; i++) {
+        const int er = cli_engine_arg("parity", argc, argv, &i, &eo);
+        if (er == 2) return 2;
+        if (er == 1) continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm parity -m MODEL.gguf --ref DUMP_DIR [--exact] [--tol 1e-5] [-t THREADS]\n"
                    "  DUMP_DIR: a dump folder written by llref --dump-dir (index.json lists tokens and mode)\n"
-                   "  a stage matches when max|delta|/std(reference) <= tol (routing: identical experts)\n");
+                   "  a stage matches when max|delta|/std(reference) <= tol (routing: identical experts)\n%s",
+                   cli_engine_help);
             return 0;
         } else if (!strcmp(a, "-m") && v) {
             model = argv[++i];
@@ -35,7 +43,8 @@ int cmd_parity(int argc, char **argv) {
     if (!model || !ref) return cli_usage_error("parity", "needs -m MODEL.gguf and --ref DUMP_DIR");
     ParityRow rows[PARITY_MAX_ROWS];
     Err err = {{0}};
-    int n = parity_run(model, ref, exact, tol, (int)threads, rows, &err);
+    ForwardOptions fo = {0};
+    int n = cli_engine_forward(&eo, exact, (int)threads, &fo, &err) ? -1 : parity_run(model, ref, &fo, tol, rows, &err);
     if (n < 0) {
         fprintf(stderr, "deltallm parity: %s\n", err.msg);
         return 1;

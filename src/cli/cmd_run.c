@@ -1,6 +1,7 @@
 /* cmd_run.c — `deltallm run`: generate text from a prompt, streaming it as it comes, then report prompt
  * and generation speed. Sits on the public API (deltallm.h) only, plus the chat formatter for --chat. */
 #include "cli/cli.h"
+#include "cli/cli_engine.h"
 #include "cli/chat_prompt.h"
 #include "deltallm.h"
 
@@ -27,7 +28,7 @@ static void usage(void) {
            "  --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N --seed S\n"
            "  --ignore-eos       keep generating past end-of-generation tokens\n"
            "  --exact            F32 activations (the reference mode)\n"
-           "  --special          print control tokens too\n");
+           "  --special          print control tokens too\n%s", cli_engine_help);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -35,7 +36,12 @@ int cmd_run(int argc, char **argv) {
     long long n_gen = 64, n_ctx = 0, threads = 0, top_k = 40, last_n = 64, seed = 0x5eed;
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rp = 1.0;
     bool chat = false, think = true, ignore_eos = false, exact = false, special = false, synthetic = false;
+    CliEngine eo;
+    cli_engine_init(&eo);
     for (int i = 1; i < argc; i++) {
+        const int er = cli_engine_arg("run", argc, argv, &i, &eo);
+        if (er == 2) return 2;
+        if (er == 1) continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEEDV                                                                                              \
     if (!v) return cli_usage_error("run", "%s needs a value", a);                                          \
@@ -92,6 +98,7 @@ int cmd_run(int argc, char **argv) {
     ep.n_ctx = (int)n_ctx;
     ep.n_threads = (int)threads;
     ep.exact = exact;
+    cli_engine_apply(&eo, &ep);
     double t0 = now_s();
     e = dl_engine_open(&ep, &err);
     if (!e) goto done;

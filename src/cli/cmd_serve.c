@@ -2,6 +2,7 @@
  * SIGTERM. Prints "listening on http://HOST:PORT" on stdout once it accepts connections (scripts wait for
  * that line; with --port 0 it carries the port that was chosen). */
 #include "cli/cli.h"
+#include "cli/cli_engine.h"
 #include "server/server.h"
 #include "server/util.h"
 
@@ -38,7 +39,7 @@ static void usage(void) {
            "  --temp T --top-p P --top-k K --min-p P\n"
            "                           sampling defaults for requests that do not set them (OpenAI's: 1, 1, off, off)\n"
            "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
-           "  -v, --verbose            debug log\n");
+           "  -v, --verbose            debug log\n%s", cli_engine_help);
 }
 
 static char *read_key_file(const char *path) {
@@ -58,7 +59,12 @@ int cmd_serve(int argc, char **argv) {
     char *key_owned = NULL;
     long long v;
     double d;
+    CliEngine eo;
+    cli_engine_init(&eo);
     for (int i = 1; i < argc; i++) {
+        const int er = cli_engine_arg("serve", argc, argv, &i, &eo);
+        if (er == 2) return free(key_owned), 2;
+        if (er == 1) continue;
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEEDV                                                                                              \
     if (!val) return free(key_owned), cli_usage_error("serve", "%s needs a value", a);                     \
@@ -154,6 +160,7 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    c.backend = eo.backend, c.isa = eo.isa, c.deltanet = eo.deltanet, c.no_pack = eo.no_pack;
     Err err = {{0}};
     Server *s = server_start(&c, &err);
     free(key_owned);

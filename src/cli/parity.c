@@ -128,7 +128,7 @@ static void compare_stage(const Stage *st, const Dump *ref, const Dump *ours, co
     }
 }
 
-int parity_run(const char *model_path, const char *ref_dir, bool exact, double tol, int n_threads, ParityRow *rows,
+int parity_run(const char *model_path, const char *ref_dir, const ForwardOptions *opts, double tol, ParityRow *rows,
                Err *err) {
     DumpInfo info;
     Dump *ref = dump_load(ref_dir, &info, err);
@@ -151,10 +151,12 @@ int parity_run(const char *model_path, const char *ref_dir, bool exact, double t
     m = model_load(model_path, err);
     if (!m) goto done;
     const int T = info.n_tokens, step = decode ? 1 : T;
-    st = seqstate_new(m, T, err);
-    ForwardOptions fo = {.max_batch = step, .max_ctx = T, .mode = exact ? MATMUL_EXACT : MATMUL_GGML, .n_threads = n_threads};
-    fw = st ? forward_new(m, &fo, err) : NULL;
-    ours = fw ? dump_new(NULL, ~0ull, err) : NULL;
+    ForwardOptions fo = *opts;
+    fo.max_batch = step;
+    fo.max_ctx = T;
+    fw = forward_new(m, &fo, err);
+    st = fw ? seqstate_new(m, forward_backend(fw), T, 0, 0, err) : NULL;
+    ours = st ? dump_new(NULL, ~0ull, err) : NULL;
     logits = malloc(sizeof(float) * (size_t)step * (size_t)m->cfg.n_vocab);
     if (!ours || !logits) goto done;
     forward_set_dump(fw, ours);
@@ -170,8 +172,8 @@ done:
     free(logits);
     dump_free(ours);
     dump_free(ref);
-    forward_free(fw);
     seqstate_free(st);
+    forward_free(fw);
     model_free(m);
     return n_rows;
 }

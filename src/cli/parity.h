@@ -21,7 +21,9 @@ typedef struct ParityRow {
 
 /* Runs model_path on the tokens of ref_dir and fills rows (≤ PARITY_MAX_ROWS); a stage passes when max_rel ≤
  * tol (routing: identical expert sets). Returns the number of rows, or -1. */
-int parity_run(const char *model_path, const char *ref_dir, bool exact, double tol, int n_threads, ParityRow *rows,
+typedef struct ForwardOptions ForwardOptions;
+/* opts: the backend and delta-net form (max_batch and max_ctx are set here). */
+int parity_run(const char *model_path, const char *ref_dir, const ForwardOptions *opts, double tol, ParityRow *rows,
                Err *err);
 
 #endif

@@ -5,12 +5,9 @@
 
 #include "engine/engine_internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 static int fail(DlError *err, const Err *e) {
     if (err) snprintf(err->msg, sizeof err->msg, "%s", e->msg);
@@ -29,6 +26,9 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     }
     DlEngine *en = calloc(1, sizeof *en);
     if (!en) return err_set(&e, "out of memory"), fail(err, &e), NULL;
+    DeltaNetAlgo algo;
+    Isa isa = ISA_REF;
+    if (deltanet_algo_parse(p->deltanet, &algo, &e) || isa_parse(p->isa, &isa, &e)) goto fail;
     en->model = model_load(p->model_path, &e);
     if (!en->model) goto fail;
     const ModelConfig *c = &en->model->cfg;
@@ -44,45 +44,21 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     if (n_batch > n_ctx) n_batch = n_ctx;
     int n_seq = p->n_seq_max > 0 ? p->n_seq_max : 1;
     if (n_seq > n_batch) n_batch = n_seq;
-    DeltaNetAlgo algo = DELTANET_AUTO;
-    if (p->deltanet && strcmp(p->deltanet, "recurrent") == 0) algo = DELTANET_RECURRENT;
-    else if (p->deltanet && strcmp(p->deltanet, "chunked") == 0) algo = DELTANET_CHUNKED;
-    else if (p->deltanet && strcmp(p->deltanet, "auto") != 0) {
-        err_set(&e, "delta-net algorithm must be auto, recurrent or chunked, not '%s'", p->deltanet);
+    /* the backend holds the weights (packed copies of the matrices the fast kernels read faster that way:
+     * bit-identical results) */
+    const BackendOptions bo = {.name = p->backend,
+                               .isa = (int)isa,
+                               .n_threads = p->n_threads,
+                               .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
+                               .pack = !p->no_pack};
+    if (!(en->be = backend_create(&bo, &e)) || en->be->vt->bind(en->be, en->model->weights, en->model->n_weights, &e))
         goto fail;
-    }
-    ForwardOptions fo = {.max_batch = n_batch,
-                         .max_seqs = n_seq,
-                         .max_ctx = n_ctx,
-                         .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
-                         .algo = algo,
-                         .n_threads = p->n_threads};
+    ForwardOptions fo = {.max_batch = n_batch, .max_seqs = n_seq, .max_ctx = n_ctx, .algo = algo, .be = en->be};
     en->fw = forward_new(en->model, &fo, &e);
     if (!en->fw) goto fail;
-    /* packed copies of the matrices the fast kernels read faster that way (bit-identical results);
-     * DELTALLM_PACK=0 keeps the file's layout (for measurements) */
-    const char *pk = getenv("DELTALLM_PACK");
-    if (!p->exact && strcmp(forward_ops_name(en->fw), "ref") != 0 && !(pk && strcmp(pk, "0") == 0) &&
-        model_pack(en->model, &e))
-        goto fail;
     en->n_ctx = n_ctx;
     en->n_batch = n_batch;
     en->n_seq_max = n_seq;
-    const Gguf *g = en->model->gguf;
-    uint64_t weights = 0, decode = 0;
-    for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
-        const GgufTensor *t = gguf_tensor(g, i);
-        weights += t->nbytes;
-        if (strcmp(t->name, "token_embd.weight") == 0) {
-            decode += en->model->tied ? t->nbytes : t->nbytes / (uint64_t)c->n_vocab; /* one row, or the tied head */
-        } else if (strstr(t->name, "_exps.")) {
-            decode += t->nbytes / (uint64_t)c->n_expert * (uint64_t)c->n_expert_used;
-        } else if (strncmp(t->name, "blk.", 4) == 0 && atoi(t->name + 4) >= c->n_layer) {
-            continue; /* MTP blocks are not run */
-        } else {
-            decode += t->nbytes;
-        }
-    }
     en->info = (DlModelInfo){c->arch_name,
                              c->name,
                              c->n_vocab,
@@ -90,13 +66,14 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
                              n_ctx,
                              c->n_layer,
                              c->n_embd,
-                             gguf_file_size(g),
-                             weights,
+                             gguf_file_size(en->model->gguf),
+                             0,
                              seqstate_recurrent_bytes(en->model) +
                                  (size_t)n_ctx * 2 * (size_t)c->n_head_kv * (size_t)c->head_dim * 4 * (size_t)c->n_attention,
-                             decode,
+                             model_decode_bytes(en->model),
                              forward_ops_name(en->fw),
                              forward_n_threads(en->fw)};
+    for (int64_t i = 0; i < gguf_n_tensors(en->model->gguf); i++) en->info.weight_bytes += gguf_tensor(en->model->gguf, i)->nbytes;
     return en;
 fail:
     fail(err, &e);
@@ -107,6 +84,7 @@ fail:
 void dl_engine_close(DlEngine *e) {
     if (!e) return;
     forward_free(e->fw);
+    backend_destroy(e->be);
     tokenizer_free(e->tok);
     model_free(e->model);
     free(e);
@@ -116,49 +94,7 @@ const DlModelInfo *dl_engine_info(const DlEngine *e) { return &e->info; }
 
 int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
     Err er = {{0}};
-    const Gguf *g = e->model->gguf;
-    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
-    /* packed matrices: their file pages only into the page cache, not the process (the embedding lookup
-     * of a tied head still reads some) */
-    for (int i = 0; i < e->model->n_packed; i++) {
-        const uintptr_t b0 = (uintptr_t)e->model->packed[i].src & ~(uintptr_t)(page - 1);
-        madvise((void *)b0, (uintptr_t)e->model->packed[i].src + e->model->packed[i].bytes - b0, MADV_WILLNEED);
-    }
-    for (int i = 0; i < gguf_n_splits(g); i++) {
-        const void *base;
-        size_t size;
-        gguf_split_mapping(g, i, &base, &size);
-        if (!base) continue;
-        /* pages of matrices model_pack replaced are not needed: the packed copies are read instead */
-        const uint8_t *b = base;
-        const PackedRange *pr = e->model->packed;
-        int k = 0; /* the first packed range (by address) that does not end before the page */
-        size_t run = 0; /* bytes of needed pages before off, not yet locked */
-        volatile uint8_t sink = 0;
-        for (size_t off = 0; off <= size; off += (size_t)page) {
-            const size_t n = size - off < (size_t)page ? size - off : (size_t)page;
-            while (k < e->model->n_packed && (const uint8_t *)pr[k].src + pr[k].bytes <= b + off) k++;
-            const bool packed = k < e->model->n_packed && b + off >= (const uint8_t *)pr[k].src &&
-                                b + off + n <= (const uint8_t *)pr[k].src + pr[k].bytes;
-            const bool need = off < size && !packed;
-            if (need) {
-                if (!run) madvise((void *)(b + off), size - off, MADV_WILLNEED);
-                sink ^= ((const volatile uint8_t *)b)[off];
-                run += n;
-                continue;
-            }
-            if (run && lock && mlock(b + off - run, run) != 0)
-                return err_set(&er, "cannot lock %zu MiB of weights in memory: %s (raise `ulimit -l`)", size >> 20,
-                               strerror(errno)),
-                       fail(err, &er);
-            run = 0;
-        }
-        (void)sink;
-    }
-    if (lock && e->model->pack_arena && mlock(e->model->pack_arena, e->model->pack_bytes) != 0)
-        return err_set(&er, "cannot lock %zu MiB of packed weights in memory: %s (raise `ulimit -l`)",
-                       e->model->pack_bytes >> 20, strerror(errno)),
-               fail(err, &er);
+    if (e->be->vt->make_resident(e->be, lock, &er)) return fail(err, &er);
     return 0;
 }
 
@@ -172,7 +108,8 @@ DlSession *dl_session_new(DlEngine *e, DlError *err) {
     DlSession *s = calloc(1, sizeof *s);
     if (!s) return err_set(&er, "out of memory"), fail(err, &er), NULL;
     s->engine = e;
-    s->state = seqstate_new(e->model, e->n_ctx, &er);
+    s->n_tent = -1;
+    s->state = seqstate_new(e->model, e->be, e->n_ctx, 0, 0, &er);
     s->logits = malloc(sizeof(float) * (size_t)e->info.n_vocab);
     if (!s->state || !s->logits) {
         if (s->state) err_set(&er, "out of memory for the logits");
@@ -187,12 +124,14 @@ void dl_session_free(DlSession *s) {
     if (!s) return;
     seqstate_free(s->state);
     free(s->logits);
+    free(s->tent_logits);
     free(s);
 }
 
 void dl_session_reset(DlSession *s) {
-    seqstate_reset(s->state, s->engine->model);
+    seqstate_reset(s->state);
     s->has_logits = false;
+    s->n_tent = -1;
 }
 
 int dl_session_n_past(const DlSession *s) { return s->state->n_past; }
@@ -232,7 +171,7 @@ int dl_decode_batch(DlSession **s, const int32_t *tokens, int n, DlError *err) {
     if (n > (int)(sizeof seqs / sizeof seqs[0])) return err_set(&e, "batch too large"), fail(err, &e);
     for (int i = 0; i < n; i++) {
         if (s[i]->engine != en) return err_set(&e, "sessions of different engines in one batch"), fail(err, &e);
-        seqs[i] = (BatchSeq){s[i]->state, &tokens[i], 1, 1, s[i]->logits};
+        seqs[i] = (BatchSeq){s[i]->state, &tokens[i], 1, 1, s[i]->logits, false};
     }
     if (forward_batch(en->fw, seqs, n, &e)) return fail(err, &e);
     for (int i = 0; i < n; i++) s[i]->has_logits = true;
@@ -250,16 +189,9 @@ typedef struct SnapHeader {
     uint32_t has_logits;
 } SnapHeader;
 
-static size_t kv_row_bytes(const ModelConfig *c) { return (size_t)c->n_head_kv * (size_t)c->head_dim * sizeof(float); }
-static size_t conv_bytes(const ModelConfig *c) { return (size_t)c->ssm_conv_dim * (size_t)(c->ssm_d_conv - 1) * 4; }
-static size_t ssm_bytes(const ModelConfig *c) {
-    return (size_t)c->ssm_n_v_head * (size_t)c->ssm_head_v_dim * (size_t)c->ssm_d_state * 4;
-}
-
 static size_t snapshot_size_at(const DlSession *s, int n_past) {
     const ModelConfig *c = &s->engine->model->cfg;
-    return sizeof(SnapHeader) + seqstate_recurrent_bytes(s->engine->model) +
-           (size_t)n_past * 2 * kv_row_bytes(c) * (size_t)c->n_attention + sizeof(float) * (size_t)c->n_vocab;
+    return sizeof(SnapHeader) + seqstate_saved_bytes(s->state, n_past) + sizeof(float) * (size_t)c->n_vocab;
 }
 
 size_t dl_session_snapshot_size(const DlSession *s) { return snapshot_size_at(s, s->state->n_past); }
@@ -273,16 +205,8 @@ int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err
                     st->n_past, s->has_logits};
     uint8_t *p = buf;
     memcpy(p, &h, sizeof h), p += sizeof h;
-    for (int il = 0; il < c->n_layer; il++) {
-        if (c->recurrent[il]) {
-            memcpy(p, st->conv[il], conv_bytes(c)), p += conv_bytes(c);
-            memcpy(p, st->ssm[il], ssm_bytes(c)), p += ssm_bytes(c);
-        } else {
-            size_t kv = (size_t)st->n_past * kv_row_bytes(c);
-            memcpy(p, st->k[il], kv), p += kv;
-            memcpy(p, st->v[il], kv), p += kv;
-        }
-    }
+    seqstate_save(st, p);
+    p += seqstate_saved_bytes(st, st->n_past);
     memcpy(p, s->logits, sizeof(float) * (size_t)c->n_vocab);
     return 0;
 }
@@ -301,27 +225,72 @@ int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err)
         return err_set(&e, "snapshot of %d tokens does not fit a context of %d", h.n_past, st->n_ctx), fail(err, &e);
     if (size != snapshot_size_at(s, h.n_past)) return err_set(&e, "snapshot size mismatch"), fail(err, &e);
     const uint8_t *p = (const uint8_t *)buf + sizeof h;
-    for (int il = 0; il < c->n_layer; il++) {
-        if (c->recurrent[il]) {
-            memcpy(st->conv[il], p, conv_bytes(c)), p += conv_bytes(c);
-            memcpy(st->ssm[il], p, ssm_bytes(c)), p += ssm_bytes(c);
-        } else {
-            size_t kv = (size_t)h.n_past * kv_row_bytes(c);
-            memcpy(st->k[il], p, kv), p += kv;
-            memcpy(st->v[il], p, kv), p += kv;
-        }
-    }
+    seqstate_restore(st, p, h.n_past);
+    p += seqstate_saved_bytes(st, h.n_past);
     memcpy(s->logits, p, sizeof(float) * (size_t)c->n_vocab);
-    st->n_past = h.n_past;
     s->has_logits = h.has_logits != 0;
+    s->n_tent = -1;
     return 0;
 }
 
 int dl_session_copy(DlSession *dst, const DlSession *src, DlError *err) {
     Err e = {{0}};
     if (dst->engine != src->engine) return err_set(&e, "sessions of different engines"), fail(err, &e);
-    seqstate_copy(dst->state, src->state, src->engine->model);
+    seqstate_copy(dst->state, src->state);
+    dst->n_tent = -1;
     memcpy(dst->logits, src->logits, sizeof(float) * (size_t)src->engine->info.n_vocab);
     dst->has_logits = src->has_logits;
+    return 0;
+}
+
+/* ---- tentative evaluation ------------------------------------------------------------------------------- */
+
+int dl_session_set_rollback(DlSession *s, int n_max, DlError *err) {
+    Err e = {{0}};
+    DlEngine *en = s->engine;
+    if (n_max < 0 || n_max > en->n_batch)
+        return err_set(&e, "rollback room for %d tokens (at most the batch size, %d)", n_max, en->n_batch), fail(err, &e);
+    free(s->tent_logits);
+    s->tent_logits = NULL;
+    s->n_tent = -1;
+    s->tent_cap = 0;
+    if (seqstate_enable_rollback(s->state, en->model, n_max, &e)) return fail(err, &e);
+    if (n_max && !(s->tent_logits = malloc(sizeof(float) * (size_t)n_max * (size_t)en->info.n_vocab))) {
+        seqstate_enable_rollback(s->state, en->model, 0, &e);
+        return err_set(&e, "out of memory for %d rows of logits", n_max), fail(err, &e);
+    }
+    s->tent_cap = n_max;
+    return 0;
+}
+
+int dl_session_eval_tentative(DlSession *s, const int32_t *tokens, size_t n, DlError *err) {
+    Err e = {{0}};
+    DlEngine *en = s->engine;
+    if (!s->tent_cap && dl_session_set_rollback(s, en->n_batch < 16 ? en->n_batch : 16, err)) return -1;
+    if (n == 0 || n > (size_t)s->tent_cap)
+        return err_set(&e, "a tentative batch of %zu tokens (this session has room for 1 to %d)", n, s->tent_cap),
+               fail(err, &e);
+    s->n_tent = -1;
+    BatchSeq q = {s->state, tokens, (int)n, (int)n, s->tent_logits, true};
+    if (forward_batch(en->fw, &q, 1, &e)) return fail(err, &e);
+    s->n_tent = (int)n;
+    return 0;
+}
+
+const float *dl_session_tentative_logits(const DlSession *s) { return s->n_tent > 0 ? s->tent_logits : NULL; }
+
+int dl_session_keep(DlSession *s, size_t k, DlError *err) {
+    Err e = {{0}};
+    if (s->n_tent < 0 || s->state->rb.n != s->n_tent)
+        return err_set(&e, "no tentative batch to keep tokens of"), fail(err, &e);
+    if (k > (size_t)s->n_tent)
+        return err_set(&e, "keeping %zu tokens of a tentative batch of %d", k, s->n_tent), fail(err, &e);
+    if (forward_keep(s->engine->fw, s->state, (int)k, &e)) return fail(err, &e);
+    if (k > 0) {
+        const size_t V = (size_t)s->engine->info.n_vocab;
+        memcpy(s->logits, s->tent_logits + (k - 1) * V, sizeof(float) * V);
+        s->has_logits = true;
+    }
+    s->n_tent = -1;
     return 0;
 }

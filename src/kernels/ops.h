@@ -75,6 +75,11 @@ typedef struct DeltaNetArgs {
     bool grouped;
     const float *q, *k, *v, *g, *beta;
     float *state, *out;
+    /* NULL (or state): in place; otherwise the state before the batch is read from here and the new one
+     * written to state (the two do not overlap) */
+    const float *state_in;
+    /* NULL, or [T][n_v_head][d_v][d_k]: receives the state after every token (the recurrent form only) */
+    float *steps;
 } DeltaNetArgs;
 
 /* ---- attention ---------------------------------------------------------------------------------------- */

@@ -1,8 +1,9 @@
-/* forward_internal.h — the Forward object shared by forward.c and the layer files (layer_*.c): the
- * model, the ops, and every activation buffer, allocated once for max_batch rows.
+/* forward_internal.h — the Forward object shared by forward.c, forward_profile.c and the layer files
+ * (layer_*.c): the model, the backend, and every activation buffer as a view of one backend allocation,
+ * allocated once for max_batch rows.
  *
  * Rows: a batch concatenates the tokens of its sequences; sequence s owns rows [row0[s], row0[s] + n[s]).
- * Buffers are row-major [rows][width]. */
+ * Buffers are row-major [rows][width] F32 unless marked int32. */
 #ifndef DL_MODEL_FORWARD_INTERNAL_H
 #define DL_MODEL_FORWARD_INTERNAL_H
 
@@ -11,37 +12,50 @@
 
 /* Named activation buffers (see forward.c for widths). */
 typedef struct Bufs {
-    float *x;       /* [R][E]      residual stream */
-    float *h;       /* [R][E]      normed input of the current sub-layer */
-    float *tmp;     /* [R][E]      sub-layer output */
-    float *tmp2;    /* [R][E]      shared-expert output */
+    BView x;       /* [R][E]      residual stream (the hidden rows) */
+    BView h;       /* [R][E]      normed input of the current sub-layer */
+    BView tmp;     /* [R][E]      sub-layer output */
+    BView tmp2;    /* [R][E]      shared-expert output */
     /* delta-net */
-    float *proj;    /* [R][conv+val] legacy ssm_in output */
-    float *mixed;   /* [R][conv]   qkv projection (conv input) */
-    float *z;       /* [R][val] */
-    float *ba;      /* [R][2Hv] */
-    float *conv_y;  /* [R][conv] */
-    float *q, *k;   /* [R][key_dim] L2-normed */
-    float *v;       /* [R][val] */
-    float *g, *beta; /* [R][Hv] */
-    float *o;       /* [R][val]    core delta-net output */
-    float *on;      /* [R][val]    gated-norm output */
+    BView proj;    /* [R][conv+val] legacy ssm_in output */
+    BView mixed;   /* [R][conv]   qkv projection (conv input) */
+    BView z;       /* [R][val] */
+    BView ba;      /* [R][2Hv] */
+    BView conv_y;  /* [R][conv] */
+    BView q, k;    /* [R][key_dim] L2-normed */
+    BView v;       /* [R][val] */
+    BView g, beta; /* [R][Hv] */
+    BView o;       /* [R][val]    core delta-net output */
+    BView on;      /* [R][val]    gated-norm output */
     /* attention */
-    float *qg;      /* [R][2HD] */
-    float *qa;      /* [R][HD] */
-    float *ka, *va; /* [R][Hkv·D] */
-    float *ao;      /* [R][HD] */
+    BView qg;      /* [R][2HD] */
+    BView qa;      /* [R][HD] */
+    BView ka, va;  /* [R][Hkv·D] */
+    BView ao;      /* [R][HD] */
     /* feed-forward */
-    float *fg, *fu; /* [R][maxF] */
-    float *rl;      /* [R][nE] router logits, then probabilities */
-    float *ew;      /* [R][kE] expert weights */
-    int32_t *es;    /* [R][kE] selected experts */
-    int32_t *erows; /* [R·kE]  rows routed to the current expert (row·kE + slot) */
-    float *gx;      /* [R][E]  gathered expert inputs */
-    float *eo;      /* [R][kE][E] expert outputs */
-    float *sgate;   /* [R] */
-    float *head;    /* [max_seqs][n_vocab] logits staging when several sequences want logits */
+    BView fg, fu;  /* [R][maxF] */
+    BView rl;      /* [R][nE] router logits, then probabilities */
+    BView ew;      /* [R][kE] expert weights */
+    BView es;      /* int32 [R][kE] selected experts */
+    BView gidx;    /* int32 [R·kE] rows routed to each expert, grouped by expert */
+    BView sidx;    /* int32 [R·kE] their (row·kE + slot) places in eo */
+    BView gx;      /* [R][E]  gathered expert inputs */
+    BView eo;      /* [R][kE][E] expert outputs */
+    BView sgate;   /* [R] */
+    BView head;    /* [max_seqs][n_vocab] logits staging when several sequences want logits */
+    BView ids;     /* int32 [R] token ids */
+    BView pos;     /* int32 [R] positions */
+    BView hrows;   /* int32 [R] rows that want logits */
 } Bufs;
+
+/* Host-side index work of a batch (no activations): token ids, positions, the expert grouping. */
+typedef struct HostIdx {
+    int32_t *ids, *pos, *hrows;      /* [R] */
+    int32_t *es;                     /* [R·kE] the selection, downloaded */
+    int32_t *gs;                     /* [2·R·kE] gidx then sidx */
+    int32_t *count, *start, *used;   /* [nE] */
+    const void *(*data)[3];          /* [nE] provider answers */
+} HostIdx;
 
 /* Profiling (model.h: forward_profile_*): phases of a forward pass and time per op. */
 typedef enum Phase { PH_EMBED, PH_ATTN, PH_DN_PRE, PH_DN_SCAN, PH_DN_POST, PH_FFN, PH_HEAD, PH_COUNT } Phase;
@@ -62,47 +76,68 @@ typedef struct Profile {
     uint64_t forwards, tokens;
     long majflt; /* major page faults (disk reads) during forward passes */
     double total;
+    long flt0;   /* at forward_begin */
+    double t0;
 } Profile;
 
 struct Forward {
     const Model *m;
-    const Ops *ops;
-    OpCtx oc;
-    Pool *pool;
+    Backend *be;
+    bool own_be;
     Dump *dump;
+    float *dump_host; /* staging for dumps */
+    size_t dump_cap;
     int max_batch, max_seqs, max_ctx;
     DeltaNetAlgo algo;
     int chunk_min_tokens; /* AUTO: chunked form from this many tokens of one sequence */
+    int v0, v1;           /* head columns */
+    ExpertProvider provider;
+    bool has_provider;
+    Err err;              /* the first failure inside the parts (a provider's), reported by forward_end */
+    bool failed;
 
     /* the current batch */
     const BatchSeq *seqs;
-    int n_seqs, rows;
+    int n_seqs, rows, n_out;
     int *row0; /* [max_seqs] */
 
     Bufs b;
-    void *mem; /* all buffers */
+    HostIdx hx;
+    BBuf *mem; /* all buffers */
+    void *host_mem;
     Profile prof;
 };
 
 /* Ops through these wrappers are timed when profiling is on (name: a static label such as "ssm_out"). */
-void fwd_matmul(Forward *f, const char *name, const MatW *w, const float *x, int64_t T, float *y);
-void fwd_conv_silu(Forward *f, const float *x, int T, int C, int K, const float *w, float *state, float *y);
-void fwd_deltanet(Forward *f, const DeltaNetArgs *a, bool chunked);
-void fwd_attention(Forward *f, const AttnArgs *a);
-void fwd_silu_rows(Forward *f, float *x, int rows, int n);                /* in place */
-void fwd_swiglu_rows(Forward *f, float *g, const float *u, int rows, int n); /* g = silu(g)·u */
+void fwd_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, BView y);
+void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, const void *data, BView x, int64_t T, BView y);
+void fwd_conv_silu(Forward *f, BView x, int T, int C, int K, const Weight *w, BView state, BView y);
+void fwd_deltanet(Forward *f, const DeltaArgs *a);
+void fwd_attention(Forward *f, const AttentionArgs *a);
+void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n); /* g = silu(g)·u */
 double fwd_now(void);
 /* Adds the time since *t0 to a phase and resets *t0 (no-op unless profiling). */
 void fwd_phase(Forward *f, Phase ph, double *t0);
+void fwd_prof_op(Forward *f, const char *name, double seconds);
+void fwd_prof_begin(Forward *f); /* a forward pass starts / ends: totals and page faults */
+void fwd_prof_end(Forward *f);
 
 void layer_deltanet(Forward *f, Bufs *b, int il);
 void layer_attention(Forward *f, Bufs *b, int il);
 void layer_ffn(Forward *f, Bufs *b, int il);
 
-/* dump helper: whole-batch tensors are only dumped for single-sequence batches */
-static inline void fwd_dump(Forward *f, const char *name, int il, const float *data, int64_t ne0, int64_t ne1,
-                            int64_t ne2, int64_t ne3) {
-    if (f->dump && f->n_seqs == 1) dump_tensor(f->dump, name, il, data, ne0, ne1, ne2, ne3);
+/* A VecSet of rows contiguous vectors of n (one head per row). */
+static inline VecSet vs_rows(int rows, int n) { return (VecSet){rows, 1, n, n, n, n, n}; }
+
+/* Dumps (whole-batch tensors only for single-sequence batches): downloads the view and records it. */
+void fwd_dump_view(Forward *f, const char *name, int il, BView v, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                   bool ints);
+static inline bool fwd_dumping(const Forward *f, int il) {
+    return f->dump && f->n_seqs == 1 && dump_wants_layer(f->dump, il);
+}
+static inline void fwd_dump(Forward *f, const char *name, int il, BView v, int64_t ne0, int64_t ne1, int64_t ne2,
+                            int64_t ne3) {
+    if (fwd_dumping(f, il)) fwd_dump_view(f, name, il, v, ne0, ne1, ne2, ne3, false);
 }
 
 #endif

@@ -1,91 +1,71 @@
-/* model.h — the data contract of a loaded model: config, bound weights, per-sequence state, and the
- * forward pass over a batch of tokens.
+/* model.h — the data contract of a loaded model: config, the weight registry, per-sequence state as a table
+ * of segments, and the forward pass in three parts (embed, a range of layers, head) over a backend.
  *
- * Weights point into the GGUF mapping (matrices keep their file format); small vectors (norms, conv taps,
- * dt bias, ssm_a) are F32 — copied and converted at load if a file stores them otherwise. Shapes are
- * given C-style, outermost first: [out][in] for a matrix is ggml's {in, out}. */
+ * Weights are bound once by name (model_load.c) into one registry (Weight, backend/backend.h): matrices keep
+ * their file format and point into the GGUF mapping; small vectors (norms, conv taps, dt bias, ssm_a) are
+ * F32, copied and converted at load when a file stores them otherwise. A backend is given the registry once
+ * (forward_new) and keeps whatever layout it wants. Shapes are C-style, outermost first: [out][in] for a
+ * matrix is ggml's {in, out}. */
 #ifndef DL_MODEL_MODEL_H
 #define DL_MODEL_MODEL_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "base/err.h"
 #include "gguf/gguf.h"
-#include "kernels/ops.h"
 #include "model/config.h"
-
-/* A stack of n expert matrices inside one 3-D tensor; expert e's matrix starts at
- * data + e * expert_bytes + offset (offset selects gate or up in a fused gate_up tensor). */
-typedef struct ExpertW {
-    const uint8_t *data;
-    uint32_t type;
-    int64_t cols, rows;
-    size_t row_bytes, expert_bytes, offset;
-    int n;
-} ExpertW;
-
-static inline MatW expert_mat(const ExpertW *x, int e) {
-    MatW m = {x->data + (size_t)e * x->expert_bytes + x->offset, x->type, x->cols, x->rows, x->row_bytes, true, NULL};
-    return m;
-}
-
-typedef struct PackedRange {
-    const void *src;
-    size_t bytes;
-} PackedRange;
 
 typedef struct LayerW {
     bool recurrent;
-    const float *attn_norm; /* [E] */
-    const float *post_norm; /* [E] post_attention_norm */
+    const Weight *attn_norm; /* [E] */
+    const Weight *post_norm; /* [E] post_attention_norm */
 
     /* full attention (recurrent == false) */
-    MatW wq;                 /* [2·H·D][E]: per head [q (D) | gate (D)] */
-    MatW wk, wv;             /* [Hkv·D][E] */
-    MatW wo;                 /* [E][H·D] */
-    const float *q_norm, *k_norm; /* [D] */
+    const Weight *wq;        /* [2·H·D][E]: per head [q (D) | gate (D)] */
+    const Weight *wk, *wv;   /* [Hkv·D][E] */
+    const Weight *wo;        /* [E][H·D] */
+    const Weight *q_norm, *k_norm; /* [D] */
 
     /* gated delta net (recurrent == true) */
     bool legacy;             /* qwen3next fused ssm_in instead of attn_qkv + attn_gate */
-    MatW qkv;                /* [conv_dim][E]: [Q all k-heads | K all k-heads | V all v-heads] */
-    MatW z;                  /* [val_dim][E] attn_gate */
-    MatW ssm_in;             /* legacy: [2·key_dim + 2·val_dim][E], per key group [q | k | v (r·Dv) | z (r·Dv)] */
-    MatW ba;                 /* qwen3next: [2·Hv][E], per key group [b (r) | a (r)] */
-    MatW beta, alpha;        /* qwen35*: [Hv][E] each */
-    const float *conv1d;     /* [conv_dim][Kc] */
-    const float *dt_bias;    /* [Hv] */
-    const float *ssm_a;      /* [Hv] = −exp(A_log) */
-    const float *ssm_norm;   /* [Dv] (no +1) */
-    MatW ssm_out;            /* [E][val_dim] */
+    const Weight *qkv;       /* [conv_dim][E]: [Q all k-heads | K all k-heads | V all v-heads] */
+    const Weight *z;         /* [val_dim][E] attn_gate */
+    const Weight *ssm_in;    /* legacy: [2·key_dim + 2·val_dim][E], per key group [q | k | v (r·Dv) | z (r·Dv)] */
+    const Weight *ba;        /* qwen3next: [2·Hv][E], per key group [b (r) | a (r)] */
+    const Weight *beta, *alpha; /* qwen35*: [Hv][E] each */
+    const Weight *conv1d;    /* [conv_dim][Kc] */
+    const Weight *dt_bias;   /* [Hv] */
+    const Weight *ssm_a;     /* [Hv] = −exp(A_log) */
+    const Weight *ssm_norm;  /* [Dv] (no +1) */
+    const Weight *ssm_out;   /* [E][val_dim] */
 
     /* feed-forward: dense (qwen35) */
-    MatW ffn_gate, ffn_up;   /* [F][E] */
-    MatW ffn_down;           /* [E][F] */
+    const Weight *ffn_gate, *ffn_up; /* [F][E] */
+    const Weight *ffn_down;  /* [E][F] */
     /* feed-forward: MoE (qwen3next, qwen35moe) */
-    MatW router;             /* [nE][E] ffn_gate_inp */
-    ExpertW gate_exps, up_exps; /* n × [Fe][E] */
-    ExpertW down_exps;       /* n × [E][Fe] */
-    MatW shexp_gate;         /* [1][E] ffn_gate_inp_shexp */
-    MatW gate_shexp, up_shexp; /* [Fs][E] */
-    MatW down_shexp;         /* [E][Fs] */
+    const Weight *router;    /* [nE][E] ffn_gate_inp */
+    const Weight *gate_exps, *up_exps; /* n × [Fe][E] */
+    const Weight *down_exps; /* n × [E][Fe] */
+    const Weight *shexp_gate; /* [1][E] ffn_gate_inp_shexp */
+    const Weight *gate_shexp, *up_shexp; /* [Fs][E] */
+    const Weight *down_shexp; /* [E][Fs] */
 } LayerW;
 
 typedef struct Model {
     ModelConfig cfg;
-    Gguf *gguf;              /* owned */
-    MatW tok_embd;           /* [n_vocab][E] */
-    const float *output_norm; /* [E] */
-    MatW output;             /* [n_vocab][E]; token_embd when tied */
+    Gguf *gguf;               /* owned */
+    Weight *weights;          /* the registry: every bound tensor, in binding order */
+    int n_weights;
+    const Weight *tok_embd;   /* [n_vocab][E] */
+    const Weight *output_norm; /* [E] */
+    const Weight *output;     /* [n_vocab][E]; token_embd when tied */
     bool tied;
-    LayerW *layers;          /* [n_layer] (MTP blocks not bound) */
-    int n_tensors_bound;
-    void **owned;            /* F32 copies made at load */
+    LayerW *layers;           /* [n_layer] (MTP blocks not bound) */
+    int n_tensors_bound;      /* file tensors bound (a fused tensor once) */
+    void **owned;             /* F32 copies made at load */
     int n_owned;
-    void *pack_arena;        /* the packed copies (MatW.pack points into it) */
-    size_t pack_bytes;
-    PackedRange *packed;     /* the file ranges of the packed matrices, by address */
-    int n_packed;
 } Model;
 
 /* Opens the file, reads the config and binds every tensor, checking type and shape (the error names the
@@ -94,79 +74,152 @@ Model *model_load(const char *path, Err *err);
 /* Binds an already-open file (takes ownership of g on success and on failure). */
 Model *model_from_gguf(Gguf *g, Err *err);
 void model_free(Model *m);
-/* Gives the matrices the fast kernels read faster in another layout a packed copy (MatW.pack; today:
- * Q8_0 with rows a multiple of 8) and drops the file's pages of those matrices from memory (pack.c).
- * For the default mode with the fast kernels; results are bit-identical with or without. */
-int model_pack(Model *m, Err *err);
-void model_pack_free(Model *m); /* model_free's part */
-/* The R8 layout (MatW.pack): rows (a multiple of 8) of row_bytes, blocks of block_bytes, interleaved by 8
- * per block: block i of row 8g+r goes to dst + g·8·row_bytes + (8i + r)·block_bytes. */
-void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes);
+/* The registry entry of a file tensor (the first, for a fused one), or NULL. */
+const Weight *model_weight(const Model *m, const char *name);
+/* Weight bytes one decoded token reads: every matrix, one embedding row (the whole table when the head is
+ * tied to it), and of each expert stack the share of n_expert_used experts. */
+uint64_t model_decode_bytes(const Model *m);
 
+/* ---- per-sequence state: a table of segments -------------------------------------------------------------- */
 
-/* ---- per-sequence state -------------------------------------------------------------------------------- */
+typedef enum SegKind { SEG_CONV, SEG_SSM, SEG_K, SEG_V } SegKind;
+
+/* One piece of a sequence's state on the backend: a layer's conv window ([conv_dim][Kc−1]), its delta-net
+ * state ([Hv][Dv][Dk], transposed), or its K or V cache ([n_ctx][Hkv·D]). Whole segments are saved whole,
+ * KV segments up to the tokens in use (row_bytes per token). */
+typedef struct StateSeg {
+    int layer;
+    SegKind kind;
+    BView view;
+    size_t bytes;     /* capacity */
+    size_t row_bytes; /* KV: bytes per token; 0 for whole segments */
+} StateSeg;
+
+/* What a tentative batch keeps so that forward_keep can return to the state after any of its tokens
+ * (docs/MODEL.md, "Rollback"): the delta-net state before the batch (the scan writes the new one beside
+ * it, so nothing is copied), the conv windows before it, and per token the scan's inputs. */
+typedef struct Rollback {
+    int cap;          /* most tokens a tentative batch may hold (0: no rollback) */
+    int n, pos0;      /* the last tentative batch: its tokens and first position; n < 0: none to roll back */
+    BView *ssm_alt;   /* per layer (recurrent ones): the second state buffer */
+    BView *conv_prev; /* per layer: the conv window before the batch */
+    BView *log;       /* per layer: [cap][conv_dim (conv input) + conv_dim (q | k | v) + 2·Hv (g, β)] */
+    BBuf *mem;
+} Rollback;
 
 typedef struct SeqState {
     int n_ctx;   /* KV capacity in tokens */
     int n_past;  /* tokens consumed so far */
-    float **conv; /* per layer: [conv_dim][Kc-1] (NULL on attention layers) */
-    float **ssm;  /* per layer: [Hv][Dv][Dk], transposed (NULL on attention layers) */
-    float **k, **v; /* per layer: [n_ctx][Hkv·D] (NULL on recurrent layers) */
-    void *mem;
+    int l0, l1;  /* the layers this state covers */
+    StateSeg *segs;
+    int n_segs;
+    int *seg_conv, *seg_ssm, *seg_k, *seg_v; /* per layer: index into segs, or −1 */
+    Backend *be; /* not owned */
+    BBuf *mem;
     size_t bytes;
+    Rollback rb;
 } SeqState;
 
-SeqState *seqstate_new(const Model *m, int n_ctx, Err *err);
+/* A state for layers [l0, l1) (l1 = 0: every layer) at context n_ctx, allocated by be. */
+SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, Err *err);
 void seqstate_free(SeqState *s);
-void seqstate_reset(SeqState *s, const Model *m); /* back to an empty sequence */
-/* Copies everything (n_ctx must match). */
-void seqstate_copy(SeqState *dst, const SeqState *src, const Model *m);
-/* Bytes of recurrent state (conv + ssm) and of KV per token, for sizing. */
+void seqstate_reset(SeqState *s); /* back to an empty sequence */
+/* Copies everything in use (same model, layers and n_ctx). */
+void seqstate_copy(SeqState *dst, const SeqState *src);
+/* Bytes of recurrent state (conv + ssm) of every layer of the model, and of one saved state at n_past. */
 size_t seqstate_recurrent_bytes(const Model *m);
+size_t seqstate_saved_bytes(const SeqState *s, int n_past);
+/* Saves the segments in use (layer order; conv then ssm, or k then v) into buf (seqstate_saved_bytes),
+ * or restores them from it and sets n_past. */
+void seqstate_save(const SeqState *s, void *buf);
+void seqstate_restore(SeqState *s, const void *buf, int n_past);
+/* Gives the state room to take tentative batches of up to cap tokens (0 frees it). */
+int seqstate_enable_rollback(SeqState *s, const Model *m, int cap, Err *err);
 
 /* ---- the forward pass ------------------------------------------------------------------------------------ */
 
 typedef enum DeltaNetAlgo { DELTANET_AUTO = 0, DELTANET_RECURRENT, DELTANET_CHUNKED } DeltaNetAlgo;
+/* "auto", "recurrent" or "chunked" (NULL or "" = auto); the one parser of that option. */
+int deltanet_algo_parse(const char *s, DeltaNetAlgo *out, Err *err);
 
 typedef struct Dump Dump; /* model/dump.h */
 
-/* Everything a forward pass needs besides the model and the state: the ops, the mode, threads, and
- * activation buffers for up to max_batch tokens (allocated once: no allocation per token). */
+/* Everything a forward pass needs besides the model and the states: the backend, the algorithm choice and
+ * activation buffers for up to max_batch rows (allocated once: no allocation per token). */
 typedef struct Forward Forward;
 
 typedef struct ForwardOptions {
-    int max_batch;       /* largest number of tokens per forward call, all sequences together (the ubatch) */
-    int max_seqs;        /* most sequences in one call (0 = 1) */
-    int max_ctx;         /* largest context (SeqState n_ctx) used with this Forward */
-    MatMode mode;        /* MATMUL_GGML (default) or MATMUL_EXACT */
-    DeltaNetAlgo algo;   /* AUTO picks by T */
-    int n_threads;       /* 0 = all CPUs */
-    const Ops *ops;      /* NULL = the best for this CPU (or DELTALLM_ISA's choice) */
+    int max_batch;     /* largest number of tokens per forward call, all sequences together (the ubatch) */
+    int max_seqs;      /* most sequences in one call (0 = 1) */
+    int max_ctx;       /* largest context (SeqState n_ctx) used with this Forward */
+    DeltaNetAlgo algo; /* AUTO picks by T */
+    /* the backend: be (not owned), or one made from backend (owned; mode, threads, ISA, packing) */
+    Backend *be;
+    BackendOptions backend;
 } ForwardOptions;
 
+/* Binds the model's weights to the backend (once) and allocates the activation buffers. */
 Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err);
 void forward_free(Forward *f);
+Backend *forward_backend(const Forward *f);
 void forward_set_dump(Forward *f, Dump *d); /* NULL disables */
-const char *forward_ops_name(const Forward *f); /* the op table in use: "ref", "avx2", "avx512" */
+const char *forward_ops_name(const Forward *f); /* the backend: "ref", "cpu:avx2", "cpu:avx512" */
 int forward_n_threads(const Forward *f);
 
 /* One sequence's part of a batch: n_tokens tokens continuing from state->n_past; logits (NULL, or
- * [n_out][n_vocab]) receives the rows of its last n_out tokens (1 for generation, n_tokens for evaluation). */
+ * [n_out][vocab columns]) receives the rows of its last n_out tokens (1 for generation, n_tokens for
+ * evaluation). A tentative batch can be cut back afterwards (forward_keep); it needs rollback room in the
+ * state for n_tokens. */
 typedef struct BatchSeq {
     SeqState *state;
     const int32_t *tokens;
     int n_tokens;
     int n_out;
     float *logits;
+    bool tentative;
 } BatchSeq;
 
 /* Runs the tokens of n_seqs sequences (Σ n_tokens ≤ max_batch, n_seqs ≤ max_seqs) through the model in one
  * pass: the matrix products see all rows at once, the recurrences and attention run per sequence. Each
  * state advances by its n_tokens. Fails with every state untouched if a context would overflow, a token id
- * is out of range or the batch is too big. */
+ * is out of range or the batch is too big. It is the three parts below in a row. */
 int forward_batch(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err);
 /* forward_batch for one sequence. */
 int forward_run(Forward *f, SeqState *s, const int32_t *tokens, int T, float *logits, int n_out, Err *err);
+
+/* The parts. forward_begin checks the batch and makes it current; then any of embed, layers and head run on
+ * the hidden rows (forward_hidden: [rows][n_embd], rows in batch order), and forward_end advances the states.
+ * A pipeline stage runs forward_layers on its range with hidden rows it received; an MTP block reads the
+ * hidden rows after the trunk. States must cover the layers run. */
+int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err);
+void forward_embed(Forward *f);
+void forward_layers(Forward *f, int l0, int l1);
+/* Logits of the rows that want them, for vocabulary columns [v0, v1) (forward_set_head_range; all by
+ * default): the final norm, then the output matrix. */
+void forward_head(Forward *f);
+int forward_end(Forward *f, Err *err); /* waits for the backend; fails if the device did */
+int forward_rows(const Forward *f);
+BView forward_hidden(const Forward *f);
+void forward_hidden_read(Forward *f, float *dst);        /* [rows][n_embd] */
+void forward_hidden_write(Forward *f, const float *src);
+/* Columns [v0, v1) of the vocabulary for forward_head (multiples of 8, or v1 = n_vocab; 0, 0 = all). The
+ * logits of a column are the same bits as with the whole head when n_vocab is a multiple of 8. */
+int forward_set_head_range(Forward *f, int v0, int v1, Err *err);
+
+/* After a tentative batch of n tokens of s: keeps its first k (0 ≤ k ≤ n), leaving s exactly as the
+ * batch's arithmetic had it after token k (recurrent state, conv window, KV length). */
+int forward_keep(Forward *f, SeqState *s, int k, Err *err);
+
+/* The expert-provider hook: between routing and the expert matmuls of an MoE layer, the forward pass tells
+ * the provider which experts the batch uses (ascending, each once) and gets each one's gate, up and down
+ * matrix bytes (host memory; NULL: the bound weights). release is called when the layer is done. */
+typedef struct ExpertProvider {
+    void *ctx;
+    int (*acquire)(void *ctx, int layer, const int32_t *experts, int n, const void *(*data)[3], Err *err);
+    void (*release)(void *ctx, int layer);
+} ExpertProvider;
+void forward_set_expert_provider(Forward *f, const ExpertProvider *p); /* NULL: the bound weights */
+
 /* Profiling: time per phase (embedding, attention, delta-net pre-scan / scan / post-scan, FFN, head) and
  * per op, and major page faults during compute. enable resets the counters. */
 void forward_profile_enable(Forward *f, bool on);

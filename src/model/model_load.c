@@ -1,5 +1,7 @@
 /* model_load.c — binds every tensor of a qwen3next / qwen35 / qwen35moe GGUF to the Model contract
- * (model.h), once, by name, checking type and shape against the config. Both qwen3next layouts (legacy
+ * (model.h), once, by name, checking type and shape against the config, into one registry of Weight
+ * entries (name, layer, role, format, bytes, expert count) that the backends, packing, uploads and the
+ * bytes-per-token estimate all read. Both qwen3next layouts (legacy
  * fused ssm_in, and attn_qkv + attn_gate), ssm_ba vs ssm_beta/ssm_alpha, fused ffn_gate_up_exps and tied
  * output are handled here; MTP blocks (the last nextn_predict_layers) are left unbound. */
 #include "model/model.h"
@@ -16,7 +18,17 @@ typedef struct Binder {
     const Gguf *g;
     Err *err;
     int layer;
+    int cap; /* registry entries allocated */
 } Binder;
+
+/* A new registry entry (the array is sized once for the whole model, so entries never move). */
+static Weight *add_weight(Binder *b, const GgufTensor *t, WRole role) {
+    ASSERT(b->m->n_weights < b->cap);
+    Weight *w = &b->m->weights[b->m->n_weights];
+    *w = (Weight){.id = b->m->n_weights, .name = t->name, .layer = b->layer, .role = role, .type = t->type};
+    b->m->n_weights++;
+    return w;
+}
 
 static const char *shape_str(char *buf, size_t cap, int n_dims, const int64_t *ne) {
     int n = snprintf(buf, cap, "{");
@@ -50,39 +62,66 @@ static int check_type(Binder *b, const GgufTensor *t) {
     return 0;
 }
 
-static int bind_mat(Binder *b, MatW *out, const char *fmt, int64_t cols, int64_t rows, bool required) {
-    memset(out, 0, sizeof *out);
+static Weight *mat_entry(Binder *b, const GgufTensor *t, WRole role, int64_t cols, int64_t rows) {
+    Weight *w = add_weight(b, t, role);
+    w->cols = cols;
+    w->rows = rows;
+    w->row_bytes = format_row_bytes(format_get(t->type), cols);
+    w->bytes = w->row_bytes * (size_t)rows;
+    w->host = t->data;
+    return w;
+}
+
+static int bind_mat(Binder *b, const Weight **out, WRole role, const char *fmt, int64_t cols, int64_t rows, bool required) {
+    *out = NULL;
     const GgufTensor *t = find(b, fmt, required);
     if (!t) return required ? -1 : 0;
     int64_t want[2] = {cols, rows};
     if (check_shape(b, t, 2, want) || check_type(b, t)) return -1;
-    *out = (MatW){t->data, t->type, cols, rows, format_row_bytes(format_get(t->type), cols), false, NULL};
+    *out = mat_entry(b, t, role, cols, rows);
     b->m->n_tensors_bound++;
     return 1;
 }
 
-static int bind_experts(Binder *b, ExpertW *out, const char *fmt, int64_t cols, int64_t rows, int n, bool required) {
-    memset(out, 0, sizeof *out);
+/* A stack of n expert matrices of rows × cols; split > 1 cuts each expert's matrix into that many entries
+ * of rows / split (a fused gate_up tensor: gate first, then up), returned in out[0..split). */
+static int bind_experts(Binder *b, const Weight **out, const WRole *roles, int split, const char *fmt, int64_t cols,
+                        int64_t rows, int n, bool required) {
+    for (int i = 0; i < split; i++) out[i] = NULL;
     const GgufTensor *t = find(b, fmt, required);
     if (!t) return required ? -1 : 0;
     int64_t want[3] = {cols, rows, n};
     if (check_shape(b, t, 3, want) || check_type(b, t)) return -1;
-    size_t rb = format_row_bytes(format_get(t->type), cols);
-    *out = (ExpertW){t->data, t->type, cols, rows, rb, rb * (size_t)rows, 0, n};
+    for (int i = 0; i < split; i++) {
+        Weight *w = mat_entry(b, t, roles[i], cols, rows / split);
+        w->n_expert = n;
+        w->gemv = true;
+        w->expert_stride = w->row_bytes * (size_t)rows;
+        w->host = (const uint8_t *)t->data + (size_t)i * w->bytes;
+        out[i] = w;
+    }
     b->m->n_tensors_bound++;
     return 1;
 }
 
 /* A vector of n floats (trailing dims of 1 allowed). F32 data aligned for floats is used in place; anything
  * else is converted into an owned F32 copy. */
-static int bind_vec_shape(Binder *b, const float **out, const char *fmt, int n_dims, const int64_t *ne, bool required) {
+static int bind_vec_shape(Binder *b, const Weight **out, WRole role, const char *fmt, int n_dims, const int64_t *ne,
+                          bool required) {
     *out = NULL;
     const GgufTensor *t = find(b, fmt, required);
     if (!t) return required ? -1 : 0;
     if (check_shape(b, t, n_dims, ne) || check_type(b, t)) return -1;
     b->m->n_tensors_bound++;
+    Weight *w = add_weight(b, t, role);
+    w->type = FMT_F32;
+    w->cols = t->ne[0];
+    w->rows = (int64_t)t->n_elements / t->ne[0];
+    w->row_bytes = (size_t)w->cols * sizeof(float);
+    w->bytes = (size_t)t->n_elements * sizeof(float);
+    *out = w;
     if (t->type == FMT_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
-        *out = t->data;
+        w->host = t->data;
         return 1;
     }
     float *copy = malloc((size_t)t->n_elements * sizeof(float));
@@ -95,52 +134,52 @@ static int bind_vec_shape(Binder *b, const float **out, const char *fmt, int n_d
     b->m->owned = owned;
     b->m->owned[b->m->n_owned++] = copy;
     format_get(t->type)->to_float(t->data, copy, (int64_t)t->n_elements);
-    *out = copy;
+    w->host = copy;
     return 1;
 }
 
-static int bind_vec(Binder *b, const float **out, const char *fmt, int64_t n, bool required) {
-    return bind_vec_shape(b, out, fmt, 1, &n, required);
+static int bind_vec(Binder *b, const Weight **out, WRole role, const char *fmt, int64_t n, bool required) {
+    return bind_vec_shape(b, out, role, fmt, 1, &n, required);
 }
 
 static int bind_attention(Binder *b, LayerW *l) {
     const ModelConfig *c = &b->m->cfg;
     const int64_t E = c->n_embd, D = c->head_dim, H = c->n_head, Hkv = c->n_head_kv;
-    if (bind_mat(b, &l->wq, "blk.%d.attn_q.weight", E, 2 * D * H, true) < 0) return -1;
-    if (bind_mat(b, &l->wk, "blk.%d.attn_k.weight", E, D * Hkv, true) < 0) return -1;
-    if (bind_mat(b, &l->wv, "blk.%d.attn_v.weight", E, D * Hkv, true) < 0) return -1;
-    if (bind_mat(b, &l->wo, "blk.%d.attn_output.weight", D * H, E, true) < 0) return -1;
-    if (bind_vec(b, &l->q_norm, "blk.%d.attn_q_norm.weight", D, true) < 0) return -1;
-    if (bind_vec(b, &l->k_norm, "blk.%d.attn_k_norm.weight", D, true) < 0) return -1;
+    if (bind_mat(b, &l->wq, W_ATTN_Q, "blk.%d.attn_q.weight", E, 2 * D * H, true) < 0) return -1;
+    if (bind_mat(b, &l->wk, W_ATTN_K, "blk.%d.attn_k.weight", E, D * Hkv, true) < 0) return -1;
+    if (bind_mat(b, &l->wv, W_ATTN_V, "blk.%d.attn_v.weight", E, D * Hkv, true) < 0) return -1;
+    if (bind_mat(b, &l->wo, W_ATTN_OUT, "blk.%d.attn_output.weight", D * H, E, true) < 0) return -1;
+    if (bind_vec(b, &l->q_norm, W_ATTN_Q_NORM, "blk.%d.attn_q_norm.weight", D, true) < 0) return -1;
+    if (bind_vec(b, &l->k_norm, W_ATTN_K_NORM, "blk.%d.attn_k_norm.weight", D, true) < 0) return -1;
     return 0;
 }
 
 static int bind_deltanet(Binder *b, LayerW *l) {
     const ModelConfig *c = &b->m->cfg;
     const int64_t E = c->n_embd, Hv = c->ssm_n_v_head, conv = c->ssm_conv_dim, val = c->ssm_d_inner;
-    int rc = bind_mat(b, &l->qkv, "blk.%d.attn_qkv.weight", E, conv, false);
+    int rc = bind_mat(b, &l->qkv, W_SSM_QKV, "blk.%d.attn_qkv.weight", E, conv, false);
     if (rc < 0) return -1;
     if (rc == 1) {
-        if (bind_mat(b, &l->z, "blk.%d.attn_gate.weight", E, val, true) < 0) return -1;
+        if (bind_mat(b, &l->z, W_SSM_GATE, "blk.%d.attn_gate.weight", E, val, true) < 0) return -1;
     } else {
         if (c->arch != ARCH_QWEN3NEXT) return find(b, "blk.%d.attn_qkv.weight", true), -1;
         if (!find(b, "blk.%d.ssm_in.weight", false))
             return err_set(b->err, "missing tensor 'blk.%d.attn_qkv.weight' (or the legacy 'blk.%d.ssm_in.weight')",
                            b->layer, b->layer);
         l->legacy = true;
-        if (bind_mat(b, &l->ssm_in, "blk.%d.ssm_in.weight", E, conv + val, true) < 0) return -1;
+        if (bind_mat(b, &l->ssm_in, W_SSM_IN, "blk.%d.ssm_in.weight", E, conv + val, true) < 0) return -1;
     }
     int64_t conv_shape[2] = {c->ssm_d_conv, conv};
-    if (bind_vec_shape(b, &l->conv1d, "blk.%d.ssm_conv1d.weight", 2, conv_shape, true) < 0) return -1;
-    if (bind_vec(b, &l->dt_bias, "blk.%d.ssm_dt.bias", Hv, true) < 0) return -1;
-    if (bind_vec(b, &l->ssm_a, "blk.%d.ssm_a", Hv, true) < 0) return -1;
-    if (bind_vec(b, &l->ssm_norm, "blk.%d.ssm_norm.weight", c->ssm_head_v_dim, true) < 0) return -1;
-    if (bind_mat(b, &l->ssm_out, "blk.%d.ssm_out.weight", val, E, true) < 0) return -1;
+    if (bind_vec_shape(b, &l->conv1d, W_SSM_CONV, "blk.%d.ssm_conv1d.weight", 2, conv_shape, true) < 0) return -1;
+    if (bind_vec(b, &l->dt_bias, W_SSM_DT, "blk.%d.ssm_dt.bias", Hv, true) < 0) return -1;
+    if (bind_vec(b, &l->ssm_a, W_SSM_A, "blk.%d.ssm_a", Hv, true) < 0) return -1;
+    if (bind_vec(b, &l->ssm_norm, W_SSM_NORM, "blk.%d.ssm_norm.weight", c->ssm_head_v_dim, true) < 0) return -1;
+    if (bind_mat(b, &l->ssm_out, W_SSM_OUT, "blk.%d.ssm_out.weight", val, E, true) < 0) return -1;
     if (c->arch == ARCH_QWEN3NEXT) {
-        if (bind_mat(b, &l->ba, "blk.%d.ssm_ba.weight", E, 2 * Hv, true) < 0) return -1;
+        if (bind_mat(b, &l->ba, W_SSM_BA, "blk.%d.ssm_ba.weight", E, 2 * Hv, true) < 0) return -1;
     } else {
-        if (bind_mat(b, &l->beta, "blk.%d.ssm_beta.weight", E, Hv, true) < 0) return -1;
-        if (bind_mat(b, &l->alpha, "blk.%d.ssm_alpha.weight", E, Hv, true) < 0) return -1;
+        if (bind_mat(b, &l->beta, W_SSM_BETA, "blk.%d.ssm_beta.weight", E, Hv, true) < 0) return -1;
+        if (bind_mat(b, &l->alpha, W_SSM_ALPHA, "blk.%d.ssm_alpha.weight", E, Hv, true) < 0) return -1;
     }
     return 0;
 }
@@ -149,34 +188,37 @@ static int bind_ffn(Binder *b, LayerW *l) {
     const ModelConfig *c = &b->m->cfg;
     const int64_t E = c->n_embd;
     if (!c->moe) {
-        if (bind_mat(b, &l->ffn_gate, "blk.%d.ffn_gate.weight", E, c->n_ff, true) < 0) return -1;
-        if (bind_mat(b, &l->ffn_up, "blk.%d.ffn_up.weight", E, c->n_ff, true) < 0) return -1;
-        if (bind_mat(b, &l->ffn_down, "blk.%d.ffn_down.weight", c->n_ff, E, true) < 0) return -1;
+        if (bind_mat(b, &l->ffn_gate, W_FFN_GATE, "blk.%d.ffn_gate.weight", E, c->n_ff, true) < 0) return -1;
+        if (bind_mat(b, &l->ffn_up, W_FFN_UP, "blk.%d.ffn_up.weight", E, c->n_ff, true) < 0) return -1;
+        if (bind_mat(b, &l->ffn_down, W_FFN_DOWN, "blk.%d.ffn_down.weight", c->n_ff, E, true) < 0) return -1;
         return 0;
     }
     const int64_t nE = c->n_expert, Fe = c->n_ff_exp, Fs = c->n_ff_shexp;
-    if (bind_mat(b, &l->router, "blk.%d.ffn_gate_inp.weight", E, nE, true) < 0) return -1;
-    int rc = bind_experts(b, &l->gate_exps, "blk.%d.ffn_gate_up_exps.weight", E, 2 * Fe, (int)nE, false);
+    if (bind_mat(b, &l->router, W_MOE_ROUTER, "blk.%d.ffn_gate_inp.weight", E, nE, true) < 0) return -1;
+    static const WRole gate_up[2] = {W_MOE_GATE_EXPS, W_MOE_UP_EXPS};
+    const Weight *gu[2];
+    /* fused: gate = the first Fe rows of each expert, up = the next Fe */
+    int rc = bind_experts(b, gu, gate_up, 2, "blk.%d.ffn_gate_up_exps.weight", E, 2 * Fe, (int)nE, false);
     if (rc < 0) return -1;
-    if (rc == 1) { /* fused: gate = first Fe rows of each expert, up = the next Fe */
-        l->gate_exps.rows = Fe;
-        l->up_exps = l->gate_exps;
-        l->up_exps.offset = (size_t)Fe * l->gate_exps.row_bytes;
+    if (rc == 1) {
+        l->gate_exps = gu[0];
+        l->up_exps = gu[1];
     } else {
-        if (bind_experts(b, &l->gate_exps, "blk.%d.ffn_gate_exps.weight", E, Fe, (int)nE, true) < 0) return -1;
-        if (bind_experts(b, &l->up_exps, "blk.%d.ffn_up_exps.weight", E, Fe, (int)nE, true) < 0) return -1;
+        if (bind_experts(b, &l->gate_exps, &gate_up[0], 1, "blk.%d.ffn_gate_exps.weight", E, Fe, (int)nE, true) < 0) return -1;
+        if (bind_experts(b, &l->up_exps, &gate_up[1], 1, "blk.%d.ffn_up_exps.weight", E, Fe, (int)nE, true) < 0) return -1;
     }
-    if (bind_experts(b, &l->down_exps, "blk.%d.ffn_down_exps.weight", Fe, E, (int)nE, true) < 0) return -1;
+    static const WRole down[1] = {W_MOE_DOWN_EXPS};
+    if (bind_experts(b, &l->down_exps, down, 1, "blk.%d.ffn_down_exps.weight", Fe, E, (int)nE, true) < 0) return -1;
     /* the shared-expert gate is a vector {E} (or {E, 1}); it multiplies like a one-row matrix */
     const GgufTensor *sg = find(b, "blk.%d.ffn_gate_inp_shexp.weight", true);
     if (!sg) return -1;
     int64_t want[1] = {E};
     if (check_shape(b, sg, 1, want) || check_type(b, sg)) return -1;
-    l->shexp_gate = (MatW){sg->data, sg->type, E, 1, format_row_bytes(format_get(sg->type), E), false, NULL};
+    l->shexp_gate = mat_entry(b, sg, W_SHEXP_GATE_INP, E, 1);
     b->m->n_tensors_bound++;
-    if (bind_mat(b, &l->gate_shexp, "blk.%d.ffn_gate_shexp.weight", E, Fs, true) < 0) return -1;
-    if (bind_mat(b, &l->up_shexp, "blk.%d.ffn_up_shexp.weight", E, Fs, true) < 0) return -1;
-    if (bind_mat(b, &l->down_shexp, "blk.%d.ffn_down_shexp.weight", Fs, E, true) < 0) return -1;
+    if (bind_mat(b, &l->gate_shexp, W_SHEXP_GATE, "blk.%d.ffn_gate_shexp.weight", E, Fs, true) < 0) return -1;
+    if (bind_mat(b, &l->up_shexp, W_SHEXP_UP, "blk.%d.ffn_up_shexp.weight", E, Fs, true) < 0) return -1;
+    if (bind_mat(b, &l->down_shexp, W_SHEXP_DOWN, "blk.%d.ffn_down_shexp.weight", Fs, E, true) < 0) return -1;
     return 0;
 }
 
@@ -184,7 +226,7 @@ void model_free(Model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
-    model_pack_free(m);
+    free(m->weights);
     free(m->layers);
     gguf_close(m->gguf);
     free(m);
@@ -209,14 +251,22 @@ Model *model_from_gguf(Gguf *g, Err *err) {
                 c->n_attention);
         goto fail;
     }
-    Binder b = {m, g, err, 0};
-    if (bind_mat(&b, &m->tok_embd, "token_embd.weight", c->n_embd, c->n_vocab, true) < 0) goto fail;
-    if (bind_vec(&b, &m->output_norm, "output_norm.weight", c->n_embd, true) < 0) goto fail;
-    int rc = bind_mat(&b, &m->output, "output.weight", c->n_embd, c->n_vocab, false);
+    /* at most 24 entries per block (a fused gate_up stack is two) and 3 global ones */
+    Binder b = {m, g, err, -1, 24 * c->n_layer + 3};
+    m->weights = calloc((size_t)b.cap, sizeof *m->weights);
+    if (!m->weights) {
+        err_set(err, "out of memory");
+        goto fail;
+    }
+    if (bind_mat(&b, &m->tok_embd, W_TOK_EMBD, "token_embd.weight", c->n_embd, c->n_vocab, true) < 0) goto fail;
+    if (bind_vec(&b, &m->output_norm, W_OUTPUT_NORM, "output_norm.weight", c->n_embd, true) < 0) goto fail;
+    int rc = bind_mat(&b, &m->output, W_OUTPUT, "output.weight", c->n_embd, c->n_vocab, false);
     if (rc < 0) goto fail;
     if (rc == 0) {
         m->output = m->tok_embd;
         m->tied = true;
+    } else {
+        m->weights[m->tok_embd->id].lookup_only = true;
     }
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers) {
@@ -227,8 +277,8 @@ Model *model_from_gguf(Gguf *g, Err *err) {
         LayerW *l = &m->layers[il];
         b.layer = il;
         l->recurrent = c->recurrent[il];
-        if (bind_vec(&b, &l->attn_norm, "blk.%d.attn_norm.weight", c->n_embd, true) < 0) goto fail;
-        if (bind_vec(&b, &l->post_norm, "blk.%d.post_attention_norm.weight", c->n_embd, true) < 0) goto fail;
+        if (bind_vec(&b, &l->attn_norm, W_ATTN_NORM, "blk.%d.attn_norm.weight", c->n_embd, true) < 0) goto fail;
+        if (bind_vec(&b, &l->post_norm, W_POST_NORM, "blk.%d.post_attention_norm.weight", c->n_embd, true) < 0) goto fail;
         if ((l->recurrent ? bind_deltanet(&b, l) : bind_attention(&b, l)) < 0) goto fail;
         if (bind_ffn(&b, l) < 0) goto fail;
     }
@@ -236,6 +286,23 @@ Model *model_from_gguf(Gguf *g, Err *err) {
 fail:
     model_free(m);
     return NULL;
+}
+
+const Weight *model_weight(const Model *m, const char *name) {
+    for (int i = 0; i < m->n_weights; i++)
+        if (strcmp(m->weights[i].name, name) == 0) return &m->weights[i];
+    return NULL;
+}
+
+uint64_t model_decode_bytes(const Model *m) {
+    uint64_t n = 0;
+    for (int i = 0; i < m->n_weights; i++) {
+        const Weight *w = &m->weights[i];
+        if (w->role == W_TOK_EMBD) n += m->tied ? w->bytes : w->row_bytes; /* one row, or the tied head */
+        else if (w->n_expert) n += (uint64_t)w->bytes * (uint64_t)m->cfg.n_expert_used;
+        else n += w->bytes;
+    }
+    return n;
 }
 
 Model *model_load(const char *path, Err *err) {

@@ -1,9 +1,8 @@
-/* state.c — per-sequence state: conv windows and delta-net matrices of the recurrent layers, and the
- * F32 KV cache of the attention layers, sized once from the config and the context length and held in
- * one allocation. */
+/* state.c — per-sequence state as a table of segments (model.h): per recurrent layer its conv window and
+ * delta-net state, per attention layer its F32 K and V caches, for a range of layers, in one backend
+ * allocation. Saving, restoring and copying walk the table (the engine's snapshots and the server's
+ * checkpoints use it), and the rollback room for tentative batches is allocated here. */
 #include "model/model.h"
-
-#include "base/bigalloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,82 +13,151 @@ static size_t conv_floats(const ModelConfig *c) { return (size_t)c->ssm_conv_dim
 static size_t ssm_floats(const ModelConfig *c) {
     return (size_t)c->ssm_n_v_head * (size_t)c->ssm_head_v_dim * (size_t)c->ssm_d_state;
 }
-static size_t kv_floats(const ModelConfig *c, int n_ctx) {
-    return (size_t)n_ctx * (size_t)c->n_head_kv * (size_t)c->head_dim;
-}
+static size_t kv_row_floats(const ModelConfig *c) { return (size_t)c->n_head_kv * (size_t)c->head_dim; }
+/* floats per token of a rollback log: conv input, q | k | v, g and β */
+static size_t log_floats(const ModelConfig *c) { return 2 * (size_t)c->ssm_conv_dim + 2 * (size_t)c->ssm_n_v_head; }
 
 size_t seqstate_recurrent_bytes(const Model *m) {
     const ModelConfig *c = &m->cfg;
     return (size_t)c->n_recurrent * (conv_floats(c) + ssm_floats(c)) * sizeof(float);
 }
 
-SeqState *seqstate_new(const Model *m, int n_ctx, Err *err) {
+SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, Err *err) {
     const ModelConfig *c = &m->cfg;
     if (n_ctx < 1 || n_ctx > (1 << 24)) return err_set(err, "context size %d out of range [1, %d]", n_ctx, 1 << 24), NULL;
-    size_t bytes = 0;
-    for (int il = 0; il < c->n_layer; il++) {
-        if (c->recurrent[il]) bytes += ALIGN64(conv_floats(c) * 4) + ALIGN64(ssm_floats(c) * 4);
-        else bytes += 2 * ALIGN64(kv_floats(c, n_ctx) * 4);
-    }
+    if (l1 == 0) l1 = c->n_layer;
+    if (l0 < 0 || l0 >= l1 || l1 > c->n_layer)
+        return err_set(err, "layer range [%d, %d) outside the model's %d layers", l0, l1, c->n_layer), NULL;
     SeqState *s = calloc(1, sizeof *s);
-    float **ptrs = calloc(4 * (size_t)c->n_layer, sizeof *ptrs);
-    void *mem = NULL;
-    if (!s || !ptrs || !(mem = big_alloc(bytes))) {
-        free(s);
-        free(ptrs);
-        return err_set(err, "out of memory for the sequence state (%zu MiB at context %d)", bytes >> 20, n_ctx), NULL;
+    int *idx = calloc(4 * (size_t)c->n_layer, sizeof *idx);
+    StateSeg *segs = calloc(2 * (size_t)(l1 - l0), sizeof *segs);
+    if (!s || !idx || !segs) {
+        free(s), free(idx), free(segs);
+        return err_set(err, "out of memory"), NULL;
     }
     s->n_ctx = n_ctx;
-    s->mem = mem;
-    s->bytes = bytes;
-    s->conv = ptrs;
-    s->ssm = ptrs + c->n_layer;
-    s->k = ptrs + 2 * c->n_layer;
-    s->v = ptrs + 3 * c->n_layer;
-    uint8_t *p = mem;
-    for (int il = 0; il < c->n_layer; il++) {
-        if (c->recurrent[il]) {
-            s->conv[il] = (float *)p, p += ALIGN64(conv_floats(c) * 4);
-            s->ssm[il] = (float *)p, p += ALIGN64(ssm_floats(c) * 4);
-        } else {
-            s->k[il] = (float *)p, p += ALIGN64(kv_floats(c, n_ctx) * 4);
-            s->v[il] = (float *)p, p += ALIGN64(kv_floats(c, n_ctx) * 4);
-        }
+    s->l0 = l0;
+    s->l1 = l1;
+    s->be = be;
+    s->segs = segs;
+    s->seg_conv = idx;
+    s->seg_ssm = idx + c->n_layer;
+    s->seg_k = idx + 2 * c->n_layer;
+    s->seg_v = idx + 3 * c->n_layer;
+    for (int i = 0; i < 4 * c->n_layer; i++) idx[i] = -1;
+    size_t bytes = 0;
+    for (int il = l0; il < l1; il++) {
+        const bool rec = c->recurrent[il];
+        const size_t a = rec ? conv_floats(c) * 4 : (size_t)n_ctx * kv_row_floats(c) * 4;
+        const size_t b = rec ? ssm_floats(c) * 4 : a;
+        const size_t row = rec ? 0 : kv_row_floats(c) * 4;
+        (rec ? s->seg_conv : s->seg_k)[il] = s->n_segs;
+        segs[s->n_segs++] = (StateSeg){il, rec ? SEG_CONV : SEG_K, {NULL, bytes}, a, row};
+        bytes += ALIGN64(a);
+        (rec ? s->seg_ssm : s->seg_v)[il] = s->n_segs;
+        segs[s->n_segs++] = (StateSeg){il, rec ? SEG_SSM : SEG_V, {NULL, bytes}, b, row};
+        bytes += ALIGN64(b);
     }
-    seqstate_reset(s, m);
-    return s;
+    if (!(s->mem = be->vt->alloc(be, bytes, err))) {
+        err_prefix(err, "the sequence state at context %d", n_ctx);
+        seqstate_free(s);
+        return NULL;
+    }
+    for (int i = 0; i < s->n_segs; i++) segs[i].view.buf = s->mem;
+    s->bytes = bytes;
+    s->rb.n = -1;
+    return s; /* alloc returns zeroed memory: an empty sequence */
+}
+
+static void rollback_free(SeqState *s) {
+    Rollback *rb = &s->rb;
+    if (rb->mem) s->be->vt->free(s->be, rb->mem);
+    free(rb->ssm_alt);
+    memset(rb, 0, sizeof *rb);
+    rb->n = -1;
 }
 
 void seqstate_free(SeqState *s) {
     if (!s) return;
-    free(s->mem);
-    free(s->conv);
+    rollback_free(s);
+    if (s->mem) s->be->vt->free(s->be, s->mem);
+    free(s->seg_conv);
+    free(s->segs);
     free(s);
 }
 
-void seqstate_reset(SeqState *s, const Model *m) {
-    const ModelConfig *c = &m->cfg;
+void seqstate_reset(SeqState *s) {
     s->n_past = 0;
+    s->rb.n = -1;
     /* only the recurrent state must be zero; KV rows are written before they are read */
-    for (int il = 0; il < c->n_layer; il++) {
-        if (!c->recurrent[il]) continue;
-        memset(s->conv[il], 0, conv_floats(c) * 4);
-        memset(s->ssm[il], 0, ssm_floats(c) * 4);
+    for (int i = 0; i < s->n_segs; i++)
+        if (!s->segs[i].row_bytes) s->be->vt->fill(s->be, s->segs[i].view, 0, s->segs[i].bytes);
+}
+
+static size_t seg_used(const StateSeg *g, int n_past) {
+    return g->row_bytes ? (size_t)n_past * g->row_bytes : g->bytes;
+}
+
+void seqstate_copy(SeqState *dst, const SeqState *src) {
+    ASSERT(dst->n_ctx == src->n_ctx && dst->n_segs == src->n_segs && dst->l0 == src->l0);
+    dst->n_past = src->n_past;
+    dst->rb.n = -1;
+    for (int i = 0; i < src->n_segs; i++)
+        dst->be->vt->copy(dst->be, dst->segs[i].view, src->segs[i].view, seg_used(&src->segs[i], src->n_past));
+}
+
+size_t seqstate_saved_bytes(const SeqState *s, int n_past) {
+    size_t n = 0;
+    for (int i = 0; i < s->n_segs; i++) n += seg_used(&s->segs[i], n_past);
+    return n;
+}
+
+void seqstate_save(const SeqState *s, void *buf) {
+    uint8_t *p = buf;
+    for (int i = 0; i < s->n_segs; i++) {
+        const size_t n = seg_used(&s->segs[i], s->n_past);
+        s->be->vt->download(s->be, p, s->segs[i].view, n);
+        p += n;
     }
 }
 
-void seqstate_copy(SeqState *dst, const SeqState *src, const Model *m) {
-    const ModelConfig *c = &m->cfg;
-    ASSERT(dst->n_ctx == src->n_ctx);
-    dst->n_past = src->n_past;
-    for (int il = 0; il < c->n_layer; il++) {
-        if (c->recurrent[il]) {
-            memcpy(dst->conv[il], src->conv[il], conv_floats(c) * 4);
-            memcpy(dst->ssm[il], src->ssm[il], ssm_floats(c) * 4);
-        } else {
-            size_t n = (size_t)src->n_past * (size_t)c->n_head_kv * (size_t)c->head_dim * 4;
-            memcpy(dst->k[il], src->k[il], n);
-            memcpy(dst->v[il], src->v[il], n);
-        }
+void seqstate_restore(SeqState *s, const void *buf, int n_past) {
+    ASSERT(n_past >= 0 && n_past <= s->n_ctx);
+    const uint8_t *p = buf;
+    for (int i = 0; i < s->n_segs; i++) {
+        const size_t n = seg_used(&s->segs[i], n_past);
+        s->be->vt->upload(s->be, s->segs[i].view, p, n);
+        p += n;
     }
+    s->n_past = n_past;
+    s->rb.n = -1;
+}
+
+int seqstate_enable_rollback(SeqState *s, const Model *m, int cap, Err *err) {
+    const ModelConfig *c = &m->cfg;
+    if (cap < 0 || cap > 4096) return err_set(err, "rollback room for %d tokens out of range [0, 4096]", cap);
+    rollback_free(s);
+    if (cap == 0) return 0;
+    Rollback *rb = &s->rb;
+    rb->ssm_alt = calloc(3 * (size_t)c->n_layer, sizeof *rb->ssm_alt);
+    if (!rb->ssm_alt) return err_set(err, "out of memory");
+    rb->conv_prev = rb->ssm_alt + c->n_layer;
+    rb->log = rb->ssm_alt + 2 * c->n_layer;
+    size_t bytes = 0;
+    for (int il = s->l0; il < s->l1; il++) {
+        if (!c->recurrent[il]) continue;
+        rb->ssm_alt[il].off = bytes, bytes += ALIGN64(ssm_floats(c) * 4);
+        rb->conv_prev[il].off = bytes, bytes += ALIGN64(conv_floats(c) * 4);
+        rb->log[il].off = bytes, bytes += ALIGN64((size_t)cap * log_floats(c) * 4);
+    }
+    if (!(rb->mem = s->be->vt->alloc(s->be, bytes ? bytes : 64, err))) {
+        err_prefix(err, "rollback room for %d tokens", cap);
+        rollback_free(s);
+        return -1;
+    }
+    for (int il = s->l0; il < s->l1; il++)
+        if (c->recurrent[il]) rb->ssm_alt[il].buf = rb->conv_prev[il].buf = rb->log[il].buf = rb->mem;
+    rb->cap = cap;
+    rb->n = -1;
+    return 0;
 }

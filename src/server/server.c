@@ -129,6 +129,10 @@ Server *server_start(const ServerConfig *c, Err *err) {
     p.n_batch = segment;
     p.n_seq_max = c->parallel;
     p.n_threads = c->threads;
+    p.backend = c->backend;
+    p.isa = c->isa;
+    p.deltanet = c->deltanet;
+    p.no_pack = c->no_pack;
     DlError de = {{0}};
     if (!(s->engine = dl_engine_open(&p, &de))) {
         err_set(err, "%s", de.msg);

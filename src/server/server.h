@@ -34,6 +34,10 @@ typedef struct ServerConfig {
     float temperature, top_p, min_p; /* defaults for requests that do not say */
     int top_k;
     int n_predict; /* default max_tokens for chat (-1: until the context is full) */
+    /* backend, ISA, delta-net form, packing (cli_engine.h); the rest of the engine parameters come from the
+     * fields above */
+    const char *backend, *isa, *deltanet;
+    bool no_pack;
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);

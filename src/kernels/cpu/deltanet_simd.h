@@ -28,6 +28,7 @@
  *   S = e^{G_C}·S + (Kᵀ·diag(e^{G_C − G})) · Vnew.
  * The within-chunk decays e^{G_r − G_c} use the SIMD exp polynomial (≤ 1.5 ulp). Scratch comes from OpCtx
  * (deltanet_scratch_bytes); when the caller gave too little the reference runs instead. */
+#include "base/err.h"
 #include "base/fdot.h"
 #include "kernels/cpu/seq_kernels.h"
 #include "kernels/cpu/gemm_simd.h"
@@ -128,10 +129,16 @@ SIMD_INLINE void rec_rows(const DeltaNetArgs *a, int j, int c0, int nr, int t0, 
         for (int r0 = 0; r0 < nr; r0 += 16)
             rec_token(S + r0 * (int64_t)dk, nr - r0 < 16 ? nr - r0 : 16, dk, NV, NF, a->k + tk, a->q + tk, a->v + tv + r0,
                       decay, beta, scale, a->out + tv + r0);
+        if (a->steps) /* the rows after this token */
+            memcpy(a->steps + (((int64_t)t * H + j) * dv + c0) * dk, S, sizeof(float) * (size_t)nr * (size_t)dk);
     }
 }
 
 SIMD_INLINE void rec_item(const DeltaNetArgs *a, int j, int c_beg, int c_end, const int NV) {
+    if (a->state_in && a->state_in != a->state) { /* out of place: start from the item's rows of state_in */
+        const int64_t off = ((int64_t)j * a->d_v + c_beg) * a->d_k;
+        memcpy(a->state + off, a->state_in + off, sizeof(float) * (size_t)(c_end - c_beg) * (size_t)a->d_k);
+    }
     for (int t0 = 0; t0 < a->T; t0 += REC_T) {
         const int t1 = a->T - t0 < REC_T ? a->T : t0 + REC_T;
         for (int c0 = c_beg; c0 < c_end; c0 += REC_ROWS)
@@ -181,8 +188,9 @@ static void chunk_head(const DeltaNetArgs *a, int j, const ChunkWs *w) {
     const float scale = 1.0f / sqrtf((float)dk);
     const int64_t ldk = (int64_t)Hk * dk, ldv = (int64_t)H * dv, ldqp = dk + CS, ldx = dv + dk;
     float *St = a->state + (int64_t)j * dv * dk; /* storage: St[x][i] = S[i][x] */
+    const float *St_in = a->state_in ? a->state_in + (int64_t)j * dv * dk : St; /* out of place: read the old state there */
     float *Sm = w->SV, *Vn = w->SV + (int64_t)dk * dv;
-    transpose_pad(St, dk, dv, dk, Sm, dv);
+    transpose_pad(St_in, dk, dv, dk, Sm, dv);
     for (int t0 = 0; t0 < a->T; t0 += CS) {
         const int C = a->T - t0 < CS ? a->T - t0 : CS, C16 = (C + 15) & ~15;
         const float *K = a->k + (int64_t)t0 * ldk + (int64_t)kh * dk, *Q = a->q + (int64_t)t0 * ldk + (int64_t)kh * dk;
@@ -283,6 +291,7 @@ static void chunk_items(void *ctx, int64_t b, int64_t e, int thread) {
 }
 
 void SEQ_FN(deltanet_chunked)(const OpCtx *c, const DeltaNetArgs *a) {
+    ASSERT(!a->steps);
     const size_t per = chunk_ws_floats(a->d_k, a->d_v, NULL, NULL);
     const size_t need = per * sizeof(float) * (size_t)pool_size(c->pool);
     if (a->d_k % 16 || a->d_v % 16 || a->T < 1 || !c->scratch || c->scratch_bytes < need ||

@@ -1,7 +1,6 @@
 /* isa.c — see isa.h. */
 #include "kernels/cpu/isa.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -67,17 +66,18 @@ const char *isa_name(Isa isa) {
     return (unsigned)isa < ISA_COUNT ? names[isa] : "?";
 }
 
-int isa_select(Isa *out, Err *err) {
-    const char *env = getenv("DELTALLM_ISA");
-    if (env && *env) {
-        for (int i = 0; i < ISA_COUNT; i++)
-            if (strcmp(env, isa_name((Isa)i)) == 0) {
-                if (!isa_supported((Isa)i)) return err_set(err, "DELTALLM_ISA=%s: this CPU does not support it", env);
-                *out = (Isa)i;
-                return 0;
-            }
-        return err_set(err, "DELTALLM_ISA must be ref, avx2 or avx512, not '%s'", env);
+Isa isa_best(void) { return isa_supported(ISA_AVX512) ? ISA_AVX512 : isa_supported(ISA_AVX2) ? ISA_AVX2 : ISA_REF; }
+
+int isa_parse(const char *name, Isa *out, Err *err) {
+    if (!name || !*name || strcmp(name, "auto") == 0) {
+        *out = isa_best();
+        return 0;
     }
-    *out = isa_supported(ISA_AVX512) ? ISA_AVX512 : isa_supported(ISA_AVX2) ? ISA_AVX2 : ISA_REF;
-    return 0;
+    for (int i = 0; i < ISA_COUNT; i++)
+        if (strcmp(name, isa_name((Isa)i)) == 0) {
+            if (!isa_supported((Isa)i)) return err_set(err, "ISA %s: this CPU does not support it", name);
+            *out = (Isa)i;
+            return 0;
+        }
+    return err_set(err, "ISA must be auto, ref, avx2 or avx512, not '%s'", name);
 }

@@ -1,5 +1,5 @@
 /* isa.h — runtime ISA dispatch. The CPU is probed once (cpuid + the OS's xsave support); each kernel
- * family then picks its variant for the best ISA level the machine has, or the level DELTALLM_ISA forces.
+ * family then picks its variant for the best ISA level the machine has, or the level the caller asks for.
  *
  *   ISA_REF     the scalar reference (kernels/ref/), any x86-64
  *   ISA_AVX2    AVX2 + FMA + F16C                          (Haswell and later, Zen 1 and later)
@@ -17,9 +17,11 @@ typedef enum Isa { ISA_REF = 0, ISA_AVX2 = 1, ISA_AVX512 = 2, ISA_COUNT } Isa;
 
 bool isa_supported(Isa isa);
 bool isa_has_avx512_bf16(void); /* AVX512_BF16 (vdpbf16ps): Zen 4+, Sapphire Rapids+ */
-/* The best supported level, or the one DELTALLM_ISA (ref|avx2|avx512) asks for; fails if DELTALLM_ISA
- * names an unknown or unsupported level. */
-int isa_select(Isa *out, Err *err);
+/* The best level this CPU supports. */
+Isa isa_best(void);
+/* "ref", "avx2", "avx512" (or "auto"/NULL/"": the best) to a level this CPU supports; the one parser of
+ * that option (the CLI reads it from --isa or DELTALLM_ISA). */
+int isa_parse(const char *name, Isa *out, Err *err);
 const char *isa_name(Isa isa);
 
 #endif

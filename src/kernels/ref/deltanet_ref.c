@@ -12,6 +12,7 @@
  * A last chunk shorter than the chunk length is processed as is, which equals llama.cpp's zero padding. */
 #include "kernels/ops.h"
 
+#include "base/err.h"
 #include "base/fdot.h"
 
 #include <math.h>
@@ -30,6 +31,7 @@ static float dotf(const float *a, const float *b, int n) {
 
 typedef struct DnJob {
     const DeltaNetArgs *a;
+    float *scratch; /* chunked: per-thread workspaces, or NULL */
 } DnJob;
 
 static void recurrent_heads(void *ctx, int64_t b, int64_t e, int thread) {
@@ -38,6 +40,7 @@ static void recurrent_heads(void *ctx, int64_t b, int64_t e, int thread) {
     const float scale = 1.0f / sqrtf((float)dv);
     for (int64_t j = b; j < e; j++) {
         float *s = a->state + j * dv * dk;
+        if (a->state_in && a->state_in != a->state) memcpy(s, a->state_in + j * dv * dk, sizeof(float) * (size_t)dv * dk);
         const int kh = key_head(a, (int)j);
         for (int t = 0; t < a->T; t++) {
             const float *q = a->q + ((int64_t)t * a->n_k_head + kh) * dk;
@@ -53,12 +56,13 @@ static void recurrent_heads(void *ctx, int64_t b, int64_t e, int thread) {
                 fdot_mad_f32(row, k, delta, dk);
                 o[c] = fdot_vec_f32(row, q, dk) * scale;
             }
+            if (a->steps) memcpy(a->steps + ((int64_t)t * H + j) * dv * dk, s, sizeof(float) * (size_t)dv * dk);
         }
     }
 }
 
 void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a) {
-    DnJob j = {a};
+    DnJob j = {a, NULL};
     pool_for(c->pool, a->n_v_head, 1, recurrent_heads, &j);
 }
 
@@ -67,16 +71,25 @@ typedef struct ChunkScratch {
     float *G, *A, *U, *W, *Vn; /* [C], [C][C], [C][dv], [C][dk], [C][dv] */
 } ChunkScratch;
 
+static size_t chunk_scratch_floats(int dk, int dv) {
+    const size_t CS = DELTANET_CHUNK;
+    return CS + CS * CS + CS * (size_t)dv + CS * (size_t)dk + CS * (size_t)dv;
+}
+
 static void chunked_heads(void *ctx, int64_t b, int64_t e, int thread) {
-    const DeltaNetArgs *a = ((const DnJob *)ctx)->a;
+    const DnJob *job = ctx;
+    const DeltaNetArgs *a = job->a;
     const int dk = a->d_k, dv = a->d_v, H = a->n_v_head, CS = DELTANET_CHUNK;
     const float scale = 1.0f / sqrtf((float)dk);
-    float *mem = malloc(sizeof(float) * (size_t)(CS + CS * CS + CS * dv + CS * dk + CS * dv));
+    /* the OpCtx scratch when it has room for every thread (the forward pass reserves it), else the heap */
+    float *mem = job->scratch ? job->scratch + (size_t)thread * chunk_scratch_floats(dk, dv)
+                              : malloc(sizeof(float) * chunk_scratch_floats(dk, dv));
     if (!mem) abort();
     ChunkScratch sc = {mem, mem + CS, mem + CS + CS * CS, mem + CS + CS * CS + CS * dv,
                        mem + CS + CS * CS + CS * dv + CS * dk};
     for (int64_t j = b; j < e; j++) {
         float *S = a->state + j * dv * dk; /* S[c][i] = S_math[i][c] */
+        if (a->state_in && a->state_in != a->state) memcpy(S, a->state_in + j * dv * dk, sizeof(float) * (size_t)dv * dk);
         const int kh = key_head(a, (int)j);
 #define QROW(t) (a->q + ((int64_t)(t) * a->n_k_head + kh) * dk)
 #define KROW(t) (a->k + ((int64_t)(t) * a->n_k_head + kh) * dk)
@@ -145,11 +158,14 @@ static void chunked_heads(void *ctx, int64_t b, int64_t e, int thread) {
 #undef VROW
 #undef OROW
     }
-    free(mem);
+    if (!job->scratch) free(mem);
 }
 
 void deltanet_chunked_ref(const OpCtx *c, const DeltaNetArgs *a) {
-    DnJob j = {a};
+    ASSERT(!a->steps);
+    DnJob j = {a, NULL};
+    const size_t need = chunk_scratch_floats(a->d_k, a->d_v) * sizeof(float) * (size_t)pool_size(c->pool);
+    if (c->scratch && ((uintptr_t)c->scratch & 63) == 0 && c->scratch_bytes >= need) j.scratch = c->scratch;
     pool_for(c->pool, a->n_v_head, 1, chunked_heads, &j);
 }
 

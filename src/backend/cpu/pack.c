@@ -1,4 +1,5 @@
-/* pack.c — load-time repacking of matrix weights for the fast kernels (model.h: model_pack).
+/* pack.c — load-time repacking of matrix weights for the fast CPU kernels (host_backend.h: host_pack), a
+ * detail of the CPU backend behind bind().
  *
  * A Q8_0 matrix whose row count is a multiple of 8 gets a copy with its rows interleaved by 8 per block
  * ("R8", MatW.pack): block i of rows 8g … 8g+7 lies at pack + g·8·row_bytes + i·8·34 + (r mod 8)·34. The
@@ -16,7 +17,7 @@
  * (load in 0.3 s) was tried: the first seconds of decode ran at half speed next to it and the peak RSS
  * rose 25% (the compute kept faulting in file pages of matrices not yet copied), so it is done up
  * front (docs/KERNELS.md, "Decode GEMV"). */
-#include "model/model.h"
+#include "backend/cpu/host_backend.h"
 
 #include "base/bigalloc.h"
 #include "gguf/format.h"
@@ -98,21 +99,13 @@ static int by_address(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-int model_pack(Model *m, Err *err) {
-    if (m->pack_arena) return 0;
+int host_pack(MatW *all, int n_all, PackSet *out, Err *err) {
+    memset(out, 0, sizeof *out);
     int n = 0;
-    MatW **mats = malloc(sizeof *mats * (size_t)(20 * m->cfg.n_layer + 1));
+    MatW **mats = malloc(sizeof *mats * (size_t)(n_all + 1));
     if (!mats) return err_set(err, "out of memory");
-    for (int il = 0; il < m->cfg.n_layer; il++) {
-        LayerW *L = &m->layers[il];
-        MatW *all[] = {&L->wq,       &L->wk,     &L->wv,        &L->wo,         &L->qkv,        &L->z,
-                       &L->ssm_in,   &L->ba,     &L->beta,      &L->alpha,      &L->ssm_out,    &L->ffn_gate,
-                       &L->ffn_up,   &L->ffn_down, &L->router,  &L->shexp_gate, &L->gate_shexp, &L->up_shexp,
-                       &L->down_shexp};
-        for (size_t k = 0; k < sizeof all / sizeof *all; k++)
-            if (packable(all[k])) mats[n++] = all[k];
-    }
-    if (packable(&m->output)) mats[n++] = &m->output;
+    for (int k = 0; k < n_all; k++)
+        if (packable(&all[k])) mats[n++] = &all[k];
     if (n == 0) return free(mats), 0;
 
     uint8_t **dst = malloc(sizeof *dst * (size_t)n);
@@ -147,15 +140,16 @@ int model_pack(Model *m, Err *err) {
         drop_pages(mats[i]->data, ranges[i].bytes); /* the pages across slice edges */
     }
     qsort(ranges, (size_t)n, sizeof *ranges, by_address);
-    m->pack_arena = arena;
-    m->pack_bytes = total;
-    m->packed = ranges;
-    m->n_packed = n;
+    out->arena = arena;
+    out->bytes = total;
+    out->ranges = ranges;
+    out->n = n;
     free(mats), free(dst), free(first);
     return 0;
 }
 
-void model_pack_free(Model *m) {
-    free(m->pack_arena);
-    free(m->packed);
+void host_pack_free(PackSet *p) {
+    free(p->arena);
+    free(p->ranges);
+    memset(p, 0, sizeof *p);
 }

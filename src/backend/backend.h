@@ -1,0 +1,233 @@
+/* backend.h — the boundary between the forward pass (src/model/) and whatever computes it. A backend
+ * owns device memory, holds the weights it was given (bound once), runs a command stream, and implements
+ * every op the forward pass uses. The forward pass is written once against this header; adding a device
+ * means implementing it (one file of host code plus kernels) and adding one line to the backend-ops test
+ * (tests/test_backend_ops.c). docs/ARCHITECTURE.md draws the boundary.
+ *
+ * Backends today: "ref" (the scalar reference of every op: the spec) and "cpu" (the kernels of
+ * src/kernels/cpu/ for one ISA level, with the ISA picked at run time). Both live in src/backend/cpu/.
+ *
+ * Memory. A BBuf is one device allocation; a BView is a byte offset into one. Every op reads and writes
+ * views, so a device backend never hands out host pointers. Activations are F32 unless an op says
+ * otherwise; index buffers (token ids, positions, expert selections, row lists) are int32.
+ *
+ * Ordering. Ops and copies run in the order they are issued (a device backend records them into a
+ * command stream between begin and submit). A download waits for everything issued before it; an upload
+ * is ordered with the ops around it. On host backends every call completes before it returns.
+ *
+ * Arithmetic. The mode (BackendOptions.mode) picks how matmuls round their activations: MATMUL_GGML,
+ * llama.cpp's rounding and summation order bit for bit, or MATMUL_EXACT, F32 on dequantized weights. The
+ * row ops follow ggml-cpu's arithmetic (kernels/ops.h documents each one's order); a CPU backend matches
+ * the reference bit for bit, other backends within a stated NMSE (the backend-ops test).
+ *
+ * Errors. Ops do not fail (shapes are the caller's contract, checked by ASSERT on the host backends);
+ * allocation, binding and submission report one line through Err. Nothing here prints or exits. */
+#ifndef DL_BACKEND_BACKEND_H
+#define DL_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "kernels/ops.h"
+
+/* ---- weights: what a backend is told about each bound tensor (the model's registry, model/weights.h) --- */
+
+typedef enum WRole {
+    W_TOK_EMBD, W_OUTPUT_NORM, W_OUTPUT,
+    W_ATTN_NORM, W_POST_NORM,
+    W_ATTN_Q, W_ATTN_K, W_ATTN_V, W_ATTN_OUT, W_ATTN_Q_NORM, W_ATTN_K_NORM,
+    W_SSM_QKV, W_SSM_GATE, W_SSM_IN, W_SSM_BA, W_SSM_BETA, W_SSM_ALPHA, W_SSM_CONV, W_SSM_DT, W_SSM_A,
+    W_SSM_NORM, W_SSM_OUT,
+    W_FFN_GATE, W_FFN_UP, W_FFN_DOWN,
+    W_MOE_ROUTER, W_MOE_GATE_EXPS, W_MOE_UP_EXPS, W_MOE_DOWN_EXPS,
+    W_SHEXP_GATE_INP, W_SHEXP_GATE, W_SHEXP_UP, W_SHEXP_DOWN,
+    W_ROLE_COUNT
+} WRole;
+
+/* One bound tensor (a matrix, a stack of expert matrices, or a small F32 vector). A fused tensor (qwen's
+ * ffn_gate_up_exps) is two entries that share its bytes at different offsets. */
+typedef struct Weight {
+    int id;             /* index in the registry; backends keep their handles in arrays indexed by it */
+    const char *name;   /* the tensor's name in the file */
+    int layer;          /* block index, -1 for the global tensors */
+    WRole role;
+    uint32_t type;      /* FormatId; vectors are always F32 here (converted at load when the file is not) */
+    int64_t cols, rows; /* ggml ne[0] (input width) and ne[1] (outputs) of one matrix; a vector: n × 1 */
+    int n_expert;       /* 0, or the experts in the stack */
+    size_t row_bytes;
+    size_t bytes;        /* one matrix (one expert's) */
+    size_t expert_stride; /* bytes from one expert's matrix to the next */
+    const void *host;   /* the first matrix's bytes: in the file mapping, or an F32 copy owned by the model */
+    bool gemv;          /* multiplied row by row even in a batch, as llama.cpp's mul_mat_id does (experts) */
+    bool lookup_only;   /* only rows are looked up (an embedding table not tied to the head) */
+} Weight;
+
+/* ---- memory -------------------------------------------------------------------------------------------- */
+
+typedef struct BBuf BBuf; /* defined by each backend */
+
+typedef struct BView {
+    BBuf *buf;
+    size_t off; /* bytes */
+} BView;
+
+static inline BView bv_bytes(BView v, size_t bytes) {
+    v.off += bytes;
+    return v;
+}
+static inline BView bv_f32(BView v, int64_t i) { /* the i-th float (or int32) after v */
+    v.off += (size_t)i * 4;
+    return v;
+}
+
+/* ---- op arguments ------------------------------------------------------------------------------------- */
+
+/* rows × heads vectors of n floats; vector (r, h) of x starts r·x_row + h·x_head floats after x, and the
+ * same for y (which may alias x when the strides agree). */
+typedef struct VecSet {
+    int rows, heads, n;
+    int64_t x_row, x_head, y_row, y_head;
+} VecSet;
+
+/* y[t][o] = W·x[t] for output rows o in [o0, o1) (o1 == 0: every row), t < T; y rows are o1 − o0 wide.
+ * expert ≥ 0 selects a matrix of an expert stack; data, when not NULL, is that matrix's bytes in host
+ * memory supplied by an expert provider (forward_set_expert_provider) instead of the bound copy. */
+typedef struct MatArgs {
+    const Weight *w;
+    int expert;
+    const void *data;
+    int64_t o0, o1;
+    BView x, y;
+    int64_t T;
+} MatArgs;
+
+/* β = sigmoid(b), g = softplus(a + dt_bias)·ssm_a for R rows of Hv heads. b of row t, head j is at
+ * b + t·ld_in + (j / group)·2·group + j % group, a at the same place + group (qwen3next's ssm_ba holds
+ * [b (group) | a (group)] per key head); group == 0 means b and a are separate [R][Hv] (ld_in = Hv). */
+typedef struct GateArgs {
+    int R, Hv, group;
+    int64_t ld_in;
+    BView b, a, beta, g; /* beta and g are [R][Hv]; they may alias b and a when group == 0 */
+    const Weight *dt_bias, *ssm_a;
+} GateArgs;
+
+/* The delta rule over one sequence (kernels/ops.h DeltaNetArgs, in views). state_in is the state before
+ * the batch (== state: in place); state the one after. steps, when set, receives the state after every
+ * token ([T][Hv][Dv][Dk]; recurrent form only). */
+typedef struct DeltaArgs {
+    int T, n_k_head, n_v_head, d_k, d_v;
+    bool grouped, chunked;
+    BView q, k, v, g, beta, state_in, state, out, steps;
+    bool has_steps;
+} DeltaArgs;
+
+/* Causal attention of T queries at positions pos0 … pos0+T−1 over the cache rows 0 … pos0+T−1
+ * (kernels/ops.h AttnArgs, in views). */
+typedef struct AttentionArgs {
+    int T, pos0, n_head, n_head_kv, d;
+    float scale;
+    BView q, k, v, out;
+} AttentionArgs;
+
+typedef struct RopeArgs {
+    int rows, heads, d, n_rot;
+    int64_t row_stride; /* floats between rows; heads are d apart */
+    float base, freq_scale;
+    const int *sections; /* 4 ints (IMROPE), or NULL (NEOX) */
+} RopeArgs;
+
+/* ---- the backend ---------------------------------------------------------------------------------------- */
+
+typedef struct Backend Backend;
+
+/* Sizes the forward pass will use, so a backend can size its scratch once (backend_reserve). */
+typedef struct BackendSizes {
+    int max_rows;      /* activation rows per call */
+    int64_t max_cols;  /* widest activation row a matmul sees */
+    int max_ctx;       /* longest sequence */
+    int head_dim, gqa_group; /* attention */
+    int d_k, d_v;      /* delta-net heads */
+} BackendSizes;
+
+typedef struct BackendVt {
+    void (*destroy)(Backend *be);
+    int (*reserve)(Backend *be, const BackendSizes *s, Err *err);
+
+    /* memory: alloc returns zeroed memory */
+    BBuf *(*alloc)(Backend *be, size_t bytes, Err *err);
+    void (*free)(Backend *be, BBuf *b);
+    void (*upload)(Backend *be, BView dst, const void *src, size_t bytes);
+    void (*download)(Backend *be, void *dst, BView src, size_t bytes);
+    void (*copy)(Backend *be, BView dst, BView src, size_t bytes);
+    void (*fill)(Backend *be, BView dst, uint8_t byte, size_t bytes);
+    /* A view of caller memory the ops can use directly (host backends), or false: the caller stages. */
+    bool (*wrap_host)(Backend *be, void *host, size_t bytes, BView *out);
+
+    /* weights: every entry the model bound, once; the backend keeps (or uploads, or repacks) them */
+    int (*bind)(Backend *be, const Weight *w, int n, Err *err);
+    /* makes the bound weights resident (reads every page, mlock with lock) so compute never waits on a disk */
+    int (*make_resident)(Backend *be, bool lock, Err *err);
+
+    /* command stream */
+    void (*begin)(Backend *be);
+    int (*submit)(Backend *be, Err *err); /* runs what was recorded since begin and waits for it */
+
+    /* ops — in the order the forward pass uses them */
+    void (*get_rows)(Backend *be, const Weight *w, BView ids, int n, BView out); /* out[i] = row ids[i] of w, F32 */
+    void (*matmul)(Backend *be, const MatArgs *a);
+    void (*rms_norm)(Backend *be, BView x, BView y, const Weight *w, const VecSet *s, float eps); /* w may be NULL */
+    void (*l2_norm)(Backend *be, BView x, BView y, const VecSet *s, float eps);
+    void (*add)(Backend *be, BView y, BView x, int64_t n);                             /* y += x */
+    void (*copy_rows)(Backend *be, BView dst, int64_t ld_dst, BView src, int64_t ld_src, int rows, int n);
+    void (*dn_gates)(Backend *be, const GateArgs *a);
+    void (*conv_silu)(Backend *be, BView x, int T, int C, int K, const Weight *w, BView state, BView y);
+    void (*deltanet)(Backend *be, const DeltaArgs *a);
+    /* out = rmsnorm(o)·w·silu(z) over rows vectors of n (z consumed: it holds silu(z) afterwards) */
+    void (*gated_norm)(Backend *be, BView o, BView z, const Weight *w, int rows, int n, float eps, BView out);
+    void (*rope)(Backend *be, BView x, BView pos, const RopeArgs *a); /* pos: int32 per row */
+    void (*kv_append)(Backend *be, BView cache, int row0, BView src, int T, int width); /* cache rows row0… */
+    void (*attention)(Backend *be, const AttentionArgs *a);
+    void (*mul_sigmoid)(Backend *be, BView y, BView gate, const VecSet *s); /* y (y strides) *= σ(gate) (x strides) */
+    void (*silu)(Backend *be, BView x, BView y, int rows, int n);
+    void (*swiglu)(Backend *be, BView g, BView u, BView y, int rows, int n); /* y = silu(g)·u; y may alias g */
+    /* MoE routing per row: probs = softmax(logits) in place, sel = top-k (ties to the lower id), w = the
+     * selected probabilities renormalised (sum floored at 6.1035e-5) */
+    void (*moe_route)(Backend *be, BView logits, BView sel, BView w, int R, int n_expert, int k);
+    void (*gather_rows)(Backend *be, BView dst, BView src, BView idx, int n, int width);  /* dst[i] = src[idx[i]] */
+    void (*scatter_rows)(Backend *be, BView dst, BView src, BView idx, int n, int width); /* dst[idx[i]] = src[i] */
+    void (*moe_combine)(Backend *be, BView out, BView eo, BView w, int R, int k, int width); /* Σ_s w[t][s]·eo[t][s] */
+    void (*sigmoid)(Backend *be, BView x, int64_t n);                                 /* in place */
+    void (*add_scaled)(Backend *be, BView y, BView x, BView s, int rows, int n);      /* y[r] += x[r]·s[r] */
+} BackendVt;
+
+typedef struct BackendOptions {
+    const char *name; /* "cpu" (default) or "ref" */
+    int isa;          /* cpu: an Isa level (kernels/cpu/isa.h), or -1 for the best this CPU has */
+    int n_threads;    /* 0 = every CPU this process may use */
+    MatMode mode;
+    bool pack;        /* cpu, MATMUL_GGML: repack matrices the kernels read faster another way (same bits) */
+} BackendOptions;
+
+struct Backend {
+    const BackendVt *vt;
+    char name[32];    /* "ref", "cpu:avx512", ... */
+    MatMode mode;
+    int n_threads;
+};
+
+/* Creates a backend; fails with one line for an unknown name or an ISA this CPU lacks. */
+Backend *backend_create(const BackendOptions *o, Err *err);
+void backend_destroy(Backend *be);
+/* The names backend_create accepts, for messages ("cpu, ref"). */
+const char *backend_names(void);
+
+/* Host-side statistics a host backend can report (for --profile and the engine's info); zero elsewhere. */
+typedef struct BackendStats {
+    size_t packed_bytes; /* weights held in a repacked copy */
+    int n_packed;
+} BackendStats;
+void backend_stats(const Backend *be, BackendStats *out);
+
+#endif

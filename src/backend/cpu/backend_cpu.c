@@ -1,0 +1,300 @@
+/* backend_cpu.c — the host backends of backend.h: "cpu" (the kernels of src/kernels/cpu/ for one ISA level,
+ * picked at run time) and "ref" (the scalar reference of every op, kernels/ref/). Memory is host memory,
+ * weights stay where the model put them (the file mapping, or F32 copies) unless packing gives a matrix a
+ * copy the kernels stream faster (pack.c), ops run on the calling thread and the backend's thread pool and
+ * are complete when they return, so the command stream is empty. */
+#include "backend/cpu/host_backend.h"
+
+#include "base/bigalloc.h"
+#include "base/pool.h"
+#include "gguf/format.h"
+#include "kernels/cpu/kernels_cpu.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- memory ----------------------------------------------------------------------------------------------- */
+
+static BBuf *h_alloc(Backend *be, size_t bytes, Err *err) {
+    (void)be;
+    BBuf *b = calloc(1, sizeof *b);
+    void *p = b ? big_alloc(bytes ? bytes : 1) : NULL;
+    if (!p) {
+        free(b);
+        return err_set(err, "out of memory (%zu MiB)", bytes >> 20), NULL;
+    }
+    memset(p, 0, bytes);
+    b->base = (uintptr_t)p;
+    b->bytes = bytes;
+    return b;
+}
+
+static void h_free(Backend *be, BBuf *b) {
+    (void)be;
+    if (!b) return;
+    free((void *)b->base);
+    free(b);
+}
+
+static void h_upload(Backend *be, BView dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memmove(hv(dst), src, bytes);
+}
+static void h_download(Backend *be, void *dst, BView src, size_t bytes) {
+    (void)be;
+    if (bytes) memmove(dst, hv(src), bytes);
+}
+static void h_copy(Backend *be, BView dst, BView src, size_t bytes) {
+    (void)be;
+    if (bytes) memmove(hv(dst), hv(src), bytes);
+}
+static void h_fill(Backend *be, BView dst, uint8_t byte, size_t bytes) {
+    (void)be;
+    memset(hv(dst), byte, bytes);
+}
+static bool h_wrap_host(Backend *be, void *host, size_t bytes, BView *out) {
+    (void)bytes;
+    *out = (BView){&host_of(be)->wrap, (uintptr_t)host};
+    return true;
+}
+
+static int h_reserve(Backend *be, const BackendSizes *s, Err *err) {
+    HostBackend *hb = host_of(be);
+    const int nt = pool_size(hb->pool);
+    size_t need = ops_scratch_bytes(s->max_rows, s->max_cols, nt);
+    const size_t more[] = {attention_scratch_bytes(s->max_ctx, nt), deltanet_scratch_bytes(s->d_k, s->d_v, nt),
+                           attention_fast_scratch_bytes(s->max_ctx, s->head_dim, s->gqa_group, nt)};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+        if (more[i] > need) need = more[i];
+    if (need <= hb->oc.scratch_bytes) return 0;
+    void *p = big_alloc(need);
+    if (!p) return err_set(err, "out of memory for the kernels' scratch (%zu MiB)", need >> 20);
+    free(hb->oc.scratch);
+    hb->oc.scratch = p;
+    hb->oc.scratch_bytes = need;
+    return 0;
+}
+
+/* ---- weights -------------------------------------------------------------------------------------------------- */
+
+static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
+    HostBackend *hb = host_of(be);
+    if (hb->mats) return err_set(err, "this backend already holds a model's weights");
+    hb->mats = calloc((size_t)(n > 0 ? n : 1), sizeof *hb->mats);
+    if (!hb->mats) return err_set(err, "out of memory");
+    for (int i = 0; i < n; i++) {
+        ASSERT(w[i].id == i);
+        hb->mats[i] = (MatW){w[i].host, w[i].type, w[i].cols, w[i].rows, w[i].row_bytes, w[i].gemv, NULL};
+    }
+    hb->weights = w;
+    hb->n_weights = n;
+    if (!hb->pack || be->mode == MATMUL_EXACT || hb->isa == ISA_REF) return 0;
+    /* matrices that are only looked up (an untied embedding table) and expert stacks (multiplied row by row)
+     * keep the file's layout */
+    MatW *cand = malloc(sizeof *cand * (size_t)(n > 0 ? n : 1));
+    int *idx = malloc(sizeof *idx * (size_t)(n > 0 ? n : 1));
+    if (!cand || !idx) return free(cand), free(idx), err_set(err, "out of memory");
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!w[i].n_expert && !w[i].lookup_only) cand[k] = hb->mats[i], idx[k++] = i;
+    int rc = host_pack(cand, k, &hb->packs, err);
+    for (int i = 0; rc == 0 && i < k; i++) hb->mats[idx[i]].pack = cand[i].pack;
+    free(cand), free(idx);
+    return rc;
+}
+
+typedef struct Range {
+    uintptr_t b, e;
+} Range;
+
+static int by_start(const void *x, const void *y) {
+    const Range *a = x, *b = y;
+    return a->b < b->b ? -1 : a->b > b->b;
+}
+
+static bool is_packed(const HostBackend *hb, const Weight *w) { return hb->mats[w->id].pack != NULL; }
+
+static int h_make_resident(Backend *be, bool lock, Err *err) {
+    HostBackend *hb = host_of(be);
+    const uintptr_t page = sysconf(_SC_PAGESIZE) > 0 ? (uintptr_t)sysconf(_SC_PAGESIZE) : 4096;
+    Range *r = malloc(sizeof *r * (size_t)(hb->n_weights + 1));
+    if (!r) return err_set(err, "out of memory");
+    int n = 0;
+    for (int i = 0; i < hb->n_weights; i++) {
+        const Weight *w = &hb->weights[i];
+        const uintptr_t b = (uintptr_t)w->host & ~(page - 1);
+        const uintptr_t e = (uintptr_t)w->host + (w->n_expert ? (size_t)w->n_expert * w->expert_stride : w->bytes);
+        if (is_packed(hb, w)) {
+            /* packed: the copy is read instead; the file's pages only into the page cache (an embedding lookup
+             * of a tied head still reads some) */
+            madvise((void *)b, e - b, MADV_WILLNEED);
+            continue;
+        }
+        r[n++] = (Range){b, (e + page - 1) & ~(page - 1)};
+    }
+    qsort(r, (size_t)n, sizeof *r, by_start);
+    int m = 0; /* merge overlapping and adjacent ranges */
+    for (int i = 0; i < n; i++) {
+        if (m && r[i].b <= r[m - 1].e) {
+            if (r[i].e > r[m - 1].e) r[m - 1].e = r[i].e;
+        } else {
+            r[m++] = r[i];
+        }
+    }
+    volatile uint8_t sink = 0;
+    size_t total = 0;
+    for (int i = 0; i < m; i++) {
+        madvise((void *)r[i].b, r[i].e - r[i].b, MADV_WILLNEED);
+        for (uintptr_t p = r[i].b; p < r[i].e; p += page) sink ^= *(const volatile uint8_t *)p;
+        total += r[i].e - r[i].b;
+    }
+    (void)sink;
+    int rc = 0;
+    for (int i = 0; lock && rc == 0 && i < m; i++)
+        if (mlock((void *)r[i].b, r[i].e - r[i].b) != 0)
+            rc = err_set(err, "cannot lock %zu MiB of weights in memory: %s (raise `ulimit -l`)", total >> 20,
+                         strerror(errno));
+    free(r);
+    if (rc == 0 && lock && hb->packs.arena && mlock(hb->packs.arena, hb->packs.bytes) != 0)
+        rc = err_set(err, "cannot lock %zu MiB of packed weights in memory: %s (raise `ulimit -l`)",
+                     hb->packs.bytes >> 20, strerror(errno));
+    return rc;
+}
+
+/* ---- the command stream: host ops are done when they return ------------------------------------------------ */
+
+static void h_begin(Backend *be) { (void)be; }
+static int h_submit(Backend *be, Err *err) {
+    (void)be, (void)err;
+    return 0;
+}
+
+/* ---- the heavy ops, through the kernels' Ops table ----------------------------------------------------------------- */
+
+static void h_matmul(Backend *be, const MatArgs *a) {
+    HostBackend *hb = host_of(be);
+    MatW m = hb->mats[a->w->id];
+    if (a->expert >= 0) {
+        ASSERT(a->w->n_expert && a->expert < a->w->n_expert);
+        m.data = a->data ? a->data : (const uint8_t *)a->w->host + (size_t)a->expert * a->w->expert_stride;
+        m.pack = NULL;
+    }
+    if (a->o1 > 0) { /* rows [o0, o1): whole 8-row groups of the packed layout */
+        ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= m.rows && a->o0 % 8 == 0);
+        m.data = (const uint8_t *)m.data + (size_t)a->o0 * m.row_bytes;
+        if (m.pack) m.pack = (const uint8_t *)m.pack + (size_t)a->o0 * m.row_bytes;
+        m.rows = a->o1 - a->o0;
+        if (m.rows % 8) m.pack = NULL;
+    }
+    hb->ops->matmul(&hb->oc, &m, hf(a->x), a->T, hf(a->y));
+}
+
+static void h_conv_silu(Backend *be, BView x, int T, int C, int K, const Weight *w, BView state, BView y) {
+    HostBackend *hb = host_of(be);
+    hb->ops->conv_silu(&hb->oc, hf(x), T, C, K, w->host, hf(state), hf(y));
+}
+
+static void h_deltanet(Backend *be, const DeltaArgs *a) {
+    HostBackend *hb = host_of(be);
+    DeltaNetArgs d = {a->T, a->n_k_head, a->n_v_head, a->d_k, a->d_v, a->grouped,
+                      hf(a->q), hf(a->k), hf(a->v), hf(a->g), hf(a->beta), hf(a->state), hf(a->out),
+                      a->state_in.buf ? hf(a->state_in) : NULL, a->has_steps ? hf(a->steps) : NULL};
+    if (a->chunked) hb->ops->deltanet_chunked(&hb->oc, &d);
+    else hb->ops->deltanet_recurrent(&hb->oc, &d);
+}
+
+static void h_attention(Backend *be, const AttentionArgs *a) {
+    HostBackend *hb = host_of(be);
+    AttnArgs at = {a->T, a->pos0, a->n_head, a->n_head_kv, a->d, a->scale, hf(a->q), hf(a->k), hf(a->v), hf(a->out)};
+    hb->ops->attention(&hb->oc, &at);
+}
+
+/* ---- create / destroy ------------------------------------------------------------------------------------- */
+
+static void h_destroy(Backend *be) {
+    HostBackend *hb = host_of(be);
+    host_pack_free(&hb->packs);
+    free(hb->mats);
+    free(hb->oc.scratch);
+    pool_destroy(hb->pool);
+    free(hb);
+}
+
+static BackendVt host_vt(void) {
+    BackendVt vt = {
+        .destroy = h_destroy,
+        .reserve = h_reserve,
+        .alloc = h_alloc,
+        .free = h_free,
+        .upload = h_upload,
+        .download = h_download,
+        .copy = h_copy,
+        .fill = h_fill,
+        .wrap_host = h_wrap_host,
+        .bind = h_bind,
+        .make_resident = h_make_resident,
+        .begin = h_begin,
+        .submit = h_submit,
+        .matmul = h_matmul,
+        .conv_silu = h_conv_silu,
+        .deltanet = h_deltanet,
+        .attention = h_attention,
+    };
+    host_ops_install(&vt);
+    return vt;
+}
+
+static BackendVt vt_host;
+static int vt_built;
+
+const char *backend_names(void) { return "cpu, ref"; }
+
+Backend *backend_create(const BackendOptions *o, Err *err) {
+    const char *name = o->name && *o->name ? o->name : "cpu";
+    const bool ref = strcmp(name, "ref") == 0;
+    if (!ref && strcmp(name, "cpu") != 0)
+        return err_set(err, "unknown backend '%s' (this build has: %s)", name, backend_names()), NULL;
+    Isa isa = ISA_REF;
+    if (!ref) {
+        if (o->isa < 0) isa = isa_best();
+        else if (o->isa >= ISA_COUNT || !isa_supported((Isa)o->isa))
+            return err_set(err, "ISA %s: this CPU does not support it", isa_name((Isa)o->isa)), NULL;
+        else isa = (Isa)o->isa;
+    }
+    if (!vt_built) { /* idempotent: racing initialisations write the same values */
+        vt_host = host_vt();
+        vt_built = 1;
+    }
+    HostBackend *hb = calloc(1, sizeof *hb);
+    if (!hb) return err_set(err, "out of memory"), NULL;
+    const int nt = o->n_threads > 0 ? o->n_threads : pool_default_threads();
+    if (nt > 1 && !(hb->pool = pool_create(nt, err))) {
+        free(hb);
+        return NULL;
+    }
+    hb->be.vt = &vt_host;
+    snprintf(hb->be.name, sizeof hb->be.name, "%s", ref ? "ref" : isa_name(isa));
+    hb->be.mode = o->mode;
+    hb->be.n_threads = pool_size(hb->pool);
+    hb->isa = isa;
+    hb->ops = ref ? &ops_ref : ops_cpu(isa);
+    hb->oc = (OpCtx){o->mode, hb->pool, NULL, 0};
+    hb->pack = o->pack && !ref;
+    return &hb->be;
+}
+
+void backend_destroy(Backend *be) {
+    if (be) be->vt->destroy(be);
+}
+
+void backend_stats(const Backend *be, BackendStats *out) {
+    memset(out, 0, sizeof *out);
+    const HostBackend *hb = (const HostBackend *)be;
+    if (be->vt != &vt_host) return;
+    out->packed_bytes = hb->packs.bytes;
+    out->n_packed = hb->packs.n;
+}

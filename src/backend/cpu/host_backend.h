@@ -1,0 +1,64 @@
+/* host_backend.h — the host backends ("ref" and "cpu"), shared by their files: backend_cpu.c (memory,
+ * binding, the matmul and sequence ops through the kernels' Ops table), host_ops.c (the row ops: the loops
+ * over activations the forward pass no longer has) and pack.c (load-time repacking).
+ *
+ * Host memory: a BBuf is a big_alloc'ed block; a BView resolves to base + off. Caller memory wrapped by
+ * wrap_host is a view of a BBuf whose base is 0 and whose offset is the address. */
+#ifndef DL_BACKEND_CPU_HOST_BACKEND_H
+#define DL_BACKEND_CPU_HOST_BACKEND_H
+
+#include "backend/backend.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/ops.h"
+
+struct BBuf {
+    uintptr_t base;
+    size_t bytes;
+};
+
+static inline void *hv(BView v) { return (void *)(v.buf->base + v.off); }
+static inline float *hf(BView v) { return (float *)hv(v); }
+static inline int32_t *hi(BView v) { return (int32_t *)hv(v); }
+
+/* The file ranges whose matrices have a packed copy (sorted by address) and the copies' arena. */
+typedef struct PackedRange {
+    const void *src;
+    size_t bytes;
+} PackedRange;
+
+typedef struct PackSet {
+    void *arena;
+    size_t bytes;
+    PackedRange *ranges;
+    int n;
+} PackSet;
+
+typedef struct HostBackend {
+    Backend be;
+    Isa isa;
+    const Ops *ops;
+    Pool *pool;
+    OpCtx oc;      /* mode, pool, scratch (reserve) */
+    bool pack;
+    MatW *mats;    /* per weight id: the kernels' view (experts: the first matrix of the stack) */
+    const Weight *weights;
+    int n_weights;
+    PackSet packs;
+    BBuf wrap;     /* base 0: views of caller memory */
+} HostBackend;
+
+static inline HostBackend *host_of(Backend *be) { return (HostBackend *)be; }
+
+/* Gives the matrices the fast kernels read faster in another layout a packed copy (MatW.pack; today: Q8_0
+ * with rows a multiple of 8) and drops the file's pages of those matrices from memory. Results are
+ * bit-identical with or without. */
+int host_pack(MatW *mats, int n, PackSet *out, Err *err);
+void host_pack_free(PackSet *p);
+/* The R8 layout (MatW.pack): rows (a multiple of 8) of row_bytes, blocks of block_bytes, interleaved by 8
+ * per block: block i of row 8g+r goes to dst + g·8·row_bytes + (8i + r)·block_bytes. */
+void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes);
+
+/* The row ops (host_ops.c), installed into a vtable by backend_cpu.c. */
+void host_ops_install(BackendVt *vt);
+
+#endif

@@ -1,0 +1,208 @@
+/* host_ops.c — the row ops of the host backends: norms, gates, RoPE, KV append, routing, gather/scatter and
+ * the weighted sums, in ggml-cpu's arithmetic (the scalar op_* functions of kernels/ops.h, whose orders are
+ * documented there), plus SiLU / SwiGLU rows through the ISA's SIMD rows (bit-identical to the scalar ones).
+ * These are the loops over activations that the forward pass (src/model/) used to run itself; they run on
+ * the calling thread (each is a small fraction of a matmul). */
+#include "backend/cpu/host_backend.h"
+
+#include "gguf/format.h"
+
+#include <string.h>
+
+static void h_get_rows(Backend *be, const Weight *w, BView ids, int n, BView out) {
+    (void)be;
+    const Format *fmt = format_get(w->type);
+    const int32_t *id = hi(ids);
+    float *o = hf(out);
+    for (int i = 0; i < n; i++)
+        fmt->to_float((const uint8_t *)w->host + (size_t)id[i] * w->row_bytes, o + (int64_t)i * w->cols, w->cols);
+}
+
+static void h_rms_norm(Backend *be, BView xv, BView yv, const Weight *w, const VecSet *s, float eps) {
+    (void)be;
+    const float *x = hf(xv), *wt = w ? w->host : NULL;
+    float *y = hf(yv);
+    for (int64_t r = 0; r < s->rows; r++)
+        for (int h = 0; h < s->heads; h++)
+            op_rmsnorm(x + r * s->x_row + h * s->x_head, wt, s->n, eps, y + r * s->y_row + h * s->y_head);
+}
+
+static void h_l2_norm(Backend *be, BView xv, BView yv, const VecSet *s, float eps) {
+    (void)be;
+    const float *x = hf(xv);
+    float *y = hf(yv);
+    for (int64_t r = 0; r < s->rows; r++)
+        for (int h = 0; h < s->heads; h++)
+            op_l2norm(x + r * s->x_row + h * s->x_head, s->n, eps, y + r * s->y_row + h * s->y_head);
+}
+
+static void h_add(Backend *be, BView yv, BView xv, int64_t n) {
+    (void)be;
+    float *y = hf(yv);
+    const float *x = hf(xv);
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void h_copy_rows(Backend *be, BView dst, int64_t ld_dst, BView src, int64_t ld_src, int rows, int n) {
+    (void)be;
+    float *d = hf(dst);
+    const float *s = hf(src);
+    for (int64_t r = 0; r < rows; r++) memmove(d + r * ld_dst, s + r * ld_src, sizeof(float) * (size_t)n);
+}
+
+static void h_dn_gates(Backend *be, const GateArgs *a) {
+    (void)be;
+    const float *b = hf(a->b), *al = hf(a->a), *dt = a->dt_bias->host, *sa = a->ssm_a->host;
+    float *beta = hf(a->beta), *g = hf(a->g);
+    for (int64_t t = 0; t < a->R; t++)
+        for (int j = 0; j < a->Hv; j++) {
+            int64_t off = t * a->ld_in + j;
+            if (a->group) off = t * a->ld_in + (int64_t)(j / a->group) * 2 * a->group + j % a->group;
+            const float bj = b[off], aj = al[off];
+            beta[t * a->Hv + j] = op_sigmoid(bj);
+            g[t * a->Hv + j] = op_softplus(aj + dt[j]) * sa[j];
+        }
+}
+
+static void h_gated_norm(Backend *be, BView ov, BView zv, const Weight *w, int rows, int n, float eps, BView outv) {
+    HostBackend *hb = host_of(be);
+    float *z = hf(zv), *out = hf(outv);
+    const float *o = hf(ov), *wt = w->host;
+    hb->ops->silu_rows(&hb->oc, z, z, rows, n);
+    for (int64_t i = 0; i < rows; i++) {
+        float *on = out + i * n;
+        op_rmsnorm(o + i * n, wt, n, eps, on);
+        for (int x = 0; x < n; x++) on[x] *= z[i * n + x];
+    }
+}
+
+static void h_rope(Backend *be, BView xv, BView posv, const RopeArgs *a) {
+    (void)be;
+    float *x = hf(xv);
+    const int32_t *pos = hi(posv);
+    for (int64_t r = 0; r < a->rows; r++)
+        for (int h = 0; h < a->heads; h++)
+            op_rope(x + r * a->row_stride + (int64_t)h * a->d, a->n_rot, pos[r], a->base, a->freq_scale, a->sections);
+}
+
+static void h_kv_append(Backend *be, BView cache, int row0, BView src, int T, int width) {
+    (void)be;
+    memcpy(hf(cache) + (int64_t)row0 * width, hf(src), sizeof(float) * (size_t)T * (size_t)width);
+}
+
+static void h_mul_sigmoid(Backend *be, BView yv, BView gv, const VecSet *s) {
+    (void)be;
+    float *y = hf(yv);
+    const float *g = hf(gv);
+    for (int64_t r = 0; r < s->rows; r++)
+        for (int h = 0; h < s->heads; h++) {
+            float *o = y + r * s->y_row + h * s->y_head;
+            const float *gate = g + r * s->x_row + h * s->x_head;
+            for (int i = 0; i < s->n; i++) o[i] *= op_sigmoid(gate[i]);
+        }
+}
+
+static void h_silu(Backend *be, BView x, BView y, int rows, int n) {
+    HostBackend *hb = host_of(be);
+    hb->ops->silu_rows(&hb->oc, hf(x), hf(y), rows, n);
+}
+
+static void h_swiglu(Backend *be, BView g, BView u, BView y, int rows, int n) {
+    HostBackend *hb = host_of(be);
+    hb->ops->swiglu_rows(&hb->oc, hf(g), hf(u), hf(y), rows, n);
+}
+
+/* top-k of p[0..n) by descending value, ties to the lower index */
+static void top_k(const float *p, int n, int k, int32_t *sel) {
+    for (int s = 0; s < k; s++) {
+        int best = -1;
+        for (int e = 0; e < n; e++) {
+            bool taken = false;
+            for (int q = 0; q < s; q++) taken |= sel[q] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        sel[s] = best;
+    }
+}
+
+static void h_moe_route(Backend *be, BView logits, BView selv, BView wv, int R, int nE, int kE) {
+    (void)be;
+    float *rl = hf(logits), *wt = hf(wv);
+    int32_t *es = hi(selv);
+    for (int64_t t = 0; t < R; t++) {
+        float *p = rl + t * nE;
+        int32_t *sel = es + t * kE;
+        float *w = wt + t * kE;
+        op_softmax(p, nE);
+        top_k(p, nE, kE, sel);
+        double sum = 0.0;
+        for (int s = 0; s < kE; s++) sum += (double)p[sel[s]];
+        float fs = (float)sum;
+        if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
+        for (int s = 0; s < kE; s++) w[s] = p[sel[s]] / fs;
+    }
+}
+
+static void h_gather_rows(Backend *be, BView dst, BView src, BView idx, int n, int width) {
+    (void)be;
+    float *d = hf(dst);
+    const float *s = hf(src);
+    const int32_t *ix = hi(idx);
+    for (int64_t i = 0; i < n; i++) memcpy(d + i * width, s + (int64_t)ix[i] * width, sizeof(float) * (size_t)width);
+}
+
+static void h_scatter_rows(Backend *be, BView dst, BView src, BView idx, int n, int width) {
+    (void)be;
+    float *d = hf(dst);
+    const float *s = hf(src);
+    const int32_t *ix = hi(idx);
+    for (int64_t i = 0; i < n; i++) memcpy(d + (int64_t)ix[i] * width, s + i * width, sizeof(float) * (size_t)width);
+}
+
+static void h_moe_combine(Backend *be, BView outv, BView eov, BView wv, int R, int kE, int E) {
+    (void)be;
+    float *out_all = hf(outv);
+    const float *eo_all = hf(eov), *w_all = hf(wv);
+    for (int64_t t = 0; t < R; t++) { /* in selection order */
+        float *out = out_all + t * E;
+        const float *w = w_all + t * kE, *eo = eo_all + t * kE * E;
+        for (int x = 0; x < E; x++) out[x] = eo[x] * w[0];
+        for (int s = 1; s < kE; s++)
+            for (int x = 0; x < E; x++) out[x] += eo[(int64_t)s * E + x] * w[s];
+    }
+}
+
+static void h_sigmoid(Backend *be, BView xv, int64_t n) {
+    (void)be;
+    float *x = hf(xv);
+    for (int64_t i = 0; i < n; i++) x[i] = op_sigmoid(x[i]);
+}
+
+static void h_add_scaled(Backend *be, BView yv, BView xv, BView sv, int rows, int n) {
+    (void)be;
+    float *y = hf(yv);
+    const float *x = hf(xv), *s = hf(sv);
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t i = 0; i < n; i++) y[t * n + i] += x[t * n + i] * s[t];
+}
+
+void host_ops_install(BackendVt *vt) {
+    vt->get_rows = h_get_rows;
+    vt->rms_norm = h_rms_norm;
+    vt->l2_norm = h_l2_norm;
+    vt->add = h_add;
+    vt->copy_rows = h_copy_rows;
+    vt->dn_gates = h_dn_gates;
+    vt->gated_norm = h_gated_norm;
+    vt->rope = h_rope;
+    vt->kv_append = h_kv_append;
+    vt->mul_sigmoid = h_mul_sigmoid;
+    vt->silu = h_silu;
+    vt->swiglu = h_swiglu;
+    vt->moe_route = h_moe_route;
+    vt->gather_rows = h_gather_rows;
+    vt->scatter_rows = h_scatter_rows;
+    vt->moe_combine = h_moe_combine;
+    vt->sigmoid = h_sigmoid;
+    vt->add_scaled = h_add_scaled;
+}

@@ -1,0 +1,39 @@
+/* cli_engine.h — the engine options every computing command (run, serve, bench, eval, parity) shares,
+ * parsed in one place, and the environment variables behind them, read once, here:
+ *
+ *   --backend cpu|ref                    DELTALLM_BACKEND   the kernels, or the scalar reference of every op
+ *   --isa auto|ref|avx2|avx512           DELTALLM_ISA       the CPU kernels' ISA level
+ *   --deltanet auto|recurrent|chunked    DELTALLM_DELTANET  the delta-net scan's form
+ *   --no-pack                            DELTALLM_PACK=0    keep the file's weight layout
+ *
+ * A flag wins over its variable. The values are checked where they are used (backend_create, isa_parse,
+ * deltanet_algo_parse), each by its one parser. */
+#ifndef DL_CLI_CLI_ENGINE_H
+#define DL_CLI_CLI_ENGINE_H
+
+#include <stdbool.h>
+
+#include "base/err.h"
+#include "deltallm.h"
+
+typedef struct CliEngine {
+    const char *backend, *isa, *deltanet;
+    bool no_pack;
+} CliEngine;
+
+/* The defaults: the environment's values. */
+void cli_engine_init(CliEngine *o);
+/* If argv[*i] is one of the options above, takes it (and its value: *i advances) and returns 1; 0 if it is
+ * not one; 2 after printing a usage error for a missing value. */
+int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o);
+/* Sets the engine parameters' backend, ISA, delta-net form and packing. */
+void cli_engine_apply(const CliEngine *o, DlEngineParams *p);
+/* The help lines of the options (ends with a newline). */
+extern const char cli_engine_help[];
+
+/* For the developer tools that drive the forward pass directly (eval, parity): the backend options (mode,
+ * threads, ISA, packing) and the delta-net form; fails with one line for a bad value. */
+typedef struct ForwardOptions ForwardOptions;
+int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOptions *fo, Err *err);
+
+#endif
