@@ -181,8 +181,7 @@ int main(int argc, char **argv) {
     }
     Isa isa;
     Err err = {0};
-    if (isa_s) setenv("DELTALLM_ISA", isa_s, 1);
-    if (isa_select(&isa, &err) != 0) {
+    if (isa_parse(isa_s ? isa_s : getenv("DELTALLM_ISA"), &isa, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }

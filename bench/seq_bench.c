@@ -100,7 +100,7 @@ static void bench_deltanet(Pool *pool, Isa isa) {
         for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0] && Ts[ti] <= Tmax; ti++) {
             const int T = Ts[ti];
             DnBench b = {ops->deltanet_recurrent, {MATMUL_GGML, pool, scratch, sb},
-                         {T, Hk, Hv, D, D, Hv != Hk, q, k, v, g, beta, state, out}};
+                         {T, Hk, Hv, D, D, Hv != Hk, q, k, v, g, beta, state, out, NULL, NULL}};
             const double tr = timeit(dn_call, &b, 0.3) / T * 1e6;
             b.fn = ops->deltanet_chunked;
             const double tc = timeit(dn_call, &b, 0.3) / T * 1e6;

@@ -4,6 +4,7 @@
  * plain and expert matrices), NaN-poisoned outputs, 1 and 2 threads. Also the SIMD activation
  * quantizers against the format table's from_float (ggml's vectors and random rows). */
 #include "test.h"
+#include "test_rand.h"
 
 #include "base/fp16.h"
 #include "base/pool.h"
@@ -21,71 +22,10 @@
 
 /* ---- helpers ------------------------------------------------------------------------------------------ */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-static float rndf(void) { return ((float)(rnd() & 0xffffff) / 16777216.f) * 2.f - 1.f; }
-/* roughly Gaussian, with the occasional outlier as real activations have */
-static float rnd_act(void) {
-    float s = rndf() + rndf() + rndf();
-    if ((rnd() & 63) == 0) s *= 8;
-    return s;
-}
-
 static void *xaligned(size_t n) {
     void *p = NULL;
     if (posix_memalign(&p, 64, n ? n : 64) != 0) abort();
     return p;
-}
-
-static void put_f16(uint8_t *p, float v) {
-    const uint16_t h = fp32_to_fp16(v);
-    memcpy(p, &h, 2);
-}
-
-/* A valid random row of `cols` elements in format f: quantized from random floats (float formats; half of
- * the rows of the others, where they have a quantizer), else random bits with sane fp16 scales (every code
- * and sub-scale occurs). */
-static void random_row(const Format *f, uint8_t *dst, int64_t cols) {
-    static float buf[1 << 16];
-    const bool is_float = f->id == FMT_F32 || f->id == FMT_F16 || f->id == FMT_BF16;
-    if (f->quantize && cols <= (int64_t)(sizeof buf / sizeof buf[0]) && (is_float || (rnd() & 1))) {
-        for (int64_t i = 0; i < cols; i++) buf[i] = rndf() * 0.5f;
-        f->quantize(buf, dst, cols);
-        return;
-    }
-    const size_t nbytes = format_row_bytes(f, cols);
-    for (size_t i = 0; i < nbytes; i++) dst[i] = (uint8_t)rnd();
-    const int64_t nb = cols / f->block;
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *blk = dst + b * f->bytes;
-        const float d = (0.002f + 0.01f * (rndf() + 1)) * (rnd() & 1 ? -1 : 1);
-        switch (f->id) {
-        case FMT_MXFP4: blk[0] = (uint8_t)(118 + rnd() % 12); break;
-        case FMT_IQ1_M: {
-            const uint16_t h = fp32_to_fp16(fabsf(d));
-            for (int i = 0; i < 4; i++) {
-                uint16_t s;
-                memcpy(&s, blk + 48 + 2 * i, 2);
-                s = (uint16_t)((s & 0x0fff) | (((h >> (4 * i)) & 15) << 12));
-                memcpy(blk + 48 + 2 * i, &s, 2);
-            }
-            break;
-        }
-        case FMT_Q2_K: put_f16(blk + 80, d), put_f16(blk + 82, fabsf(d) * 0.5f); break;
-        case FMT_Q3_K: put_f16(blk + 108, d); break;
-        case FMT_Q6_K: put_f16(blk + 208, d); break;
-        case FMT_Q4_K:
-        case FMT_Q5_K:
-        case FMT_Q4_1:
-        case FMT_Q5_1: put_f16(blk, d), put_f16(blk + 2, d * 0.5f); break;
-        default: put_f16(blk, d); break; /* every other format starts with its fp16 d */
-        }
-    }
 }
 
 /* ---- activation quantizers ----------------------------------------------------------------------------- */
@@ -108,12 +48,12 @@ TEST(kernels, act_quantizers_random_rows) {
                 const size_t bytes = format_row_bytes(af, n);
                 uint8_t *a = malloc(bytes), *b = malloc(bytes);
                 for (int rep = 0; rep < 8; rep++) {
-                    for (int64_t i = 0; i < n; i++) x[i] = rnd_act();
+                    for (int64_t i = 0; i < n; i++) x[i] = trand_act();
                     if (rep == 1) /* a block with ties of magnitude: the first one decides Q8_K's sign */
                         for (int64_t i = 0; i < n; i += 7) x[i] = (i & 8) ? 9.f : -9.f;
                     if (rep == 2) memset(x, 0, (size_t)n * sizeof(float));
                     if (rep == 3)
-                        for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(rndf() * 300)) * 0.5f; /* exact halves */
+                        for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(trand_f() * 300)) * 0.5f; /* exact halves */
                     if (rep == 4)
                         for (int64_t i = 0; i < n; i++) x[i] *= 1e-30f;
                     memset(a, 0x5a, bytes);
@@ -195,10 +135,10 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
         return 0;
     }
     uint8_t *wd = xaligned(w.row_bytes * (size_t)rows + 64);
-    for (int64_t r = 0; r < rows; r++) random_row(f, wd + r * w.row_bytes, cols);
+    for (int64_t r = 0; r < rows; r++) trand_row(f, wd + r * w.row_bytes, cols);
     w.data = wd;
     float *x = xaligned((size_t)(T * cols) * sizeof(float));
-    for (int64_t i = 0; i < T * cols; i++) x[i] = rnd_act();
+    for (int64_t i = 0; i < T * cols; i++) x[i] = trand_act();
     if (T > 2) memset(x + cols, 0, (size_t)cols * sizeof(float)); /* an all-zero row */
     if (T > 3) /* a row of denormals (BF16's VDPBF16PS reads them as zero) */
         for (int64_t i = 0; i < cols; i++) x[2 * cols + i] *= 1e-39f;
@@ -284,10 +224,10 @@ TEST(kernels, matmul_exact_mode_is_reference) {
     w.rows = 24;
     w.row_bytes = format_row_bytes(f, 256);
     uint8_t *wd = xaligned(w.row_bytes * 24);
-    for (int r = 0; r < 24; r++) random_row(f, wd + r * w.row_bytes, 256);
+    for (int r = 0; r < 24; r++) trand_row(f, wd + r * w.row_bytes, 256);
     w.data = wd;
     float x[3 * 256], yr[3 * 24], yf[3 * 24];
-    for (int i = 0; i < 3 * 256; i++) x[i] = rnd_act();
+    for (int i = 0; i < 3 * 256; i++) x[i] = trand_act();
     const size_t sb = ops_scratch_bytes(3, 256, 1);
     void *scratch = xaligned(sb);
     OpCtx c = {MATMUL_EXACT, NULL, scratch, sb};

@@ -1,0 +1,561 @@
+/* test_backend_ops.c — every op of the backend interface (backend/backend.h) on every backend against the
+ * reference backend, on odd shapes, in the manner of ggml's test-backend-ops: inputs are uploaded, the op
+ * runs, outputs are downloaded, and only the vtable is used, so a new backend is tested by adding one line to
+ * backend_list(). Host backends must match the reference bit for bit; a device backend states an NMSE bound
+ * per op (ops[] below). */
+#include "test.h"
+#include "test_rand.h"
+
+#include "backend/backend.h"
+#include "kernels/cpu/isa.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the backends under test ------------------------------------------------------------------------------ */
+
+typedef struct BeCase {
+    char label[32];
+    BackendOptions o;
+    double nmse; /* 0: bit for bit */
+} BeCase;
+
+/* The reference first, then every backend this machine can run. */
+static int backend_list(BeCase *out, MatMode mode) {
+    int n = 0;
+    out[n++] = (BeCase){"ref", {.name = "ref", .isa = ISA_REF, .n_threads = 1, .mode = mode}, 0};
+    for (int isa = ISA_REF; isa < ISA_COUNT; isa++) {
+        if (!isa_supported((Isa)isa)) continue;
+        for (int th = 1; th <= 2; th++) {
+            BeCase *c = &out[n++];
+            *c = (BeCase){"", {.name = "cpu", .isa = isa, .n_threads = th, .mode = mode, .pack = true}, 0};
+            snprintf(c->label, sizeof c->label, "cpu:%s/%dt", isa_name((Isa)isa), th);
+        }
+    }
+    return n;
+}
+
+/* ---- a bump allocator over one device buffer per backend ---------------------------------------------------- */
+
+typedef struct Env {
+    Backend *be;
+    BBuf *buf;
+    size_t at, cap;
+} Env;
+
+static bool env_open(Env *e, const BeCase *c, const Weight *w, int n_w) {
+    Err err = {{0}};
+    memset(e, 0, sizeof *e);
+    e->be = backend_create(&c->o, &err);
+    if (!e->be) return test_check(false, __FILE__, __LINE__, "backend_create", "%s: %s", c->label, err.msg);
+    if (e->be->vt->bind(e->be, w, n_w, &err))
+        return test_check(false, __FILE__, __LINE__, "bind", "%s: %s", c->label, err.msg);
+    const BackendSizes sz = {.max_rows = 80, .max_cols = 512, .max_ctx = 64, .head_dim = 256, .gqa_group = 8, .d_k = 128, .d_v = 128};
+    if (e->be->vt->reserve(e->be, &sz, &err)) return test_check(false, __FILE__, __LINE__, "reserve", "%s", err.msg);
+    e->cap = 1u << 20; /* every case fits */
+    if (!(e->buf = e->be->vt->alloc(e->be, e->cap, &err))) return test_check(false, __FILE__, __LINE__, "alloc", "%s", err.msg);
+    return true;
+}
+
+static void env_close(Env *e) {
+    if (e->buf) e->be->vt->free(e->be, e->buf);
+    backend_destroy(e->be);
+}
+
+/* A fresh view of bytes, uploaded from src (or zero). */
+static BView put(Env *e, const void *src, size_t bytes) {
+    ASSERT(e->at + bytes <= e->cap);
+    BView v = {e->buf, e->at};
+    e->at += (bytes + 63) & ~(size_t)63;
+    if (src) e->be->vt->upload(e->be, v, src, bytes);
+    else e->be->vt->fill(e->be, v, 0, bytes);
+    return v;
+}
+
+static float *get(Env *e, BView v, size_t n) {
+    float *h = malloc(n * sizeof *h + 4);
+    e->be->vt->download(e->be, h, v, n * sizeof *h);
+    return h;
+}
+
+static float *frnd(size_t n, float scale) {
+    float *x = malloc(n * sizeof *x + 4);
+    for (size_t i = 0; i < n; i++) x[i] = trand_f() * scale;
+    return x;
+}
+
+/* Compares a backend's output with the reference's: bitwise, or NMSE ≤ bound. */
+static bool same(const char *op, const char *what, const BeCase *c, const float *ref, const float *x, size_t n) {
+    if (c->nmse == 0) {
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&ref[i], &x[i], 4) != 0)
+                return test_check(false, __FILE__, __LINE__, op, "%s %s (%s): [%zu] %.9g, reference %.9g", op, what,
+                                  c->label, i, x[i], ref[i]);
+        return true;
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]), den += (double)ref[i] * ref[i];
+    const double e = den > 0 ? num / den : num;
+    return test_check(e <= c->nmse, __FILE__, __LINE__, op, "%s %s (%s): NMSE %.3g > %.3g", op, what, c->label, e, c->nmse);
+}
+
+/* Runs `run` (which fills out[0..n)) on every backend and compares with the reference. */
+typedef void (*RunFn)(Env *e, const void *ctx, float *out);
+static int over_backends(const char *op, const char *what, MatMode mode, const Weight *w, int n_w, RunFn run,
+                         const void *ctx, size_t n) {
+    BeCase cs[16];
+    const int nb = backend_list(cs, mode);
+    float *ref = NULL;
+    int compared = 0;
+    /* the one op the CPU kernels do not reproduce bit for bit: the chunked delta-net (float accumulation in
+     * another order and the SIMD exp in the within-chunk decays, docs/KERNELS.md); its bound */
+    const bool chunked_dn = strcmp(op, "deltanet") == 0 && strstr(what, "chunked");
+    for (int i = 0; i < nb; i++) {
+        if (chunked_dn && cs[i].o.isa != ISA_REF && cs[i].nmse == 0) cs[i].nmse = 1e-12;
+        Env e;
+        if (!env_open(&e, &cs[i], w, n_w)) {
+            env_close(&e);
+            continue;
+        }
+        float *out = malloc(n * sizeof *out + 4);
+        for (size_t k = 0; k < n; k++) out[k] = NAN;
+        run(&e, ctx, out);
+        if (i == 0) ref = out;
+        else compared += same(op, what, &cs[i], ref, out, n), free(out);
+        env_close(&e);
+    }
+    free(ref);
+    return compared;
+}
+
+/* ---- weights ---------------------------------------------------------------------------------------------- */
+
+/* A random matrix (or expert stack) of a format as a registry entry with id 0. */
+static Weight mat(uint32_t type, int64_t cols, int64_t rows, int n_expert, void **mem) {
+    const Format *f = format_get(type);
+    const size_t rb = format_row_bytes(f, cols), one = rb * (size_t)rows, n = n_expert ? (size_t)n_expert : 1;
+    uint8_t *d = malloc(one * n + 64);
+    for (size_t r = 0; r < (size_t)rows * n; r++) trand_row(f, d + r * rb, cols);
+    *mem = d;
+    return (Weight){.id = 0, .name = "w", .layer = 0, .type = type, .cols = cols, .rows = rows, .n_expert = n_expert,
+                    .row_bytes = rb, .bytes = one, .expert_stride = one, .host = d, .gemv = n_expert > 0};
+}
+
+static Weight vec(int id, const float *x, int n) {
+    return (Weight){.id = id, .name = "v", .layer = 0, .type = FMT_F32, .cols = n, .rows = 1, .row_bytes = (size_t)n * 4,
+                    .bytes = (size_t)n * 4, .host = x};
+}
+
+/* ---- matmul and get_rows --------------------------------------------------------------------------------- */
+
+typedef struct MmCase {
+    const Weight *w;
+    int64_t T;
+    int expert;
+    int64_t o0, o1;
+    const float *x;
+    const void *data;
+} MmCase;
+
+static void run_matmul(Env *e, const void *ctx, float *out) {
+    const MmCase *c = ctx;
+    const int64_t rows = c->o1 ? c->o1 - c->o0 : c->w->rows;
+    const MatArgs a = {c->w, c->expert, c->data, c->o0, c->o1, put(e, c->x, sizeof(float) * (size_t)(c->T * c->w->cols)),
+                       put(e, NULL, sizeof(float) * (size_t)(c->T * rows)), c->T};
+    e->be->vt->matmul(e->be, &a);
+    float *y = get(e, a.y, (size_t)(c->T * rows));
+    memcpy(out, y, sizeof(float) * (size_t)(c->T * rows));
+    free(y);
+}
+
+TEST(backend_ops, matmul_every_format) {
+    static const int64_t rows_list[] = {5, 40, 67}, T_list[] = {1, 3, 17};
+    int cases = 0, ok = 0;
+    for (uint32_t id = 0; id < FMT_COUNT; id++) {
+        const Format *f = format_get(id);
+        if (!f || !f->weight || !f->vec_dot) continue;
+        const int64_t cols = f->block == 1 ? 80 : 2 * f->block;
+        for (int mode = 0; mode < 2; mode++)
+            for (size_t ri = 0; ri < 3; ri++)
+                for (size_t ti = 0; ti < 3; ti++) {
+                    void *mem;
+                    const Weight w = mat(id, cols, rows_list[ri], 0, &mem);
+                    float *x = malloc(sizeof(float) * (size_t)(T_list[ti] * cols));
+                    for (int64_t i = 0; i < T_list[ti] * cols; i++) x[i] = trand_act();
+                    const MmCase c = {&w, T_list[ti], -1, 0, 0, x, NULL};
+                    char what[64];
+                    snprintf(what, sizeof what, "%s %lldx%lld T=%lld %s", f->name, (long long)rows_list[ri],
+                             (long long)cols, (long long)T_list[ti], mode ? "exact" : "ggml");
+                    ok += over_backends("matmul", what, (MatMode)mode, &w, 1, run_matmul, &c,
+                                        (size_t)(T_list[ti] * rows_list[ri])) > 0;
+                    cases++;
+                    free(x), free(mem);
+                }
+    }
+    test_note("%d of %d format × shape × mode cases identical on every backend", ok, cases);
+}
+
+TEST(backend_ops, matmul_experts_ranges_and_provided_data) {
+    void *mem;
+    const Weight w = mat(FMT_Q4_K, 256, 24, 5, &mem);
+    float *x = frnd(7 * 256, 2.0f);
+    for (int e = 0; e < 5; e += 2) { /* an expert of the stack, and the same bytes handed in by a provider */
+        const MmCase c = {&w, 7, e, 0, 0, x, NULL};
+        over_backends("matmul", "expert", MATMUL_GGML, &w, 1, run_matmul, &c, 7 * 24);
+        const MmCase p = {&w, 7, e, 0, 0, x, (const uint8_t *)mem + (size_t)e * w.expert_stride};
+        over_backends("matmul", "provided expert", MATMUL_GGML, &w, 1, run_matmul, &p, 7 * 24);
+    }
+    free(mem);
+    /* a row range of a packed Q8_0 matrix: the same bits as those rows of the whole product */
+    const Weight q = mat(FMT_Q8_0, 96, 64, 0, &mem);
+    const MmCase all = {&q, 3, -1, 0, 0, x, NULL}, part = {&q, 3, -1, 16, 48, x, NULL};
+    over_backends("matmul", "rows 16..48", MATMUL_GGML, &q, 1, run_matmul, &part, 3 * 32);
+    BeCase cs[16];
+    const int nb = backend_list(cs, MATMUL_GGML);
+    for (int i = 0; i < nb; i++) {
+        Env e;
+        if (env_open(&e, &cs[i], &q, 1)) {
+            float *yall = malloc(sizeof(float) * 3 * 64), *ypart = malloc(sizeof(float) * 3 * 32);
+            run_matmul(&e, &all, yall);
+            run_matmul(&e, &part, ypart);
+            bool eq = true;
+            for (int t = 0; t < 3; t++) eq &= memcmp(ypart + t * 32, yall + t * 64 + 16, 32 * 4) == 0;
+            CHECK_MSG(eq, "%s: a row range differs from the same rows of the whole product", cs[i].label);
+            free(yall), free(ypart);
+        }
+        env_close(&e);
+    }
+    free(mem), free(x);
+}
+
+typedef struct GrCase {
+    const Weight *w;
+    const int32_t *ids;
+    int n;
+} GrCase;
+
+static void run_get_rows(Env *e, const void *ctx, float *out) {
+    const GrCase *c = ctx;
+    const BView ids = put(e, c->ids, sizeof(int32_t) * (size_t)c->n), o = put(e, NULL, sizeof(float) * (size_t)c->n * c->w->cols);
+    e->be->vt->get_rows(e->be, c->w, ids, c->n, o);
+    float *y = get(e, o, (size_t)c->n * c->w->cols);
+    memcpy(out, y, sizeof(float) * (size_t)c->n * c->w->cols);
+    free(y);
+}
+
+TEST(backend_ops, get_rows) {
+    static const uint32_t types[] = {FMT_F32, FMT_F16, FMT_BF16, FMT_Q8_0, FMT_Q4_K, FMT_Q6_K, FMT_IQ2_XXS};
+    const int32_t ids[] = {3, 0, 29, 3, 17};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        void *mem;
+        const Weight w = mat(types[i], 256, 30, 0, &mem);
+        const GrCase c = {&w, ids, 5};
+        over_backends("get_rows", format_name(types[i]), MATMUL_GGML, &w, 1, run_get_rows, &c, 5 * 256);
+        free(mem);
+    }
+}
+
+/* ---- the row ops: one case table, one runner ---------------------------------------------------------------- */
+
+enum { OP_RMS, OP_RMS_NOW, OP_L2, OP_ADD, OP_COPY_ROWS, OP_GATES_GROUPED, OP_GATES, OP_GATED_NORM, OP_ROPE, OP_IMROPE,
+       OP_KV, OP_MUL_SIGMOID, OP_SILU, OP_SWIGLU, OP_ROUTE, OP_GATHER, OP_SCATTER, OP_COMBINE, OP_SIGMOID, OP_ADD_SCALED,
+       OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"rms_norm", "rms_norm (no weight)", "l2_norm", "add", "copy_rows",
+                                               "dn_gates (grouped)", "dn_gates", "gated_norm", "rope (neox)",
+                                               "rope (imrope)", "kv_append", "mul_sigmoid", "silu", "swiglu",
+                                               "moe_route", "gather_rows", "scatter_rows", "moe_combine", "sigmoid",
+                                               "add_scaled"};
+
+typedef struct RowCase {
+    int op, R, H, n;
+    const float *a, *b, *c; /* inputs (sizes by op) */
+    const int32_t *idx;
+    const Weight *w0, *w1;
+} RowCase;
+
+#define NA 8192 /* floats in each random input */
+
+static void run_row(Env *e, const void *ctx, float *out) {
+    const RowCase *c = ctx;
+    Backend *be = e->be;
+    const BackendVt *vt = be->vt;
+    const BView a = put(e, c->a, NA * 4), b = put(e, c->b, NA * 4), cc = put(e, c->c, NA * 4);
+    const BView idx = put(e, c->idx, 64 * 4), y = put(e, NULL, NA * 4), y2 = put(e, NULL, NA * 4);
+    const int R = c->R, H = c->H, n = c->n;
+    const VecSet strided = {R, H, n, (int64_t)H * n + 5, n + 1, (int64_t)H * n, n}; /* gaps between inputs */
+    switch (c->op) {
+    case OP_RMS: vt->rms_norm(be, a, y, c->w0, &strided, 1e-6f); break;
+    case OP_RMS_NOW: vt->rms_norm(be, a, y, NULL, &strided, 1e-6f); break;
+    case OP_L2: vt->l2_norm(be, a, y, &strided, 1e-6f); break;
+    case OP_ADD: vt->copy(be, y, a, NA * 4), vt->add(be, y, b, (int64_t)R * n); break;
+    case OP_COPY_ROWS: vt->copy_rows(be, bv_f32(y, 3), n + 7, bv_f32(a, 1), n + 2, R, n); break;
+    case OP_GATES_GROUPED:
+    case OP_GATES: {
+        const int grp = c->op == OP_GATES_GROUPED ? 3 : 0, Hv = H;
+        const GateArgs g = {R, Hv, grp, grp ? 2 * Hv : Hv, a, grp ? bv_f32(a, grp) : b, y, y2, c->w0, c->w1};
+        vt->dn_gates(be, &g);
+        break;
+    }
+    case OP_GATED_NORM: vt->gated_norm(be, a, b, c->w0, R * H, n, 1e-6f, y); break;
+    case OP_ROPE:
+    case OP_IMROPE: {
+        static const int sections[4] = {11, 11, 10, 0};
+        const RopeArgs r = {R, H, n, n - 16, (int64_t)H * n, 10000000.0f, 1.0f, c->op == OP_IMROPE ? sections : NULL};
+        vt->copy(be, y, a, NA * 4);
+        vt->rope(be, y, idx, &r);
+        break;
+    }
+    case OP_KV: vt->kv_append(be, y, 3, a, R, n); break;
+    case OP_MUL_SIGMOID: {
+        const VecSet s = {R, H, n, (int64_t)2 * H * n, 2 * n, (int64_t)H * n, n};
+        vt->copy(be, y, a, NA * 4);
+        vt->mul_sigmoid(be, y, bv_f32(b, n), &s);
+        break;
+    }
+    case OP_SILU: vt->silu(be, a, y, R, n); break;
+    case OP_SWIGLU: vt->swiglu(be, a, b, y, R, n); break;
+    case OP_ROUTE: { /* probabilities in place, selection (ints, read back as bits) and weights */
+        vt->copy(be, y, a, NA * 4);
+        vt->moe_route(be, y, y2, bv_f32(y2, 2048), R, n, H);
+        break;
+    }
+    case OP_GATHER: vt->gather_rows(be, y, a, idx, 9, n); break;
+    case OP_SCATTER: vt->scatter_rows(be, y, a, idx, 9, n); break;
+    case OP_COMBINE: vt->moe_combine(be, y, a, b, R, H, n); break;
+    case OP_SIGMOID: vt->copy(be, y, a, NA * 4), vt->sigmoid(be, y, (int64_t)R * n); break;
+    case OP_ADD_SCALED: vt->copy(be, y, a, NA * 4), vt->add_scaled(be, y, b, cc, R, n); break;
+    }
+    float *h1 = get(e, y, NA), *h2 = get(e, y2, NA);
+    memcpy(out, h1, NA * 4);
+    memcpy(out + NA, h2, NA * 4);
+    free(h1), free(h2);
+}
+
+/* What the reference backend computed, checked against the ops' definitions in double (layouts and strides:
+ * the part a backend-to-backend comparison cannot see when the backends share code). */
+static double rel(double a, double b) { return fabs(a - b) / (fabs(b) + 1e-6); }
+
+static int check_definition(const RowCase *c, const float *out) {
+    const int R = c->R, H = c->H, n = c->n;
+    const float *a = c->a, *b = c->b, *w = c->w0->host;
+    const float *y = out, *y2 = out + NA;
+    int bad = 0;
+    switch (c->op) {
+    case OP_RMS:
+    case OP_L2:
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < H; h++) {
+                const float *x = a + (int64_t)r * (H * n + 5) + h * (n + 1);
+                double ss = 0;
+                for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+                const double sc = c->op == OP_RMS ? 1 / sqrt(ss / n + 1e-6) : 1 / fmax(sqrt(ss), 1e-6);
+                for (int i = 0; i < n; i++)
+                    bad += rel(y[(int64_t)r * H * n + h * n + i], x[i] * sc * (c->op == OP_RMS ? w[i] : 1)) > 1e-5;
+            }
+        break;
+    case OP_COPY_ROWS:
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < n; i++) bad += y[3 + r * (n + 7) + i] != a[1 + r * (n + 2) + i];
+        break;
+    case OP_GATES_GROUPED:
+        for (int t = 0; t < R; t++)
+            for (int j = 0; j < H; j++) {
+                const float bj = a[t * 2 * H + (j / 3) * 6 + j % 3], aj = a[t * 2 * H + (j / 3) * 6 + 3 + j % 3];
+                bad += rel(y[t * H + j], 1 / (1 + exp(-bj))) > 1e-6;
+                bad += rel(y2[t * H + j], log1p(exp(aj + w[j])) * ((const float *)c->w1->host)[j]) > 1e-5;
+            }
+        break;
+    case OP_MUL_SIGMOID:
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < n; i++) {
+                    const double g = b[n + r * 2 * H * n + h * 2 * n + i];
+                    bad += rel(y[r * H * n + h * n + i], a[r * H * n + h * n + i] / (1 + exp(-g))) > 1e-6;
+                }
+        break;
+    case OP_GATHER:
+        for (int i = 0; i < 9; i++)
+            for (int x = 0; x < n; x++) bad += y[i * n + x] != a[c->idx[i] * n + x];
+        break;
+    case OP_SCATTER:
+        for (int i = 0; i < 9; i++)
+            for (int x = 0; x < n; x++) bad += y[c->idx[i] * n + x] != a[i * n + x];
+        break;
+    case OP_COMBINE:
+        for (int t = 0; t < R; t++)
+            for (int x = 0; x < n; x++) {
+                double s = 0;
+                for (int k = 0; k < H; k++) s += (double)a[(t * H + k) * n + x] * b[t * H + k];
+                bad += rel(y[t * n + x], s) > 1e-5;
+            }
+        break;
+    case OP_ROUTE:
+        for (int t = 0; t < R; t++) {
+            const int32_t *sel = (const int32_t *)y2 + t * H;
+            for (int k = 0; k < H; k++) /* descending probabilities */
+                bad += k > 0 && y[t * n + sel[k]] > y[t * n + sel[k - 1]];
+        }
+        break;
+    default: return -1; /* not checked here */
+    }
+    return bad;
+}
+
+TEST(backend_ops, row_ops) {
+    float *a = frnd(NA, 3.0f), *b = frnd(NA, 2.0f), *c = frnd(NA, 1.0f), *w0 = frnd(512, 1.0f), *w1 = frnd(512, 1.0f);
+    for (int i = 0; i < 512; i++) w1[i] = -fabsf(w1[i]) - 0.05f; /* ssm_a < 0 */
+    for (int i = 0; i < 64; i += 7) a[i] = 30.0f * (i % 2 ? 1 : -1); /* saturating sigmoid / softplus / exp */
+    int32_t idx[64];
+    for (int i = 0; i < 64; i++) idx[i] = (i * 5 + 2) % 11 + 1000 * (i >= 9); /* 9 distinct row ids (scatter), then positions */
+    for (int i = 9; i < 64; i++) idx[i] = 997 + 13 * i;
+    for (int i = 0; i < 9; i++) idx[i] = (i * 4 + 1) % 9; /* a permutation of 0..8 */
+    Weight ws[2] = {vec(0, w0, 512), vec(1, w1, 512)};
+    struct {
+        int op, R, H, n;
+    } shapes[] = {
+        {OP_RMS, 5, 3, 67},       {OP_RMS, 3, 1, 256},       {OP_RMS_NOW, 4, 2, 33},   {OP_L2, 5, 3, 67},
+        {OP_L2, 2, 4, 128},       {OP_ADD, 7, 1, 131},       {OP_COPY_ROWS, 9, 1, 37}, {OP_GATES_GROUPED, 5, 12, 1},
+        {OP_GATES, 5, 7, 1},      {OP_GATED_NORM, 3, 5, 67}, {OP_GATED_NORM, 2, 4, 128}, {OP_ROPE, 5, 3, 64},
+        {OP_IMROPE, 5, 3, 80},    {OP_KV, 6, 1, 75},         {OP_MUL_SIGMOID, 5, 3, 41}, {OP_SILU, 5, 1, 83},
+        {OP_SWIGLU, 5, 1, 83},    {OP_ROUTE, 7, 4, 37},      {OP_ROUTE, 3, 8, 256},    {OP_GATHER, 1, 1, 51},
+        {OP_SCATTER, 1, 1, 51},   {OP_COMBINE, 5, 3, 67},    {OP_SIGMOID, 5, 1, 99},   {OP_ADD_SCALED, 6, 1, 77},
+    };
+    bool seen[OP_COUNT] = {0};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const RowCase rc = {shapes[i].op, shapes[i].R, shapes[i].H, shapes[i].n, a, b, c, idx, &ws[0], &ws[1]};
+        char what[48];
+        snprintf(what, sizeof what, "R=%d H=%d n=%d", rc.R, rc.H, rc.n);
+        const int ok = over_backends(op_names[rc.op], what, MATMUL_GGML, ws, 2, run_row, &rc, 2 * NA);
+        seen[rc.op] |= ok > 0;
+        BeCase all[16];
+        backend_list(all, MATMUL_GGML);
+        Env e;
+        if (env_open(&e, &all[0], ws, 2)) {
+            float *out = malloc(2 * NA * sizeof *out);
+            run_row(&e, &rc, out);
+            const int bad = check_definition(&rc, out);
+            CHECK_MSG(bad <= 0, "%s %s: %d elements off the op's definition", op_names[rc.op], what, bad);
+            free(out);
+        }
+        env_close(&e);
+    }
+    for (int op = 0; op < OP_COUNT; op++) CHECK_MSG(seen[op], "op %s never compared", op_names[op]);
+    free(a), free(b), free(c), free(w0), free(w1);
+}
+
+/* ---- sequence ops: conv, delta-net, attention ---------------------------------------------------------------- */
+
+typedef struct SeqCase {
+    int which; /* 0 conv, 1 delta-net, 2 attention */
+    int T, H, Hk, d, C;
+    bool chunked, out_of_place, steps, grouped;
+    const float *x, *s0, *g, *beta;
+    const Weight *w;
+} SeqCase;
+
+static void l2rows(float *x, size_t rows, int n) {
+    for (size_t r = 0; r < rows; r++) {
+        double s = 0;
+        for (int i = 0; i < n; i++) s += (double)x[r * n + i] * x[r * n + i];
+        for (int i = 0; i < n; i++) x[r * n + i] /= (float)sqrt(s + 1e-12);
+    }
+}
+
+static void run_seq(Env *e, const void *ctx, float *out) {
+    const SeqCase *c = ctx;
+    Backend *be = e->be;
+    size_t n_out = 0;
+    if (c->which == 0) {
+        const BView x = put(e, c->x, sizeof(float) * (size_t)c->T * c->C), st = put(e, c->s0, sizeof(float) * (size_t)c->C * 3);
+        const BView y = put(e, NULL, sizeof(float) * (size_t)c->T * c->C);
+        be->vt->conv_silu(be, x, c->T, c->C, 4, c->w, st, y);
+        float *hy = get(e, y, (size_t)c->T * c->C), *hs = get(e, st, (size_t)c->C * 3);
+        memcpy(out, hy, sizeof(float) * (size_t)c->T * c->C), n_out = (size_t)c->T * c->C;
+        memcpy(out + n_out, hs, sizeof(float) * (size_t)c->C * 3);
+        free(hy), free(hs);
+    } else if (c->which == 1) {
+        const size_t nq = (size_t)c->T * c->Hk * c->d, nv = (size_t)c->T * c->H * c->d, ns = (size_t)c->H * c->d * c->d;
+        const BView q = put(e, c->x, nq * 4), k = put(e, c->x + nq, nq * 4), v = put(e, c->x + 2 * nq, nv * 4);
+        const BView g = put(e, c->g, (size_t)c->T * c->H * 4), bt = put(e, c->beta, (size_t)c->T * c->H * 4);
+        const BView s_in = put(e, c->s0, ns * 4), s_out = c->out_of_place ? put(e, NULL, ns * 4) : s_in;
+        const BView o = put(e, NULL, nv * 4), steps = put(e, NULL, c->steps ? ns * 4 * (size_t)c->T : 64);
+        const DeltaArgs a = {c->T, c->Hk, c->H, c->d, c->d, c->grouped, c->chunked,
+                             q, k, v, g, bt, s_in, s_out, o, steps, c->steps};
+        be->vt->deltanet(be, &a);
+        float *ho = get(e, o, nv), *hs = get(e, s_out, ns), *hi = get(e, s_in, ns);
+        memcpy(out, ho, nv * 4), memcpy(out + nv, hs, ns * 4), memcpy(out + nv + ns, hi, ns * 4);
+        if (c->steps) {
+            float *hst = get(e, steps, ns * (size_t)c->T);
+            memcpy(out + nv + 2 * ns, hst, ns * 4 * (size_t)c->T);
+            free(hst);
+        }
+        free(ho), free(hs), free(hi);
+    } else {
+        const int pos0 = 9, n = pos0 + c->T, Hkv = c->Hk;
+        const size_t nq = (size_t)c->T * c->H * c->d, nkv = (size_t)n * Hkv * c->d;
+        const BView q = put(e, c->x, nq * 4), k = put(e, c->x + nq, nkv * 4), v = put(e, c->x + nq + nkv, nkv * 4);
+        const BView o = put(e, NULL, nq * 4);
+        const AttentionArgs a = {c->T, pos0, c->H, Hkv, c->d, 1.0f / sqrtf((float)c->d), q, k, v, o};
+        be->vt->attention(be, &a);
+        float *ho = get(e, o, nq);
+        memcpy(out, ho, nq * 4);
+        free(ho);
+    }
+}
+
+TEST(backend_ops, conv_deltanet_attention) {
+    float *x = frnd(1 << 20, 1.0f), *s0 = frnd(1 << 18, 0.3f), *g = frnd(4096, 1.0f), *beta = frnd(4096, 1.0f);
+    for (int i = 0; i < 4096; i++) g[i] = -0.3f * (g[i] + 1.0f), beta[i] = 0.5f * (beta[i] + 1.0f);
+    float *taps = frnd(4 * 300, 1.0f);
+    const Weight w = vec(0, taps, 4 * 300);
+    static const int convs[][2] = {{1, 37}, {5, 300}, {70, 19}};
+    for (int i = 0; i < 3; i++) {
+        const SeqCase c = {0, convs[i][0], 0, 0, 0, convs[i][1], false, false, false, false, x, s0, g, beta, &w};
+        char what[32];
+        snprintf(what, sizeof what, "T=%d C=%d", c.T, c.C);
+        over_backends("conv_silu", what, MATMUL_GGML, &w, 1, run_seq, &c, (size_t)c.T * c.C + (size_t)c.C * 3);
+    }
+    static const struct {
+        int T, H, Hk, d;
+        bool chunked, oop, steps;
+    } dn[] = {{1, 4, 2, 32, false, false, false}, {5, 4, 2, 32, false, true, true},  {3, 6, 3, 16, false, true, true},
+              {70, 4, 4, 32, true, false, false}, {70, 4, 2, 32, true, true, false}, {9, 2, 1, 128, false, true, false}};
+    for (size_t i = 0; i < sizeof dn / sizeof dn[0]; i++) {
+        const size_t nq = (size_t)dn[i].T * dn[i].Hk * dn[i].d;
+        l2rows(x, 2 * nq / dn[i].d, dn[i].d); /* q and k are L2-normed */
+        const SeqCase c = {1, dn[i].T, dn[i].H, dn[i].Hk, dn[i].d, 0, dn[i].chunked, dn[i].oop, dn[i].steps, i % 2 == 1, x, s0, g, beta, NULL};
+        char what[96];
+        snprintf(what, sizeof what, "T=%d Hv=%d Hk=%d d=%d %s%s%s%s", c.T, c.H, c.Hk, c.d, c.chunked ? "chunked" : "recurrent",
+                 c.grouped ? " grouped" : "", c.out_of_place ? " out of place" : "", c.steps ? " + steps" : "");
+        const size_t ns = (size_t)c.H * c.d * c.d;
+        over_backends("deltanet", what, MATMUL_GGML, NULL, 0, run_seq, &c,
+                      (size_t)c.T * c.H * c.d + 2 * ns + (c.steps ? ns * (size_t)c.T : 0));
+    }
+    static const int at[][4] = {{1, 4, 2, 64}, {7, 8, 2, 256}, {3, 6, 6, 32}};
+    for (int i = 0; i < 3; i++) {
+        const SeqCase c = {2, at[i][0], at[i][1], at[i][2], at[i][3], 0, false, false, false, false, x, s0, g, beta, NULL};
+        char what[32];
+        snprintf(what, sizeof what, "T=%d H=%d Hkv=%d d=%d", c.T, c.H, c.Hk, c.d);
+        over_backends("attention", what, MATMUL_GGML, NULL, 0, run_seq, &c, (size_t)c.T * c.H * c.d);
+    }
+    free(x), free(s0), free(g), free(beta), free(taps);
+}
+
+/* ---- memory: upload, download, copy, fill round trips ------------------------------------------------------- */
+
+static void run_mem(Env *e, const void *ctx, float *out) {
+    const float *src = ctx;
+    const BView a = put(e, src, 1000 * 4), b = put(e, NULL, 1000 * 4);
+    e->be->vt->copy(e->be, bv_f32(b, 100), bv_f32(a, 3), 500 * 4);
+    e->be->vt->fill(e->be, bv_f32(b, 700), 0xff, 10 * 4);
+    float *h = get(e, b, 1000);
+    memcpy(out, h, 1000 * 4);
+    free(h);
+}
+
+TEST(backend_ops, memory_round_trips) {
+    float *src = frnd(1000, 5.0f);
+    over_backends("memory", "copy + fill", MATMUL_GGML, NULL, 0, run_mem, src, 1000);
+    free(src);
+}
