@@ -29,7 +29,9 @@ long alloc_guard_disarm(void) {
 #endif
 #if defined(__SANITIZE_ADDRESS__) || defined(GUARD_ASAN)
 /* ASan owns malloc: count through its hooks */
-#include <sanitizer/allocator_interface.h>
+/* sanitizer/allocator_interface.h's declaration (the header is not installed with every compiler) */
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+                                              void (*free_hook)(const volatile void *));
 
 static void on_malloc(const volatile void *p, size_t n) {
     (void)p, (void)n;

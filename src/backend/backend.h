@@ -170,9 +170,11 @@ typedef struct BackendVt {
     /* makes the bound weights resident (reads every page, mlock with lock) so compute never waits on a disk */
     int (*make_resident)(Backend *be, bool lock, Err *err);
 
-    /* command stream */
+    /* command stream: begin starts recording, submit hands what was recorded to the device, wait blocks
+     * until it is done (and reports a device failure) */
     void (*begin)(Backend *be);
-    int (*submit)(Backend *be, Err *err); /* runs what was recorded since begin and waits for it */
+    int (*submit)(Backend *be, Err *err);
+    int (*wait)(Backend *be, Err *err);
 
     /* ops — in the order the forward pass uses them */
     void (*get_rows)(Backend *be, const Weight *w, BView ids, int n, BView out); /* out[i] = row ids[i] of w, F32 */

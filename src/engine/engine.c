@@ -68,8 +68,7 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
                              c->n_embd,
                              gguf_file_size(en->model->gguf),
                              0,
-                             seqstate_recurrent_bytes(en->model) +
-                                 (size_t)n_ctx * 2 * (size_t)c->n_head_kv * (size_t)c->head_dim * 4 * (size_t)c->n_attention,
+                             seqstate_bytes(en->model, n_ctx),
                              model_decode_bytes(en->model),
                              forward_ops_name(en->fw),
                              forward_n_threads(en->fw)};

@@ -334,6 +334,7 @@ void forward_head(Forward *f) {
 int forward_end(Forward *f, Err *err) {
     Err e = {{0}};
     int rc = f->be->vt->submit(f->be, &e);
+    if (rc == 0) rc = f->be->vt->wait(f->be, &e);
     if (f->prof.enabled) fwd_prof_end(f);
     if (f->failed) return err_set(err, "%s", f->err.msg);
     if (rc) return err_set(err, "%s", e.msg);

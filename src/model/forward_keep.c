@@ -46,7 +46,7 @@ int forward_keep(Forward *f, SeqState *s, int k, Err *err) {
                              rb->ssm_alt[il], ss->view, b->o, {0}, false};
         be->vt->deltanet(be, &a);
     }
-    if (be->vt->submit(be, err)) return -1;
+    if (be->vt->submit(be, err) || be->vt->wait(be, err)) return -1;
     s->n_past = rb->pos0 + k;
     rb->n = -1;
     return 0;

@@ -126,8 +126,8 @@ void seqstate_free(SeqState *s);
 void seqstate_reset(SeqState *s); /* back to an empty sequence */
 /* Copies everything in use (same model, layers and n_ctx). */
 void seqstate_copy(SeqState *dst, const SeqState *src);
-/* Bytes of recurrent state (conv + ssm) of every layer of the model, and of one saved state at n_past. */
-size_t seqstate_recurrent_bytes(const Model *m);
+/* Bytes one state of every layer takes at context n_ctx (its segments), and of one saved state at n_past. */
+size_t seqstate_bytes(const Model *m, int n_ctx);
 size_t seqstate_saved_bytes(const SeqState *s, int n_past);
 /* Saves the segments in use (layer order; conv then ssm, or k then v) into buf (seqstate_saved_bytes),
  * or restores them from it and sets n_past. */

@@ -17,9 +17,18 @@ static size_t kv_row_floats(const ModelConfig *c) { return (size_t)c->n_head_kv 
 /* floats per token of a rollback log: conv input, q | k | v, g and β */
 static size_t log_floats(const ModelConfig *c) { return 2 * (size_t)c->ssm_conv_dim + 2 * (size_t)c->ssm_n_v_head; }
 
-size_t seqstate_recurrent_bytes(const Model *m) {
-    const ModelConfig *c = &m->cfg;
-    return (size_t)c->n_recurrent * (conv_floats(c) + ssm_floats(c)) * sizeof(float);
+/* The segments of layer il: (bytes of the first, bytes of the second, bytes per token or 0). */
+static void layer_segs(const ModelConfig *c, int il, int n_ctx, size_t *a, size_t *b, size_t *row) {
+    const bool rec = c->recurrent[il];
+    *a = rec ? conv_floats(c) * 4 : (size_t)n_ctx * kv_row_floats(c) * 4;
+    *b = rec ? ssm_floats(c) * 4 : *a;
+    *row = rec ? 0 : kv_row_floats(c) * 4;
+}
+
+size_t seqstate_bytes(const Model *m, int n_ctx) {
+    size_t n = 0, a, b, row;
+    for (int il = 0; il < m->cfg.n_layer; il++) layer_segs(&m->cfg, il, n_ctx, &a, &b, &row), n += a + b;
+    return n;
 }
 
 SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, Err *err) {
@@ -48,9 +57,8 @@ SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, E
     size_t bytes = 0;
     for (int il = l0; il < l1; il++) {
         const bool rec = c->recurrent[il];
-        const size_t a = rec ? conv_floats(c) * 4 : (size_t)n_ctx * kv_row_floats(c) * 4;
-        const size_t b = rec ? ssm_floats(c) * 4 : a;
-        const size_t row = rec ? 0 : kv_row_floats(c) * 4;
+        size_t a, b, row;
+        layer_segs(c, il, n_ctx, &a, &b, &row);
         (rec ? s->seg_conv : s->seg_k)[il] = s->n_segs;
         segs[s->n_segs++] = (StateSeg){il, rec ? SEG_CONV : SEG_K, {NULL, bytes}, a, row};
         bytes += ALIGN64(a);

@@ -172,6 +172,10 @@ static int h_submit(Backend *be, Err *err) {
     (void)be, (void)err;
     return 0;
 }
+static int h_wait(Backend *be, Err *err) {
+    (void)be, (void)err;
+    return 0;
+}
 
 /* ---- the heavy ops, through the kernels' Ops table ----------------------------------------------------------------- */
 
@@ -239,6 +243,7 @@ static BackendVt host_vt(void) {
         .make_resident = h_make_resident,
         .begin = h_begin,
         .submit = h_submit,
+        .wait = h_wait,
         .matmul = h_matmul,
         .conv_silu = h_conv_silu,
         .deltanet = h_deltanet,

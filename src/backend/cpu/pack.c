@@ -116,7 +116,7 @@ int host_pack(MatW *all, int n_all, PackSet *out, Err *err) {
     uint8_t *arena = dst && first && ranges ? big_alloc(total) : NULL;
     if (!arena) {
         free(mats), free(dst), free(first), free(ranges);
-        return err_set(err, "out of memory packing %zu MiB of weights (DELTALLM_PACK=0 skips packing)", total >> 20);
+        return err_set(err, "out of memory packing %zu MiB of weights (--no-pack skips packing)", total >> 20);
     }
     size_t at = 0;
     first[0] = 0;
