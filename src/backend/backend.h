@@ -62,6 +62,8 @@ typedef struct Weight {
     const void *host;   /* the first matrix's bytes: in the file mapping, or an F32 copy owned by the model */
     bool gemv;          /* multiplied row by row even in a batch, as llama.cpp's mul_mat_id does (experts) */
     bool lookup_only;   /* only rows are looked up (an embedding table not tied to the head) */
+    bool file_pages;    /* host lies in a read-only file mapping: its pages may be dropped from memory (they
+                           are read back from the file), as a backend that keeps its own copy does */
 } Weight;
 
 /* ---- memory -------------------------------------------------------------------------------------------- */

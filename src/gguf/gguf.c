@@ -660,6 +660,12 @@ uint64_t gguf_file_size(const Gguf *g) {
     return s;
 }
 
+bool gguf_file_mapped(const Gguf *g) {
+    for (int i = 0; i < g->n_splits; i++)
+        if (!g->splits[i].mapped) return false;
+    return g->n_splits > 0;
+}
+
 void gguf_split_mapping(const Gguf *g, int split, const void **base, size_t *size) {
     ASSERT(split >= 0 && split < g->n_splits);
     *base = g->splits[split].base;

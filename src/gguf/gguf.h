@@ -99,6 +99,9 @@ uint32_t gguf_version(const Gguf *g);
 uint32_t gguf_alignment(const Gguf *g);
 int gguf_n_splits(const Gguf *g);
 uint64_t gguf_file_size(const Gguf *g); /* all parts together */
+/* Whether every part is a read-only file mapping (gguf_open), whose pages can be dropped from memory and
+ * are read back from the file (not gguf_open_memory's caller memory). */
+bool gguf_file_mapped(const Gguf *g);
 /* The start and size of every split's mapping (for prefetch / mlock). */
 void gguf_split_mapping(const Gguf *g, int split, const void **base, size_t *size);
 

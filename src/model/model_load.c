@@ -69,6 +69,7 @@ static Weight *mat_entry(Binder *b, const GgufTensor *t, WRole role, int64_t col
     w->row_bytes = format_row_bytes(format_get(t->type), cols);
     w->bytes = w->row_bytes * (size_t)rows;
     w->host = t->data;
+    w->file_pages = gguf_file_mapped(b->g);
     return w;
 }
 
@@ -122,6 +123,7 @@ static int bind_vec_shape(Binder *b, const Weight **out, WRole role, const char 
     *out = w;
     if (t->type == FMT_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         w->host = t->data;
+        w->file_pages = gguf_file_mapped(b->g);
         return 1;
     }
     float *copy = malloc((size_t)t->n_elements * sizeof(float));

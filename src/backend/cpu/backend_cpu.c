@@ -97,13 +97,14 @@ static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
      * keep the file's layout */
     MatW *cand = malloc(sizeof *cand * (size_t)(n > 0 ? n : 1));
     int *idx = malloc(sizeof *idx * (size_t)(n > 0 ? n : 1));
-    if (!cand || !idx) return free(cand), free(idx), err_set(err, "out of memory");
+    bool *drop = malloc(sizeof *drop * (size_t)(n > 0 ? n : 1));
+    if (!cand || !idx || !drop) return free(cand), free(idx), free(drop), err_set(err, "out of memory");
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (!w[i].n_expert && !w[i].lookup_only) cand[k] = hb->mats[i], idx[k++] = i;
-    int rc = host_pack(cand, k, &hb->packs, err);
+        if (!w[i].n_expert && !w[i].lookup_only) cand[k] = hb->mats[i], drop[k] = w[i].file_pages, idx[k++] = i;
+    int rc = host_pack(cand, drop, k, &hb->packs, err);
     for (int i = 0; rc == 0 && i < k; i++) hb->mats[idx[i]].pack = cand[i].pack;
-    free(cand), free(idx);
+    free(cand), free(idx), free(drop);
     return rc;
 }
 

@@ -50,9 +50,10 @@ typedef struct HostBackend {
 static inline HostBackend *host_of(Backend *be) { return (HostBackend *)be; }
 
 /* Gives the matrices the fast kernels read faster in another layout a packed copy (MatW.pack; today: Q8_0
- * with rows a multiple of 8) and drops the file's pages of those matrices from memory. Results are
- * bit-identical with or without. */
-int host_pack(MatW *mats, int n, PackSet *out, Err *err);
+ * with rows a multiple of 8) and drops the pages of those whose droppable[i] says they are file pages (read
+ * back from the file if touched again; other memory would lose its contents). Results are bit-identical
+ * with or without. */
+int host_pack(MatW *mats, const bool *droppable, int n, PackSet *out, Err *err);
 void host_pack_free(PackSet *p);
 /* The R8 layout (MatW.pack): rows (a multiple of 8) of row_bytes, blocks of block_bytes, interleaved by 8
  * per block: block i of row 8g+r goes to dst + g·8·row_bytes + (8i + r)·block_bytes. */

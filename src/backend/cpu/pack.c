@@ -69,6 +69,7 @@ static void drop_pages(const void *p, size_t n) {
 
 typedef struct Job {
     MatW **mats;
+    const bool *drop; /* per packed matrix: its pages may be dropped */
     uint8_t **dst;
     int64_t *first; /* per matrix, the index of its first slice; [n] = all slices */
     int n;
@@ -90,7 +91,7 @@ static void *worker(void *arg) {
         const size_t off = (size_t)g0 * PACK_ROWS * w->row_bytes, bytes = (size_t)(g1 - g0) * PACK_ROWS * w->row_bytes;
         const uint8_t *src = (const uint8_t *)w->data + off;
         pack_rows8_q8_0(j->dst[m] + off, src, (g1 - g0) * PACK_ROWS, w->row_bytes);
-        drop_pages(src, bytes);
+        if (j->drop[m]) drop_pages(src, bytes);
     }
 }
 
@@ -99,14 +100,15 @@ static int by_address(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-int host_pack(MatW *all, int n_all, PackSet *out, Err *err) {
+int host_pack(MatW *all, const bool *droppable, int n_all, PackSet *out, Err *err) {
     memset(out, 0, sizeof *out);
     int n = 0;
     MatW **mats = malloc(sizeof *mats * (size_t)(n_all + 1));
-    if (!mats) return err_set(err, "out of memory");
+    bool *drop = malloc(sizeof *drop * (size_t)(n_all + 1));
+    if (!mats || !drop) return free(mats), free(drop), err_set(err, "out of memory");
     for (int k = 0; k < n_all; k++)
-        if (packable(&all[k])) mats[n++] = &all[k];
-    if (n == 0) return free(mats), 0;
+        if (packable(&all[k])) drop[n] = droppable[k], mats[n++] = &all[k];
+    if (n == 0) return free(mats), free(drop), 0;
 
     uint8_t **dst = malloc(sizeof *dst * (size_t)n);
     int64_t *first = malloc(sizeof *first * (size_t)(n + 1));
@@ -115,7 +117,7 @@ int host_pack(MatW *all, int n_all, PackSet *out, Err *err) {
     for (int i = 0; i < n; i++) total += ((size_t)mats[i]->rows * mats[i]->row_bytes + 4095) & ~(size_t)4095;
     uint8_t *arena = dst && first && ranges ? big_alloc(total) : NULL;
     if (!arena) {
-        free(mats), free(dst), free(first), free(ranges);
+        free(mats), free(drop), free(dst), free(first), free(ranges);
         return err_set(err, "out of memory packing %zu MiB of weights (--no-pack skips packing)", total >> 20);
     }
     size_t at = 0;
@@ -126,7 +128,7 @@ int host_pack(MatW *all, int n_all, PackSet *out, Err *err) {
         first[i + 1] = first[i] + (mats[i]->rows / PACK_ROWS + SLICE_GROUPS - 1) / SLICE_GROUPS;
         ranges[i] = (PackedRange){mats[i]->data, (size_t)mats[i]->rows * mats[i]->row_bytes};
     }
-    Job job = {mats, dst, first, n, 0};
+    Job job = {mats, drop, dst, first, n, 0};
     long nt = sysconf(_SC_NPROCESSORS_ONLN);
     nt = nt < 1 ? 1 : nt > MAX_THREADS ? MAX_THREADS : nt;
     pthread_t th[MAX_THREADS];
@@ -137,14 +139,14 @@ int host_pack(MatW *all, int n_all, PackSet *out, Err *err) {
     for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
     for (int i = 0; i < n; i++) {
         mats[i]->pack = dst[i];
-        drop_pages(mats[i]->data, ranges[i].bytes); /* the pages across slice edges */
+        if (drop[i]) drop_pages(mats[i]->data, ranges[i].bytes); /* the pages across slice edges */
     }
     qsort(ranges, (size_t)n, sizeof *ranges, by_address);
     out->arena = arena;
     out->bytes = total;
     out->ranges = ranges;
     out->n = n;
-    free(mats), free(dst), free(first);
+    free(mats), free(drop), free(dst), free(first);
     return 0;
 }
 
