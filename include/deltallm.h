@@ -51,7 +51,20 @@ typedef struct DlEngineParams {
     const char *isa;        /* cpu: "auto" (NULL), "ref", "avx2" or "avx512" */
     bool no_pack;           /* keep the file's weight layout (packing copies some matrices into the layout
                                the kernels read faster; the results are the same bits either way) */
+    /* The layers cut into stages run one after the other, each on its own backend (a model split between a
+     * GPU and the CPU). NULL / 0: one stage of every layer on `backend`. The embeddings run on the first
+     * stage, the head on the last; the hidden rows cross between stages. Results are the same bits as one
+     * stage on the same backends. */
+    const struct DlStage *stages;
+    int n_stages;
 } DlEngineParams;
+
+typedef struct DlStage {
+    const char *backend; /* as DlEngineParams.backend (NULL: the engine's) */
+    int n_layers;        /* 0: the layers left (the last stage) */
+} DlStage;
+
+#define DL_MAX_STAGES 8
 
 void dl_engine_params_init(DlEngineParams *p);
 DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err);

@@ -363,3 +363,68 @@ TEST(forward, no_allocation_after_warmup) {
     for (int i = 0; i < 3; i++) dl_session_free(s[i]);
     dl_engine_close(e);
 }
+
+/* ---- an engine cut into stages ---------------------------------------------------------------------------- */
+
+/* The same prompt, a batched decode of two sessions and a tentative batch cut back, on one stage and on three
+ * (CPU, reference, CPU): the same logits and the same snapshot bytes. */
+TEST(forward, engine_stages_same_bits) {
+    const char *names[] = {"m2-qwen3next-new-mixed", "m5-qwen35-7layer-int3-f16"};
+    for (int mi = 0; mi < 2; mi++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "models/%s.gguf", names[mi]);
+        const DlStage three[3] = {{"cpu", 1}, {"ref", 2}, {"cpu", 0}};
+        DlEngine *e[2];
+        for (int k = 0; k < 2; k++) {
+            DlEngineParams p;
+            dl_engine_params_init(&p);
+            p.model_path = test_data(rel);
+            p.n_ctx = 96;
+            p.n_batch = 32;
+            p.n_seq_max = 2;
+            p.n_threads = 2;
+            p.isa = getenv("DELTALLM_ISA");
+            if (k) p.stages = three, p.n_stages = 3;
+            DlError err = {{0}};
+            e[k] = dl_engine_open(&p, &err);
+            REQUIRE_MSG(e[k], "%s", err.msg);
+        }
+        DlError err = {{0}};
+        const int V = dl_engine_info(e[0])->n_vocab;
+        int32_t prompt[40];
+        for (int i = 0; i < 40; i++) prompt[i] = (i * 31 + 7) % V;
+        DlSession *s[2][2];
+        for (int k = 0; k < 2; k++) {
+            for (int j = 0; j < 2; j++) {
+                s[k][j] = dl_session_new(e[k], &err);
+                REQUIRE(s[k][j] && dl_session_eval(s[k][j], prompt + 3 * j, 37, &err) == 0);
+            }
+            int32_t next[2] = {11, 12};
+            REQUIRE(dl_decode_batch(s[k], next, 2, &err) == 0);
+            REQUIRE(dl_session_eval_tentative(s[k][0], prompt, 5, &err) == 0 && dl_session_keep(s[k][0], 3, &err) == 0);
+        }
+        for (int j = 0; j < 2; j++) {
+            CHECK_MSG(memcmp(dl_session_logits(s[0][j]), dl_session_logits(s[1][j]), sizeof(float) * (size_t)V) == 0,
+                      "%s session %d: three stages give other logits than one", names[mi], j);
+            size_t na, nb;
+            void *a = snap(s[0][j], &na), *b = snap(s[1][j], &nb);
+            CHECK_MSG(na == nb && memcmp(a, b, na) == 0, "%s session %d: the snapshots differ", names[mi], j);
+            /* a snapshot of the three-stage session restores into the one-stage engine */
+            CHECK(dl_session_restore(s[0][j], b, nb, &err) == 0);
+            free(a), free(b);
+        }
+        for (int k = 0; k < 2; k++) {
+            for (int j = 0; j < 2; j++) dl_session_free(s[k][j]);
+            dl_engine_close(e[k]);
+        }
+    }
+    /* stages that do not cut the model */
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = test_data("models/m4-qwen35moe-q8_0.gguf");
+    const DlStage bad[2] = {{"cpu", 3}, {"cpu", 3}};
+    p.stages = bad, p.n_stages = 2;
+    DlError err = {{0}};
+    CHECK(!dl_engine_open(&p, &err));
+    CHECK_MSG(strstr(err.msg, "do not cut the model"), "got: %s", err.msg);
+}

@@ -1,6 +1,8 @@
-/* engine.c — implements the engine and session parts of include/deltallm.h on top of model/ (forward pass,
- * state) and tokenizer/. One Forward (activation buffers, thread pool) is shared by every session of an
- * engine, which is why compute calls must not overlap. */
+/* engine.c — implements the engine part of include/deltallm.h on top of model/ (the forward pass over a
+ * backend) and tokenizer/: the model, its stages (layer ranges each on a backend, run one after the other
+ * with the hidden rows handed over), info, residency and profiling. One Forward per stage (activation
+ * buffers, threads) is shared by every session of an engine, which is why compute calls must not overlap.
+ * Sessions, snapshots and tentative evaluation are in session.c. */
 #include "deltallm.h"
 
 #include "engine/engine_internal.h"
@@ -9,13 +11,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(DlError *err, const Err *e) {
+int engine_fail(DlError *err, const Err *e) {
     if (err) snprintf(err->msg, sizeof err->msg, "%s", e->msg);
     return -1;
 }
+#define fail engine_fail
 
 void dl_engine_params_init(DlEngineParams *p) {
     memset(p, 0, sizeof *p);
+}
+
+/* Cuts the layers into the stages asked for and makes each one's backend (weights bound) and forward pass. */
+static int open_stages(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetAlgo algo, Err *e) {
+    const int L = en->model->cfg.n_layer;
+    const DlStage one = {p->backend, 0};
+    const DlStage *sp = p->n_stages > 0 ? p->stages : &one;
+    const int n = p->n_stages > 0 ? p->n_stages : 1;
+    if (n > DL_MAX_STAGES || (p->n_stages > 0 && !p->stages))
+        return err_set(e, "%d stages (at most %d)", p->n_stages, DL_MAX_STAGES);
+    int l0 = 0;
+    for (int s = 0; s < n; s++) {
+        const int want = sp[s].n_layers > 0 ? sp[s].n_layers : L - l0;
+        if (sp[s].n_layers < 0 || want < 1 || l0 + want > L || (s == n - 1 && l0 + want != L))
+            return err_set(e, "the stages' layer counts do not cut the model's %d layers into %d non-empty ranges", L, n);
+        const BackendOptions bo = {.name = sp[s].backend ? sp[s].backend : p->backend,
+                                   .isa = (int)isa,
+                                   .n_threads = p->n_threads,
+                                   .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
+                                   .pack = !p->no_pack};
+        Stage *st = &en->st[en->n_st++];
+        st->l0 = l0;
+        st->l1 = l0 + want;
+        if (!(st->be = backend_create(&bo, e)) || st->be->vt->bind(st->be, en->model->weights, en->model->n_weights, e))
+            return -1;
+        ForwardOptions fo = {.max_batch = en->n_batch, .max_seqs = en->n_seq_max, .max_ctx = en->n_ctx, .algo = algo,
+                             .be = st->be};
+        if (!(st->fw = forward_new(en->model, &fo, e))) return -1;
+        l0 += want;
+    }
+    if (n > 1 && !(en->hidden = malloc(sizeof(float) * (size_t)en->n_batch * (size_t)en->model->cfg.n_embd)))
+        return err_set(e, "out of memory");
+    return 0;
 }
 
 DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
@@ -44,21 +80,10 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     if (n_batch > n_ctx) n_batch = n_ctx;
     int n_seq = p->n_seq_max > 0 ? p->n_seq_max : 1;
     if (n_seq > n_batch) n_batch = n_seq;
-    /* the backend holds the weights (packed copies of the matrices the fast kernels read faster that way:
-     * bit-identical results) */
-    const BackendOptions bo = {.name = p->backend,
-                               .isa = (int)isa,
-                               .n_threads = p->n_threads,
-                               .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
-                               .pack = !p->no_pack};
-    if (!(en->be = backend_create(&bo, &e)) || en->be->vt->bind(en->be, en->model->weights, en->model->n_weights, &e))
-        goto fail;
-    ForwardOptions fo = {.max_batch = n_batch, .max_seqs = n_seq, .max_ctx = n_ctx, .algo = algo, .be = en->be};
-    en->fw = forward_new(en->model, &fo, &e);
-    if (!en->fw) goto fail;
     en->n_ctx = n_ctx;
     en->n_batch = n_batch;
     en->n_seq_max = n_seq;
+    if (open_stages(en, p, isa, algo, &e)) goto fail;
     en->info = (DlModelInfo){c->arch_name,
                              c->name,
                              c->n_vocab,
@@ -70,8 +95,8 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
                              0,
                              seqstate_bytes(en->model, n_ctx),
                              model_decode_bytes(en->model),
-                             forward_ops_name(en->fw),
-                             forward_n_threads(en->fw)};
+                             forward_ops_name(en->st[0].fw),
+                             forward_n_threads(en->st[0].fw)};
     for (int64_t i = 0; i < gguf_n_tensors(en->model->gguf); i++) en->info.weight_bytes += gguf_tensor(en->model->gguf, i)->nbytes;
     return en;
 fail:
@@ -82,8 +107,11 @@ fail:
 
 void dl_engine_close(DlEngine *e) {
     if (!e) return;
-    forward_free(e->fw);
-    backend_destroy(e->be);
+    for (int s = 0; s < e->n_st; s++) {
+        forward_free(e->st[s].fw);
+        backend_destroy(e->st[s].be);
+    }
+    free(e->hidden);
     tokenizer_free(e->tok);
     model_free(e->model);
     free(e);
@@ -93,203 +121,59 @@ const DlModelInfo *dl_engine_info(const DlEngine *e) { return &e->info; }
 
 int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
     Err er = {{0}};
-    if (e->be->vt->make_resident(e->be, lock, &er)) return fail(err, &er);
+    for (int s = 0; s < e->n_st; s++)
+        if (e->st[s].be->vt->make_resident(e->st[s].be, lock, &er)) return fail(err, &er);
     return 0;
 }
 
-void dl_engine_profile(DlEngine *e, bool on) { forward_profile_enable(e->fw, on); }
-int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) { return forward_profile_report(e->fw, buf, cap); }
+void dl_engine_profile(DlEngine *e, bool on) {
+    for (int s = 0; s < e->n_st; s++) forward_profile_enable(e->st[s].fw, on);
+}
 
-/* ---- sessions ---------------------------------------------------------------------------------------- */
-
-DlSession *dl_session_new(DlEngine *e, DlError *err) {
-    Err er = {{0}};
-    DlSession *s = calloc(1, sizeof *s);
-    if (!s) return err_set(&er, "out of memory"), fail(err, &er), NULL;
-    s->engine = e;
-    s->n_tent = -1;
-    s->state = seqstate_new(e->model, e->be, e->n_ctx, 0, 0, &er);
-    s->logits = malloc(sizeof(float) * (size_t)e->info.n_vocab);
-    if (!s->state || !s->logits) {
-        if (s->state) err_set(&er, "out of memory for the logits");
-        fail(err, &er);
-        dl_session_free(s);
-        return NULL;
+int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) {
+    size_t n = 0;
+    for (int s = 0; s < e->n_st; s++) {
+        if (e->n_st > 1)
+            n += (size_t)snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, "stage %d: layers [%d, %d) on %s\n", s,
+                                  e->st[s].l0, e->st[s].l1, e->st[s].be->name);
+        n += (size_t)forward_profile_report(e->st[s].fw, buf + (n < cap ? n : cap), n < cap ? cap - n : 0);
     }
-    return s;
+    return (int)n;
 }
 
-void dl_session_free(DlSession *s) {
-    if (!s) return;
-    seqstate_free(s->state);
-    free(s->logits);
-    free(s->tent_logits);
-    free(s);
-}
+/* ---- running the stages ------------------------------------------------------------------------------------ */
 
-void dl_session_reset(DlSession *s) {
-    seqstate_reset(s->state);
-    s->has_logits = false;
-    s->n_tent = -1;
-}
-
-int dl_session_n_past(const DlSession *s) { return s->state->n_past; }
-int dl_session_n_ctx(const DlSession *s) { return s->state->n_ctx; }
-const float *dl_session_logits(const DlSession *s) { return s->has_logits ? s->logits : NULL; }
-
-int dl_session_eval(DlSession *s, const int32_t *tokens, size_t n, DlError *err) {
-    Err e = {{0}};
-    DlEngine *en = s->engine;
-    if (n == 0) return err_set(&e, "no tokens to evaluate"), fail(err, &e);
-    if (n > (size_t)(s->state->n_ctx - s->state->n_past))
-        return err_set(&e, "context full: %d tokens + %zu new exceed the context size %d", s->state->n_past, n,
-                       s->state->n_ctx),
-               fail(err, &e);
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= en->info.n_vocab)
-            return err_set(&e, "token id %d out of range [0, %d)", tokens[i], en->info.n_vocab), fail(err, &e);
-    for (size_t p = 0; p < n; p += (size_t)en->n_batch) {
-        const int T = n - p < (size_t)en->n_batch ? (int)(n - p) : en->n_batch;
-        const bool last = p + (size_t)T == n;
-        if (forward_run(en->fw, s->state, tokens + p, T, last ? s->logits : NULL, last ? 1 : 0, &e)) {
-            s->has_logits = false; /* a failure after validation leaves a partial prefix: say so */
-            err_prefix(&e, "after %zu of %zu tokens", p, n);
-            return fail(err, &e);
+int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, Err *err) {
+    BatchSeq q[256];
+    if (n > (int)(sizeof q / sizeof q[0])) return err_set(err, "batch too large");
+    if (en->n_st == 1) {
+        for (int i = 0; i < n; i++) q[i] = seqs[i], q[i].state = sess[i]->states[0];
+        return forward_batch(en->st[0].fw, q, n, err);
+    }
+    for (int i = 0; i < n; i++)
+        if (!seqs[i].tokens) return err_set(err, "no tokens for sequence %d of the batch", i);
+    for (int s = 0; s < en->n_st; s++) {
+        const Stage *st = &en->st[s];
+        const bool first = s == 0, last = s == en->n_st - 1;
+        for (int i = 0; i < n; i++) {
+            q[i] = seqs[i];
+            q[i].state = sess[i]->states[s];
+            if (!last) q[i].n_out = 0, q[i].logits = NULL;
         }
+        if (forward_begin(st->fw, q, n, err)) return -1; /* the first stage's checks refuse before anything runs */
+        if (first) forward_embed(st->fw);
+        else forward_hidden_write(st->fw, en->hidden);
+        forward_layers(st->fw, st->l0, st->l1);
+        if (last) forward_head(st->fw);
+        else forward_hidden_read(st->fw, en->hidden);
+        if (forward_end(st->fw, err)) return -1;
     }
-    s->has_logits = true;
     return 0;
 }
 
-int dl_decode_batch(DlSession **s, const int32_t *tokens, int n, DlError *err) {
-    Err e = {{0}};
-    if (n < 1) return err_set(&e, "empty batch"), fail(err, &e);
-    DlEngine *en = s[0]->engine;
-    if (n > en->n_seq_max) return err_set(&e, "%d sessions in one batch (at most %d)", n, en->n_seq_max), fail(err, &e);
-    BatchSeq seqs[256];
-    if (n > (int)(sizeof seqs / sizeof seqs[0])) return err_set(&e, "batch too large"), fail(err, &e);
-    for (int i = 0; i < n; i++) {
-        if (s[i]->engine != en) return err_set(&e, "sessions of different engines in one batch"), fail(err, &e);
-        seqs[i] = (BatchSeq){s[i]->state, &tokens[i], 1, 1, s[i]->logits, false};
-    }
-    if (forward_batch(en->fw, seqs, n, &e)) return fail(err, &e);
-    for (int i = 0; i < n; i++) s[i]->has_logits = true;
+int engine_keep(DlEngine *en, DlSession *s, int k, Err *err) {
+    for (int i = 0; i < en->n_st; i++)
+        if (forward_keep(en->st[i].fw, s->states[i], k, err)) return -1;
     return 0;
 }
 
-/* ---- snapshots --------------------------------------------------------------------------------------- */
-
-#define SNAP_MAGIC 0x50414e534c4c44ull /* "DLLSNAP" */
-
-typedef struct SnapHeader {
-    uint64_t magic;
-    uint32_t n_layer, n_embd, n_vocab, n_ctx;
-    int32_t n_past;
-    uint32_t has_logits;
-} SnapHeader;
-
-static size_t snapshot_size_at(const DlSession *s, int n_past) {
-    const ModelConfig *c = &s->engine->model->cfg;
-    return sizeof(SnapHeader) + seqstate_saved_bytes(s->state, n_past) + sizeof(float) * (size_t)c->n_vocab;
-}
-
-size_t dl_session_snapshot_size(const DlSession *s) { return snapshot_size_at(s, s->state->n_past); }
-
-int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err) {
-    Err e = {{0}};
-    const ModelConfig *c = &s->engine->model->cfg;
-    const SeqState *st = s->state;
-    if (size < dl_session_snapshot_size(s)) return err_set(&e, "snapshot buffer too small"), fail(err, &e);
-    SnapHeader h = {SNAP_MAGIC, (uint32_t)c->n_layer, (uint32_t)c->n_embd, (uint32_t)c->n_vocab, (uint32_t)st->n_ctx,
-                    st->n_past, s->has_logits};
-    uint8_t *p = buf;
-    memcpy(p, &h, sizeof h), p += sizeof h;
-    seqstate_save(st, p);
-    p += seqstate_saved_bytes(st, st->n_past);
-    memcpy(p, s->logits, sizeof(float) * (size_t)c->n_vocab);
-    return 0;
-}
-
-int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err) {
-    Err e = {{0}};
-    const ModelConfig *c = &s->engine->model->cfg;
-    SeqState *st = s->state;
-    SnapHeader h;
-    if (size < sizeof h) return err_set(&e, "snapshot truncated"), fail(err, &e);
-    memcpy(&h, buf, sizeof h);
-    if (h.magic != SNAP_MAGIC || h.n_layer != (uint32_t)c->n_layer || h.n_embd != (uint32_t)c->n_embd ||
-        h.n_vocab != (uint32_t)c->n_vocab)
-        return err_set(&e, "snapshot is not of this model"), fail(err, &e);
-    if (h.n_past < 0 || h.n_past > st->n_ctx)
-        return err_set(&e, "snapshot of %d tokens does not fit a context of %d", h.n_past, st->n_ctx), fail(err, &e);
-    if (size != snapshot_size_at(s, h.n_past)) return err_set(&e, "snapshot size mismatch"), fail(err, &e);
-    const uint8_t *p = (const uint8_t *)buf + sizeof h;
-    seqstate_restore(st, p, h.n_past);
-    p += seqstate_saved_bytes(st, h.n_past);
-    memcpy(s->logits, p, sizeof(float) * (size_t)c->n_vocab);
-    s->has_logits = h.has_logits != 0;
-    s->n_tent = -1;
-    return 0;
-}
-
-int dl_session_copy(DlSession *dst, const DlSession *src, DlError *err) {
-    Err e = {{0}};
-    if (dst->engine != src->engine) return err_set(&e, "sessions of different engines"), fail(err, &e);
-    seqstate_copy(dst->state, src->state);
-    dst->n_tent = -1;
-    memcpy(dst->logits, src->logits, sizeof(float) * (size_t)src->engine->info.n_vocab);
-    dst->has_logits = src->has_logits;
-    return 0;
-}
-
-/* ---- tentative evaluation ------------------------------------------------------------------------------- */
-
-int dl_session_set_rollback(DlSession *s, int n_max, DlError *err) {
-    Err e = {{0}};
-    DlEngine *en = s->engine;
-    if (n_max < 0 || n_max > en->n_batch)
-        return err_set(&e, "rollback room for %d tokens (at most the batch size, %d)", n_max, en->n_batch), fail(err, &e);
-    free(s->tent_logits);
-    s->tent_logits = NULL;
-    s->n_tent = -1;
-    s->tent_cap = 0;
-    if (seqstate_enable_rollback(s->state, en->model, n_max, &e)) return fail(err, &e);
-    if (n_max && !(s->tent_logits = malloc(sizeof(float) * (size_t)n_max * (size_t)en->info.n_vocab))) {
-        seqstate_enable_rollback(s->state, en->model, 0, &e);
-        return err_set(&e, "out of memory for %d rows of logits", n_max), fail(err, &e);
-    }
-    s->tent_cap = n_max;
-    return 0;
-}
-
-int dl_session_eval_tentative(DlSession *s, const int32_t *tokens, size_t n, DlError *err) {
-    Err e = {{0}};
-    DlEngine *en = s->engine;
-    if (!s->tent_cap && dl_session_set_rollback(s, en->n_batch < 16 ? en->n_batch : 16, err)) return -1;
-    if (n == 0 || n > (size_t)s->tent_cap)
-        return err_set(&e, "a tentative batch of %zu tokens (this session has room for 1 to %d)", n, s->tent_cap),
-               fail(err, &e);
-    s->n_tent = -1;
-    BatchSeq q = {s->state, tokens, (int)n, (int)n, s->tent_logits, true};
-    if (forward_batch(en->fw, &q, 1, &e)) return fail(err, &e);
-    s->n_tent = (int)n;
-    return 0;
-}
-
-const float *dl_session_tentative_logits(const DlSession *s) { return s->n_tent > 0 ? s->tent_logits : NULL; }
-
-int dl_session_keep(DlSession *s, size_t k, DlError *err) {
-    Err e = {{0}};
-    if (s->n_tent < 0 || s->state->rb.n != s->n_tent)
-        return err_set(&e, "no tentative batch to keep tokens of"), fail(err, &e);
-    if (k > (size_t)s->n_tent)
-        return err_set(&e, "keeping %zu tokens of a tentative batch of %d", k, s->n_tent), fail(err, &e);
-    if (forward_keep(s->engine->fw, s->state, (int)k, &e)) return fail(err, &e);
-    if (k > 0) {
-        const size_t V = (size_t)s->engine->info.n_vocab;
-        memcpy(s->logits, s->tent_logits + (k - 1) * V, sizeof(float) * V);
-        s->has_logits = true;
-    }
-    s->n_tent = -1;
-    return 0;
-}
