@@ -91,7 +91,7 @@ TEST(forward, head_range_same_bits) {
     int T;
     int32_t *ids = seq("m4-qwen35moe-q8_0", 5, &T);
     const int V = m->cfg.n_vocab;
-    REQUIRE(V % 8 == 0 || V > 512);
+    REQUIRE(V >= 512);
     Err err = {{0}};
     Forward *f = tf_forward(m, T, T, MATMUL_GGML, DELTANET_AUTO, 2, true, &err);
     SeqState *s = tf_state(m, f, T, &err);
@@ -181,7 +181,8 @@ TEST(forward, expert_provider_hook) {
 
 /* ---- tentative batches and keep ------------------------------------------------------------------------------ */
 
-static DlEngine *open_engine(const char *name, bool exact) {
+/* An engine on a test model: context 128, batch 64, 3 sessions per batch, 2 threads, optionally in stages. */
+static DlEngine *open_engine_stages(const char *name, bool exact, const DlStage *stages, int n_stages) {
     char rel[256];
     snprintf(rel, sizeof rel, "models/%s.gguf", name);
     DlEngineParams p;
@@ -193,11 +194,15 @@ static DlEngine *open_engine(const char *name, bool exact) {
     p.n_threads = 2;
     p.exact = exact;
     p.isa = getenv("DELTALLM_ISA");
+    p.stages = stages;
+    p.n_stages = n_stages;
     DlError err = {{0}};
     DlEngine *e = dl_engine_open(&p, &err);
     CHECK_MSG(e, "%s", err.msg);
     return e;
 }
+
+static DlEngine *open_engine(const char *name, bool exact) { return open_engine_stages(name, exact, NULL, 0); }
 
 static void *snap(DlSession *s, size_t *n) {
     DlError err = {{0}};
@@ -371,24 +376,9 @@ TEST(forward, no_allocation_after_warmup) {
 TEST(forward, engine_stages_same_bits) {
     const char *names[] = {"m2-qwen3next-new-mixed", "m5-qwen35-7layer-int3-f16"};
     for (int mi = 0; mi < 2; mi++) {
-        char rel[256];
-        snprintf(rel, sizeof rel, "models/%s.gguf", names[mi]);
         const DlStage three[3] = {{"cpu", 1}, {"ref", 2}, {"cpu", 0}};
-        DlEngine *e[2];
-        for (int k = 0; k < 2; k++) {
-            DlEngineParams p;
-            dl_engine_params_init(&p);
-            p.model_path = test_data(rel);
-            p.n_ctx = 96;
-            p.n_batch = 32;
-            p.n_seq_max = 2;
-            p.n_threads = 2;
-            p.isa = getenv("DELTALLM_ISA");
-            if (k) p.stages = three, p.n_stages = 3;
-            DlError err = {{0}};
-            e[k] = dl_engine_open(&p, &err);
-            REQUIRE_MSG(e[k], "%s", err.msg);
-        }
+        DlEngine *e[2] = {open_engine(names[mi], false), open_engine_stages(names[mi], false, three, 3)};
+        REQUIRE(e[0] && e[1]);
         DlError err = {{0}};
         const int V = dl_engine_info(e[0])->n_vocab;
         int32_t prompt[40];
