@@ -9,8 +9,6 @@
  * allocated in forward_new for max_batch rows; nothing after that allocates. */
 #include "model/forward_internal.h"
 
-#include "gguf/format.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
