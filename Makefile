@@ -35,8 +35,17 @@ APP_OBJ  = $(call obj,$(APP_SRC))
 MAIN_OBJ = $(call obj,src/cli/main.c)
 TEST_OBJ = $(call obj,$(TEST_SRC))
 
-.PHONY: all run test asan fuzz format clean bench
+.PHONY: all run test asan fuzz format clean bench FORCE
 all: $(BUILD)/deltallm
+
+# generated sources: the git revision `deltallm --version` prints (rewritten only when it changes)
+GEN = $(BUILD)/gen
+$(GEN)/git_rev.h: FORCE
+	@mkdir -p $(@D)
+	@r=$$(git describe --always --dirty --abbrev=10 2>/dev/null || echo "no git"); \
+	  echo "#define DL_GIT_REV \"$$r\"" > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(MAIN_OBJ): $(GEN)/git_rev.h
+$(MAIN_OBJ): CFLAGS += -I$(GEN)
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)

@@ -27,6 +27,11 @@
 extern "C" {
 #endif
 
+/* MAJOR.MINOR.PATCH. The shared library is libdeltallm.so.MAJOR: MAJOR changes when a program built
+ * against an older header could break (a changed struct or signature), MINOR when functions are added. */
+#define DELTALLM_VERSION "0.1.0"
+const char *dl_version(void); /* the version of the library actually loaded */
+
 typedef struct DlError {
     char msg[512];
 } DlError;
@@ -37,6 +42,11 @@ typedef struct DlSampler DlSampler;
 typedef struct DlDetok DlDetok;
 
 /* ---- engine ---------------------------------------------------------------------------------------- */
+
+/* Load progress: work done of a phase, in bytes ("read": the file with no_mmap; "pack": weights copied into
+ * the fast kernels' layout; "prefetch": dl_engine_prefetch). Called on the thread that called
+ * dl_engine_open or dl_engine_prefetch, done rising to total within a phase. */
+typedef void (*DlProgressFn)(void *user, const char *phase, uint64_t done, uint64_t total);
 
 typedef struct DlEngineParams {
     const char *model_path; /* a .gguf file (or any part of a split set) */
@@ -57,6 +67,10 @@ typedef struct DlEngineParams {
      * stage on the same backends. */
     const struct DlStage *stages;
     int n_stages;
+    bool no_mmap;           /* read the weights into memory instead of mapping the file (packed Q8_0
+                               matrices are then held twice: their originals cannot be dropped) */
+    DlProgressFn progress;  /* NULL: none */
+    void *progress_user;
 } DlEngineParams;
 
 typedef struct DlStage {
