@@ -46,6 +46,19 @@ $(GEN)/git_rev.h: FORCE
 	  echo "#define DL_GIT_REV \"$$r\"" > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(MAIN_OBJ): $(GEN)/git_rev.h
 $(MAIN_OBJ): CFLAGS += -I$(GEN)
+# the server's chat page: src/server/web/ embedded as byte arrays by tools/embed.c (server/web.h)
+WEB_FILES = $(sort $(wildcard src/server/web/*))
+WEB_OBJ   = $(BUILD)/obj/gen/web_assets.o
+APP_OBJ  += $(WEB_OBJ)
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O1 -o $@ $<
+$(GEN)/web_assets.c: $(BUILD)/embed $(WEB_FILES)
+	@mkdir -p $(@D)
+	$(BUILD)/embed $@ $(WEB_FILES)
+$(WEB_OBJ): $(GEN)/web_assets.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)
@@ -68,7 +81,13 @@ $(BUILD)/deltallm: $(APP_OBJ) $(BUILD)/libdeltallm.a
 $(BUILD)/tests: $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a
 	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a $(APPLIBS) $(LDLIBS)
 
+# the Node server suite needs its client library: installed here on a fresh clone (skipped when npm is missing
+# or has no network: the suite then says it is skipped)
 test: $(BUILD)/tests $(BUILD)/deltallm
+	@if [ ! -d tests/server/node_modules ] && command -v npm >/dev/null 2>&1; then \
+	  echo "make test: npm ci in tests/server (the server suite's openai client)"; \
+	  (cd tests/server && npm ci --no-audit --no-fund --loglevel=error) || echo "make test: npm ci failed"; \
+	fi
 	DELTALLM_BIN=$(BUILD)/deltallm $(BUILD)/tests $(TESTS)
 
 asan:

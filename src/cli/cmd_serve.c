@@ -42,6 +42,7 @@ static void usage(void) {
            "  --temp T --top-p P --top-k K --min-p P\n"
            "                           sampling defaults for requests that do not set them (OpenAI's: 1, 1, off, off)\n"
            "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
+           "  --no-webui               no chat page at / (by default http://HOST:PORT/ is a chat in the browser)\n"
            "  -v, --verbose            debug log\n%s", cli_engine_help);
 }
 
@@ -141,6 +142,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--top-k")) INT_OPT(0, 1 << 30, c.top_k);
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) INT_OPT(-1, 1 << 30, c.n_predict);
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) srv_log_verbose(true);
+        else if (!strcmp(a, "--no-webui")) c.no_webui = true;
         else {
             free(key_owned);
             return cli_usage_error("serve", "unknown option '%s' (deltallm serve --help lists them)", a);

@@ -43,6 +43,7 @@ typedef struct ServerConfig {
      * fields above */
     const char *backend, *isa, *deltanet;
     bool no_pack;
+    bool no_webui; /* no chat page at / */
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);
