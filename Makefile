@@ -6,6 +6,7 @@
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz       the libFuzzer targets for FUZZ_TIME seconds each (clang)
 #   make format     clang-format every source file
+#   make install    the binary, libdeltallm.so / .a, deltallm.h and deltallm.pc under PREFIX (DESTDIR for staging)
 #
 # Files named *_avx2.c / *_avx512.c are compiled with that ISA's flags only; everything else is
 # portable C11 and runs on any x86-64 (runtime dispatch picks the variant, see src/kernels/).
@@ -35,8 +36,30 @@ APP_OBJ  = $(call obj,$(APP_SRC))
 MAIN_OBJ = $(call obj,src/cli/main.c)
 TEST_OBJ = $(call obj,$(TEST_SRC))
 
-.PHONY: all run test asan fuzz format clean bench
-all: $(BUILD)/deltallm
+.PHONY: all run test asan fuzz format clean bench FORCE
+all: $(BUILD)/deltallm $(BUILD)/libdeltallm.so
+
+# generated sources: the git revision `deltallm --version` prints (rewritten only when it changes)
+GEN = $(BUILD)/gen
+$(GEN)/git_rev.h: FORCE
+	@mkdir -p $(@D)
+	@r=$$(git describe --always --dirty --abbrev=10 2>/dev/null || echo "no git"); \
+	  echo "#define DL_GIT_REV \"$$r\"" > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(MAIN_OBJ): $(GEN)/git_rev.h
+$(MAIN_OBJ): CFLAGS += -I$(GEN)
+# the server's chat page: src/server/web/ embedded as byte arrays by tools/embed.c (server/web.h)
+WEB_FILES = $(sort $(wildcard src/server/web/*))
+WEB_OBJ   = $(BUILD)/obj/gen/web_assets.o
+APP_OBJ  += $(WEB_OBJ)
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O1 -o $@ $<
+$(GEN)/web_assets.c: $(BUILD)/embed $(WEB_FILES)
+	@mkdir -p $(@D)
+	$(BUILD)/embed $@ $(WEB_FILES)
+$(WEB_OBJ): $(GEN)/web_assets.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)
@@ -52,6 +75,48 @@ $(BUILD)/libdeltallm.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The library for other programs, as llama.cpp's is used: libdeltallm.so.MAJOR (the soname) exporting only the
+# dl_* API of deltallm.h (src/engine/deltallm.map). Its objects are the static library's, position-independent:
+# -fPIC with -fno-semantic-interposition generates the code -fPIE (gcc's default here) does, so the kernels run
+# as fast (bench numbers in docs/ARCHITECTURE.md, "The library").
+VERSION := $(shell sed -n 's/^\#define DELTALLM_VERSION "\(.*\)"/\1/p' include/deltallm.h)
+MAJOR   := $(firstword $(subst ., ,$(VERSION)))
+SONAME   = libdeltallm.so.$(MAJOR)
+$(LIB_OBJ): CFLAGS += -fPIC -fno-semantic-interposition
+$(LIB_OBJ): $(BUILD)/obj/.pic # objects built before they were position-independent are rebuilt once
+$(BUILD)/obj/.pic:
+	@mkdir -p $(@D)
+	@touch $@
+$(BUILD)/libdeltallm.so.$(VERSION): $(LIB_OBJ) src/engine/deltallm.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/engine/deltallm.map -Wl,-z,defs \
+	    -o $@ $(LIB_OBJ) $(LDLIBS)
+$(BUILD)/libdeltallm.so: $(BUILD)/libdeltallm.so.$(VERSION)
+	ln -sf libdeltallm.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
+DESTDIR ?=
+$(BUILD)/deltallm.pc: Makefile include/deltallm.h
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' 'Name: deltallm' \
+	  'Description: inference engine for the Gated-DeltaNet hybrid LLMs (Qwen3-Next, Qwen3.5)' 'Version: $(VERSION)' \
+	  'Libs: -L$${libdir} -ldeltallm' 'Libs.private: -lm -pthread' 'Cflags: -I$${includedir}' > $@
+.PHONY: install uninstall $(BUILD)/deltallm.pc
+install: $(BUILD)/deltallm $(BUILD)/libdeltallm.a $(BUILD)/libdeltallm.so $(BUILD)/deltallm.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 755 $(BUILD)/deltallm $(DESTDIR)$(BINDIR)/deltallm
+	install -m 644 $(BUILD)/libdeltallm.a $(DESTDIR)$(LIBDIR)/libdeltallm.a
+	install -m 755 $(BUILD)/libdeltallm.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdeltallm.so.$(VERSION)
+	ln -sf libdeltallm.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdeltallm.so
+	install -m 644 include/deltallm.h $(DESTDIR)$(INCLUDEDIR)/deltallm.h
+	install -m 644 $(BUILD)/deltallm.pc $(DESTDIR)$(LIBDIR)/pkgconfig/deltallm.pc
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/deltallm $(DESTDIR)$(LIBDIR)/libdeltallm.a $(DESTDIR)$(LIBDIR)/libdeltallm.so* \
+	      $(DESTDIR)$(INCLUDEDIR)/deltallm.h $(DESTDIR)$(LIBDIR)/pkgconfig/deltallm.pc
+
 $(BUILD)/deltallm: $(APP_OBJ) $(BUILD)/libdeltallm.a
 	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(BUILD)/libdeltallm.a $(APPLIBS) $(LDLIBS)
 
@@ -59,8 +124,15 @@ $(BUILD)/deltallm: $(APP_OBJ) $(BUILD)/libdeltallm.a
 $(BUILD)/tests: $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a
 	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a $(APPLIBS) $(LDLIBS)
 
-test: $(BUILD)/tests $(BUILD)/deltallm
-	DELTALLM_BIN=$(BUILD)/deltallm $(BUILD)/tests $(TESTS)
+# the Node server suite needs its client library: installed here on a fresh clone (skipped when npm is missing
+# or has no network: the suite then says it is skipped)
+test: $(BUILD)/tests $(BUILD)/deltallm $(BUILD)/libdeltallm.so
+	@if [ ! -d tests/server/node_modules ] && command -v npm >/dev/null 2>&1; then \
+	  echo "make test: npm ci in tests/server (the server suite's openai client)"; \
+	  (cd tests/server && npm ci --no-audit --no-fund --loglevel=error) || echo "make test: npm ci failed"; \
+	fi
+	DELTALLM_BIN=$(BUILD)/deltallm DELTALLM_BUILD=$(BUILD) DELTALLM_CC="$(CC) $(filter -fsanitize=%,$(OPT))" \
+	    $(BUILD)/tests $(TESTS)
 
 asan:
 	$(MAKE) BUILD=build/asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \

@@ -10,12 +10,35 @@
  *   dl_session_eval(s, ids, n, &err);                    // prefill
  *   for (;;) { int32_t t = dl_sampler_sample(smp, dl_session_logits(s)); ... dl_session_eval(s, &t, 1, &err); }
  *
- * Threads: an engine computes on its own thread pool; calls that compute (dl_session_eval,
- * dl_decode_batch) must not run concurrently on the same engine. Tokenizer calls may run from any
- * thread at any time.
+ * Threads:
+ *   - An engine computes on its own thread pool (created by dl_engine_open, inheriting the caller's signal
+ *     mask) with one set of activation buffers, so the calls that compute — dl_session_eval,
+ *     dl_decode_batch, dl_engine_prefetch — must not overlap on one engine: make them from one thread, or
+ *     serialize them (the server runs them all on its scheduler thread). Separate engines are independent.
+ *   - A session, a sampler and a detokenizer are each used by one thread at a time; nothing locks them.
+ *     dl_session_snapshot / restore / copy read and write session state: not during compute on it.
+ *   - The read-only calls may run from any thread at any time, during compute too: dl_engine_info,
+ *     dl_tokenize, dl_token_*, dl_chat_template, dl_version.
+ *   - DlEngineParams.progress runs on the thread that called dl_engine_open or dl_engine_prefetch.
+ *   - The library installs no signal handlers, never prints or exits, and reads no environment variables
+ *     (the CLI maps DELTALLM_* to DlEngineParams: src/cli/cli_engine.h).
+ *
+ * Ownership:
+ *   - Each _new / _open has a _free / _close, which accepts NULL. Free the sessions, samplers and
+ *     detokenizers of an engine before closing it.
+ *   - Pointers the library returns stay its own: dl_engine_info, dl_token_piece and dl_chat_template until
+ *     the engine is closed; dl_session_logits until that session's next eval (or dl_decode_batch), restore
+ *     or free; the text of dl_detok_push / dl_detok_flush until the next call on that detokenizer.
+ *   - dl_tokenize's *ids is malloc'ed: the caller frees it with free(). Snapshot buffers are the caller's.
+ *   - Arguments (paths, text, DlEngineParams, DlSamplingParams) are only read during the call: they may be
+ *     freed or changed afterwards — but for DlEngineParams.progress_user, which dl_engine_prefetch also
+ *     passes to the progress callback.
  *
  * Errors: functions return 0 (or a pointer) on success and -1 (or NULL) on failure, with one line in
- * *err. Nothing here prints or exits. */
+ * *err. Nothing here prints or exits.
+ *
+ * Linking: libdeltallm.so.MAJOR or libdeltallm.a (`make install`; pkg-config deltallm), only libc, libm and
+ * pthreads below it. examples/simple.c is a complete program. */
 #ifndef DELTALLM_H
 #define DELTALLM_H
 
@@ -27,6 +50,11 @@
 extern "C" {
 #endif
 
+/* MAJOR.MINOR.PATCH. The shared library is libdeltallm.so.MAJOR: MAJOR changes when a program built
+ * against an older header could break (a changed struct or signature), MINOR when functions are added. */
+#define DELTALLM_VERSION "0.1.0"
+const char *dl_version(void); /* the version of the library actually loaded */
+
 typedef struct DlError {
     char msg[512];
 } DlError;
@@ -37,6 +65,11 @@ typedef struct DlSampler DlSampler;
 typedef struct DlDetok DlDetok;
 
 /* ---- engine ---------------------------------------------------------------------------------------- */
+
+/* Load progress: work done of a phase, in bytes ("read": the file with no_mmap; "pack": weights copied into
+ * the fast kernels' layout; "prefetch": dl_engine_prefetch). Called on the thread that called
+ * dl_engine_open or dl_engine_prefetch, done rising to total within a phase. */
+typedef void (*DlProgressFn)(void *user, const char *phase, uint64_t done, uint64_t total);
 
 typedef struct DlEngineParams {
     const char *model_path; /* a .gguf file (or any part of a split set) */
@@ -57,6 +90,10 @@ typedef struct DlEngineParams {
      * stage on the same backends. */
     const struct DlStage *stages;
     int n_stages;
+    bool no_mmap;           /* read the weights into memory instead of mapping the file (packed Q8_0
+                               matrices are then held twice: their originals cannot be dropped) */
+    DlProgressFn progress;  /* NULL: none */
+    void *progress_user;
 } DlEngineParams;
 
 typedef struct DlStage {

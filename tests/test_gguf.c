@@ -1779,3 +1779,18 @@ TEST(gguf, fuzz_seeds) {
     closedir(d);
     test_note("%d committed seeds read", n);
 }
+
+/* A short file that does not start with the magic is "not a GGUF file", not a truncated one (issue 14). */
+TEST(gguf, short_file_without_magic) {
+    const char *cases[][2] = {{"abc\n", "not a GGUF file"}, {"", "not a GGUF file"}, {"GGUF\3\0\0\0", "truncated"}};
+    for (int i = 0; i < 3; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/short%d.gguf", test_tmpdir(), i);
+        FILE *f = fopen(path, "wb");
+        REQUIRE(f);
+        fwrite(cases[i][0], 1, i == 2 ? 8 : strlen(cases[i][0]), f);
+        fclose(f);
+        Err err = {{0}};
+        CHECK_MSG(gguf_open(path, &err) == NULL && strstr(err.msg, cases[i][1]), "case %d: %s", i, err.msg);
+    }
+}

@@ -72,7 +72,9 @@ def main():
          " * code that extracts bytes with shifts does not depend on the host's byte order. */",
          "#ifndef DL_GGUF_IQ_TABLES_H", "#define DL_GGUF_IQ_TABLES_H", "", "#include <stdint.h>", "",
          "/* offset added to the IQ1_S / IQ1_M grid values (sign from the block's delta bit) */",
-         "#define IQ1S_DELTA %rf" % delta, "#define IQ1M_DELTA %rf" % delta, ""]
+         "#define IQ1S_DELTA %rf" % delta, "#define IQ1M_DELTA %rf" % delta, "",
+         "/* internal to the library (libdeltallm.so): read directly, not through the GOT, in -fPIC kernels */",
+         "#pragma GCC visibility push(hidden)", ""]
     c = ["/* iq_tables.c — " + note + " */", '#include "gguf/iq_tables.h"', ""]
 
     for name, ctype, per_line, doc in TABLES:
@@ -96,7 +98,7 @@ def main():
         c.append("};")
         c.append("")
 
-    h += ["", "#endif", ""]
+    h += ["", "#pragma GCC visibility pop", "", "#endif", ""]
     with open(os.path.join(out, "iq_tables.h"), "w", encoding="utf-8") as f:
         f.write("\n".join(h))
     with open(os.path.join(out, "iq_tables.c"), "w", encoding="utf-8") as f:

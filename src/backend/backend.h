@@ -212,6 +212,10 @@ typedef struct BackendOptions {
     int n_threads;    /* 0 = every CPU this process may use */
     MatMode mode;
     bool pack;        /* cpu, MATMUL_GGML: repack matrices the kernels read faster another way (same bits) */
+    /* load progress in bytes (DlProgressFn): "pack" while bind copies, "prefetch" while make_resident reads;
+     * called on the calling thread; NULL: none */
+    void (*progress)(void *user, const char *phase, uint64_t done, uint64_t total);
+    void *progress_user;
 } BackendOptions;
 
 struct Backend {

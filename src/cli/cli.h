@@ -20,6 +20,7 @@ DL_CMD(cmd_tokenize);
 DL_CMD(cmd_detokenize);
 DL_CMD(cmd_chat_format);
 DL_CMD(cmd_serve);
+DL_CMD(cmd_chat);
 #undef DL_CMD
 
 /* Shared helpers for option parsing: print "deltallm CMD: message" to stderr and return 2. */
@@ -32,5 +33,10 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, 
  * error or when out of memory (errno tells which, for a file that cannot be opened). */
 char *cli_read_stream(FILE *f, size_t *len);
 char *cli_read_file(const char *path, size_t *len);
+/* cli_read_file, where the path "-" means standard input. */
+char *cli_read_path(const char *path, size_t *len);
+
+/* A seed from the kernel's random source (the time and pid if that fails), for --seed -1. */
+unsigned long long cli_random_seed(void);
 
 #endif

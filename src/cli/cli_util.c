@@ -1,4 +1,4 @@
-/* cli_util.c — helpers shared by the subcommands (cli.h): option parsing, reading whole files. */
+/* cli_util.c — helpers shared by the subcommands (cli.h): option parsing, reading whole files, seeds. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -6,6 +6,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -74,4 +78,17 @@ char *cli_read_file(const char *path, size_t *len) {
     char *s = cli_read_stream(f, len);
     fclose(f);
     return s;
+}
+
+char *cli_read_path(const char *path, size_t *len) {
+    return strcmp(path, "-") == 0 ? cli_read_stream(stdin, len) : cli_read_file(path, len);
+}
+
+unsigned long long cli_random_seed(void) {
+    unsigned long long s = 0;
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) == (ssize_t)sizeof s) return s;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((unsigned long long)ts.tv_sec * 1000000007ull) ^ (unsigned long long)ts.tv_nsec ^
+           ((unsigned long long)getpid() << 32);
 }

@@ -214,6 +214,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     free(report);
+    if (rc) return rc; /* the error is on stderr; no partial table on stdout */
     if (json) {
         printf("[\n");
         for (int i = 0; i < n_res; i++) {

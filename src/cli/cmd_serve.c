@@ -3,6 +3,7 @@
  * that line; with --port 0 it carries the port that was chosen). */
 #include "cli/cli.h"
 #include "cli/cli_engine.h"
+#include "cli/progress.h"
 #include "server/server.h"
 #include "server/util.h"
 
@@ -20,6 +21,8 @@ static void usage(void) {
            "  -c, --ctx-size N         context per slot in tokens (default min(model, 4096))\n"
            "  -b, --batch-size N       prompt tokens per forward pass (default 256)\n"
            "  -t, --threads N          compute threads (default: all CPUs)\n"
+           "  --no-mmap                read the weights into memory instead of mapping the file\n"
+           "  --mlock                  read every weight page first and lock them in memory\n"
            "  --api-key KEY            require 'Authorization: Bearer KEY' (also $DELTALLM_API_KEY)\n"
            "  --api-key-file FILE      the same, the key read from the first line of FILE\n"
            "  --alias NAME             model id reported by the API (default: the file name)\n"
@@ -39,6 +42,7 @@ static void usage(void) {
            "  --temp T --top-p P --top-k K --min-p P\n"
            "                           sampling defaults for requests that do not set them (OpenAI's: 1, 1, off, off)\n"
            "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
+           "  --no-webui               no chat page at / (by default http://HOST:PORT/ is a chat in the browser)\n"
            "  -v, --verbose            debug log\n%s", cli_engine_help);
 }
 
@@ -96,6 +100,8 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) INT_OPT(16, 1 << 24, c.ctx_size);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) INT_OPT(1, 1 << 16, c.batch_size);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) INT_OPT(0, 4096, c.threads);
+        else if (!strcmp(a, "--no-mmap")) c.no_mmap = true;
+        else if (!strcmp(a, "--mlock")) c.mlock = true;
         else if (!strcmp(a, "--api-key")) {
             NEEDV;
             c.api_key = val;
@@ -136,6 +142,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--top-k")) INT_OPT(0, 1 << 30, c.top_k);
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) INT_OPT(-1, 1 << 30, c.n_predict);
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) srv_log_verbose(true);
+        else if (!strcmp(a, "--no-webui")) c.no_webui = true;
         else {
             free(key_owned);
             return cli_usage_error("serve", "unknown option '%s' (deltallm serve --help lists them)", a);
@@ -162,7 +169,12 @@ int cmd_serve(int argc, char **argv) {
 
     c.backend = eo.backend, c.isa = eo.isa, c.deltanet = eo.deltanet, c.no_pack = eo.no_pack;
     Err err = {{0}};
+    LoadProgress bar;
+    load_progress_init(&bar, stderr);
+    c.load_progress = load_progress_cb;
+    c.load_progress_user = &bar;
     Server *s = server_start(&c, &err);
+    load_progress_end(&bar);
     free(key_owned);
     if (!s) {
         fprintf(stderr, "deltallm serve: %s\n", err.msg);

@@ -20,10 +20,6 @@
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
-static char *read_path(const char *path, size_t *len) {
-    return strcmp(path, "-") == 0 ? cli_read_stream(stdin, len) : cli_read_file(path, len);
-}
-
 /* Opens MODEL and loads its tokenizer; prints one line and returns NULL on failure. */
 static Tokenizer *open_tokenizer(const char *cmd, const char *path) {
     Err err = {{0}};
@@ -108,7 +104,7 @@ int cmd_tokenize(int argc, char **argv) {
     size_t len = 0;
     char *buf = NULL;
     if (file) {
-        if (!(buf = read_path(file, &len))) {
+        if (!(buf = cli_read_path(file, &len))) {
             fprintf(stderr, "deltallm tokenize: cannot read %s: %s\n", file, strerror(errno));
             return 1;
         }

@@ -1,5 +1,7 @@
 /* main.c — entry point of the deltallm binary: dispatches to a subcommand. The only place that exits. */
 #include "cli/cli.h"
+#include "deltallm.h"
+#include "git_rev.h" /* DL_GIT_REV, written by the Makefile */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +15,11 @@ typedef struct Command {
 
 static CmdFn f_inspect = cmd_inspect, f_run = cmd_run, f_eval = cmd_eval, f_synth = cmd_synth,
              f_parity = cmd_parity, f_bench = cmd_bench, f_tokenize = cmd_tokenize, f_detokenize = cmd_detokenize,
-             f_chat_format = cmd_chat_format, f_serve = cmd_serve;
+             f_chat_format = cmd_chat_format, f_serve = cmd_serve, f_chat = cmd_chat;
 
 static const Command commands[] = {
     {"run", &f_run, "generate text: run -m MODEL.gguf -p PROMPT [-n N] [--chat] [sampling options]"},
+    {"chat", &f_chat, "interactive multi-turn chat in the terminal: chat -m MODEL.gguf [-sys PROMPT]"},
     {"serve", &f_serve, "OpenAI-compatible HTTP server: serve -m MODEL.gguf [--host H] [--port P]"},
     {"inspect", &f_inspect, "show a GGUF file: metadata, hyperparameters, tensors, memory needs"},
     {"eval", &f_eval, "write all-position logits for a token file: eval -m MODEL --tokens-file F --logits-out OUT"},
@@ -29,12 +32,16 @@ static const Command commands[] = {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: deltallm COMMAND [options]   (deltallm COMMAND --help for its options)\n\ncommands:\n");
+    fprintf(f, "usage: deltallm COMMAND [options]   (deltallm COMMAND --help for its options; --version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-12s %s%s\n", commands[i].name, commands[i].help, *commands[i].fn ? "" : " [not built]");
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0)) {
+        printf("deltallm %s (%s)\n", dl_version(), DL_GIT_REV);
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -38,7 +38,9 @@ static int open_stages(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetA
                                    .isa = (int)isa,
                                    .n_threads = p->n_threads,
                                    .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
-                                   .pack = !p->no_pack};
+                                   .pack = !p->no_pack,
+                                   .progress = p->progress,
+                                   .progress_user = p->progress_user};
         Stage *st = &en->st[en->n_st++];
         st->l0 = l0;
         st->l1 = l0 + want;
@@ -65,7 +67,9 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     DeltaNetAlgo algo;
     Isa isa = ISA_REF;
     if (deltanet_algo_parse(p->deltanet, &algo, &e) || isa_parse(p->isa, &isa, &e)) goto fail;
-    en->model = model_load(p->model_path, &e);
+    GgufOpenOptions go = {.read = p->no_mmap, .progress = p->progress, .progress_user = p->progress_user};
+    Gguf *g = gguf_open_opts(p->model_path, &go, &e);
+    en->model = g ? model_from_gguf(g, &e) : NULL;
     if (!en->model) goto fail;
     const ModelConfig *c = &en->model->cfg;
     en->tok = tokenizer_load(en->model->gguf, &e);

@@ -27,7 +27,8 @@
 typedef struct Split {
     const uint8_t *base;
     size_t size;
-    bool mapped; /* munmap on close */
+    bool mapped;    /* munmap on close */
+    bool in_memory; /* read into anonymous memory (GgufOpenOptions.read), not a mapping of the file */
 } Split;
 
 struct Gguf {
@@ -478,7 +479,32 @@ static int parse_one(Gguf *g, int split, const GgufKV **kv_out, int64_t *n_kv_ou
 
 /* ---- open / close ------------------------------------------------------------------------------------- */
 
-static int map_file(const char *path, Split *sp, Err *err) {
+/* Reads a whole file into anonymous memory (GgufOpenOptions.read), reporting progress per 16 MiB. */
+static void *read_file_into_memory(int fd, const char *path, size_t size, const GgufOpenOptions *o, uint64_t base,
+                                   uint64_t total, Err *err) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return err_set(err, "cannot allocate %zu MiB to read '%s' into", size >> 20, path), NULL;
+    madvise(p, size, MADV_HUGEPAGE);
+    const size_t chunk = (size_t)16 << 20;
+    for (size_t off = 0; off < size;) {
+        size_t n = size - off < chunk ? size - off : chunk;
+        ssize_t r = pread(fd, (uint8_t *)p + off, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            munmap(p, size);
+            return err_set(err, "cannot read '%s' at byte %zu: %s", path, off, e ? strerror(e) : "unexpected end of file"),
+                   NULL;
+        }
+        off += (size_t)r;
+        if (o->progress) o->progress(o->progress_user, "read", base + off, total);
+    }
+    mprotect(p, size, PROT_READ);
+    return p;
+}
+
+/* Maps (or with o->read, reads) one file; base and total: bytes before it and in all parts (progress). */
+static int map_file(const char *path, Split *sp, const GgufOpenOptions *o, uint64_t base, uint64_t total, Err *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return err_set(err, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
@@ -492,17 +518,31 @@ static int map_file(const char *path, Split *sp, Err *err) {
         return err_set(err, "'%s' is not a regular file", path);
     }
     if (st.st_size < 24) {
+        /* a short file is only "truncated" if it starts like a GGUF file */
+        char magic[4];
+        ssize_t r = pread(fd, magic, 4, 0);
         close(fd);
+        if (r < 4 || memcmp(magic, GGUF_MAGIC, 4) != 0)
+            return err_set(err, "'%s': not a GGUF file (%lld bytes, no GGUF magic)", path, (long long)st.st_size);
         return err_set(err, "'%s': file truncated: %lld bytes is shorter than a GGUF header (24)", path,
                        (long long)st.st_size);
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (p == MAP_FAILED) return err_set(err, "cannot map '%s': %s", path, strerror(e));
+    void *p;
+    int e = 0;
+    if (o && o->read) {
+        p = read_file_into_memory(fd, path, (size_t)st.st_size, o, base, total, err);
+        close(fd);
+        if (!p) return -1;
+    } else {
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        e = errno;
+        close(fd);
+        if (p == MAP_FAILED) return err_set(err, "cannot map '%s': %s", path, strerror(e));
+    }
     sp->base = p;
     sp->size = (size_t)st.st_size;
     sp->mapped = true;
+    sp->in_memory = o && o->read;
     return 0;
 }
 
@@ -523,7 +563,7 @@ Gguf *gguf_open_memory(const void *data, size_t size, Err *err) {
     if (!g) return err_set(err, "out of memory"), NULL;
     g->splits = calloc(1, sizeof *g->splits);
     if (!g->splits) return gguf_close(g), err_set(err, "out of memory"), NULL;
-    g->splits[0] = (Split){data, size, false};
+    g->splits[0] = (Split){data, size, false, false};
     g->n_splits = 1;
     const GgufKV *kv;
     int64_t n_kv;
@@ -600,7 +640,14 @@ static int check_split_part(const GgufKV *kv, int64_t n_kv, int k, int count, bo
     return 0;
 }
 
-Gguf *gguf_open(const char *path, Err *err) {
+static void part_name(char *buf, size_t cap, const char *path, size_t prefix_len, bool is_split, int i, int count) {
+    if (is_split) snprintf(buf, cap, "%.*s-%05d-of-%05d.gguf", (int)prefix_len, path, i + 1, count);
+    else snprintf(buf, cap, "%s", path);
+}
+
+Gguf *gguf_open(const char *path, Err *err) { return gguf_open_opts(path, NULL, err); }
+
+Gguf *gguf_open_opts(const char *path, const GgufOpenOptions *opts, Err *err) {
     Gguf *g = calloc(1, sizeof *g);
     if (!g) return err_set(err, "out of memory"), NULL;
     size_t prefix_len = 0;
@@ -615,13 +662,16 @@ Gguf *gguf_open(const char *path, Err *err) {
     g->splits = calloc((size_t)count, sizeof *g->splits);
     if (!g->splits) return gguf_close(g), err_set(err, "out of memory"), NULL;
     int64_t tensors_count = -1; /* split.tensors.count, once a part has said it */
+    char part[4096];
+    uint64_t total = 0; /* for progress: the size of all parts */
+    for (int i = 0; opts && opts->read && opts->progress && i < count; i++) {
+        struct stat st;
+        part_name(part, sizeof part, path, prefix_len, is_split, i, count);
+        if (stat(part, &st) == 0) total += (uint64_t)st.st_size;
+    }
     for (int i = 0; i < count; i++) {
-        char part[4096];
-        if (is_split)
-            snprintf(part, sizeof part, "%.*s-%05d-of-%05d.gguf", (int)prefix_len, path, i + 1, count);
-        else
-            snprintf(part, sizeof part, "%s", path);
-        if (map_file(part, &g->splits[i], err)) {
+        part_name(part, sizeof part, path, prefix_len, is_split, i, count);
+        if (map_file(part, &g->splits[i], opts, gguf_file_size(g), total, err)) {
             if (is_split) err_prefix(err, "split part %d of %d", i + 1, count);
             goto fail;
         }
@@ -662,7 +712,7 @@ uint64_t gguf_file_size(const Gguf *g) {
 
 bool gguf_file_mapped(const Gguf *g) {
     for (int i = 0; i < g->n_splits; i++)
-        if (!g->splits[i].mapped) return false;
+        if (!g->splits[i].mapped || g->splits[i].in_memory) return false;
     return g->n_splits > 0;
 }
 

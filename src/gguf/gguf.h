@@ -91,6 +91,13 @@ typedef struct Gguf Gguf;
 /* Opens and validates a GGUF file. A name of the form PREFIX-0000K-of-0000N.gguf opens all N parts as one
  * model (any K may be given). Returns NULL with a one-line message in err. */
 Gguf *gguf_open(const char *path, Err *err);
+typedef struct GgufOpenOptions {
+    bool read; /* read the file(s) into anonymous memory instead of mapping them (--no-mmap) */
+    /* with read: called as the parts are read, progress(user, "read", bytes read, bytes of all parts) */
+    void (*progress)(void *user, const char *phase, uint64_t done, uint64_t total);
+    void *progress_user;
+} GgufOpenOptions;
+Gguf *gguf_open_opts(const char *path, const GgufOpenOptions *opts, Err *err); /* opts may be NULL */
 /* Parses a GGUF image held in memory (not copied; must outlive the Gguf). For tests and the fuzzer. */
 Gguf *gguf_open_memory(const void *data, size_t size, Err *err);
 void gguf_close(Gguf *g);
@@ -100,7 +107,7 @@ uint32_t gguf_alignment(const Gguf *g);
 int gguf_n_splits(const Gguf *g);
 uint64_t gguf_file_size(const Gguf *g); /* all parts together */
 /* Whether every part is a read-only file mapping (gguf_open), whose pages can be dropped from memory and
- * are read back from the file (not gguf_open_memory's caller memory). */
+ * are read back from the file (not gguf_open_memory's caller memory, not GgufOpenOptions.read's copy). */
 bool gguf_file_mapped(const Gguf *g);
 /* The start and size of every split's mapping (for prefetch / mlock). */
 void gguf_split_mapping(const Gguf *g, int split, const void **base, size_t *size);

@@ -12,6 +12,9 @@
 #define IQ1S_DELTA 0.125f
 #define IQ1M_DELTA 0.125f
 
+/* internal to the library (libdeltallm.so): read directly, not through the GOT, in -fPIC kernels */
+#pragma GCC visibility push(hidden)
+
 /* bit j set: the sign mask of element j in an 8-element group */
 extern const uint8_t kmask_iq2xs[8];
 /* 7-bit sign pattern -> 8 sign bits (bit 7 is the parity of bits 0..6) */
@@ -32,5 +35,7 @@ extern const uint64_t iq1s_grid[2048];
 extern const int8_t kvalues_iq4nl[16];
 /* MXFP4: E2M1 values times 2 (the E8M0 scale is halved to match) */
 extern const int8_t kvalues_mxfp4[16];
+
+#pragma GCC visibility pop
 
 #endif

@@ -10,6 +10,7 @@
  *   GET  /health                no authentication; 200 {"status": "ok", slots, queue, cache}
  *   GET  /v1/models, /v1/models/{id}
  *   POST /v1/chat/completions, /v1/completions
+ *   GET  /, /web/NAME           the chat page (web.c; no authentication; --no-webui: 404)
  * Anything else is 404, a wrong method 405 (with Allow). With an API key every route but /health needs
  * "Authorization: Bearer KEY" (401 otherwise, checked before routing). */
 #include <errno.h>
@@ -26,6 +27,7 @@
 
 #include "server/respond.h"
 #include "server/server_internal.h"
+#include "server/web.h"
 
 typedef enum Route { R_NONE, R_HEALTH, R_MODELS, R_MODEL_ONE, R_CHAT, R_COMPLETIONS } Route;
 
@@ -420,6 +422,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     if (!cc) {
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
+        int web_rc;
+        if (!s->cfg.no_webui && web_serve(c, url, method, &web_rc)) return (enum MHD_Result)web_rc;
         cc->route = route_of(url, cc);
         bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
         if (cc->route != R_HEALTH && !authorized(s, c)) {

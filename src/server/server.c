@@ -133,8 +133,11 @@ Server *server_start(const ServerConfig *c, Err *err) {
     p.isa = c->isa;
     p.deltanet = c->deltanet;
     p.no_pack = c->no_pack;
+    p.no_mmap = c->no_mmap;
+    p.progress = c->load_progress;
+    p.progress_user = c->load_progress_user;
     DlError de = {{0}};
-    if (!(s->engine = dl_engine_open(&p, &de))) {
+    if (!(s->engine = dl_engine_open(&p, &de)) || (c->mlock && dl_engine_prefetch(s->engine, true, &de))) {
         err_set(err, "%s", de.msg);
         goto fail;
     }

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
@@ -17,6 +18,10 @@ typedef struct ServerConfig {
     int ctx_size;     /* tokens per slot; 0: min(model, 4096) */
     int batch_size;   /* prompt tokens per forward pass */
     int threads;      /* 0: all CPUs */
+    bool no_mmap;     /* read the weights into memory (DlEngineParams.no_mmap) */
+    bool mlock;       /* read every weight page and lock them in memory before serving */
+    void (*load_progress)(void *user, const char *phase, uint64_t done, uint64_t total); /* DlProgressFn */
+    void *load_progress_user;
     const char *api_key; /* NULL: no authentication */
     const char *alias;   /* model id in responses; NULL: the file name without .gguf */
     const char *chat_template_file; /* overrides the GGUF's template */
@@ -38,6 +43,7 @@ typedef struct ServerConfig {
      * fields above */
     const char *backend, *isa, *deltanet;
     bool no_pack;
+    bool no_webui; /* no chat page at / */
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);

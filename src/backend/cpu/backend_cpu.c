@@ -102,7 +102,7 @@ static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
     int k = 0;
     for (int i = 0; i < n; i++)
         if (!w[i].n_expert && !w[i].lookup_only) cand[k] = hb->mats[i], drop[k] = w[i].file_pages, idx[k++] = i;
-    int rc = host_pack(cand, drop, k, &hb->packs, err);
+    int rc = host_pack(cand, drop, k, &hb->progress, &hb->packs, err);
     for (int i = 0; rc == 0 && i < k; i++) hb->mats[idx[i]].pack = cand[i].pack;
     free(cand), free(idx), free(drop);
     return rc;
@@ -147,12 +147,18 @@ static int h_make_resident(Backend *be, bool lock, Err *err) {
         }
     }
     volatile uint8_t sink = 0;
-    size_t total = 0;
+    size_t total = 0, all = 0;
+    for (int i = 0; i < m; i++) all += r[i].e - r[i].b;
     for (int i = 0; i < m; i++) {
         madvise((void *)r[i].b, r[i].e - r[i].b, MADV_WILLNEED);
-        for (uintptr_t p = r[i].b; p < r[i].e; p += page) sink ^= *(const volatile uint8_t *)p;
+        for (uintptr_t p = r[i].b; p < r[i].e; p += page) {
+            sink ^= *(const volatile uint8_t *)p;
+            if (hb->progress.fn && ((total + (p - r[i].b)) & ((64u << 20) - 1)) == 0)
+                hb->progress.fn(hb->progress.user, "prefetch", total + (p - r[i].b), all);
+        }
         total += r[i].e - r[i].b;
     }
+    if (hb->progress.fn) hb->progress.fn(hb->progress.user, "prefetch", all, all);
     (void)sink;
     int rc = 0;
     for (int i = 0; lock && rc == 0 && i < m; i++)
@@ -290,6 +296,7 @@ Backend *backend_create(const BackendOptions *o, Err *err) {
     hb->ops = ref ? &ops_ref : ops_cpu(isa);
     hb->oc = (OpCtx){o->mode, hb->pool, NULL, 0};
     hb->pack = o->pack && !ref;
+    hb->progress = (HostProgress){o->progress, o->progress_user};
     return &hb->be;
 }
 

@@ -33,6 +33,11 @@ typedef struct PackSet {
     int n;
 } PackSet;
 
+typedef struct HostProgress {
+    void (*fn)(void *user, const char *phase, uint64_t done, uint64_t total); /* BackendOptions.progress */
+    void *user;
+} HostProgress;
+
 typedef struct HostBackend {
     Backend be;
     Isa isa;
@@ -44,6 +49,7 @@ typedef struct HostBackend {
     const Weight *weights;
     int n_weights;
     PackSet packs;
+    HostProgress progress; /* BackendOptions.progress */
     BBuf wrap;     /* base 0: views of caller memory */
 } HostBackend;
 
@@ -53,7 +59,8 @@ static inline HostBackend *host_of(Backend *be) { return (HostBackend *)be; }
  * with rows a multiple of 8) and drops the pages of those whose droppable[i] says they are file pages (read
  * back from the file if touched again; other memory would lose its contents). Results are bit-identical
  * with or without. */
-int host_pack(MatW *mats, const bool *droppable, int n, PackSet *out, Err *err);
+/* progress (may be NULL): "pack", bytes copied of bytes to copy, on the calling thread. */
+int host_pack(MatW *mats, const bool *droppable, int n, const HostProgress *progress, PackSet *out, Err *err);
 void host_pack_free(PackSet *p);
 /* The R8 layout (MatW.pack): rows (a multiple of 8) of row_bytes, blocks of block_bytes, interleaved by 8
  * per block: block i of row 8g+r goes to dst + g·8·row_bytes + (8i + r)·block_bytes. */

@@ -74,6 +74,10 @@ typedef struct Job {
     int64_t *first; /* per matrix, the index of its first slice; [n] = all slices */
     int n;
     atomic_llong next;
+    atomic_ullong bytes_done; /* for progress */
+    uint64_t bytes_total;
+    pthread_t caller; /* the thread that reports progress (callbacks run on the caller's thread) */
+    const HostProgress *progress;
 } Job;
 
 /* Copies slices (up to SLICE_GROUPS 8-row groups of one matrix) until none is left, dropping the file's
@@ -92,6 +96,9 @@ static void *worker(void *arg) {
         const uint8_t *src = (const uint8_t *)w->data + off;
         pack_rows8_q8_0(j->dst[m] + off, src, (g1 - g0) * PACK_ROWS, w->row_bytes);
         if (j->drop[m]) drop_pages(src, bytes);
+        const uint64_t done = atomic_fetch_add(&j->bytes_done, bytes) + bytes;
+        if (j->progress && pthread_equal(pthread_self(), j->caller))
+            j->progress->fn(j->progress->user, "pack", done, j->bytes_total);
     }
 }
 
@@ -100,7 +107,7 @@ static int by_address(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-int host_pack(MatW *all, const bool *droppable, int n_all, PackSet *out, Err *err) {
+int host_pack(MatW *all, const bool *droppable, int n_all, const HostProgress *progress, PackSet *out, Err *err) {
     memset(out, 0, sizeof *out);
     int n = 0;
     MatW **mats = malloc(sizeof *mats * (size_t)(n_all + 1));
@@ -128,7 +135,8 @@ int host_pack(MatW *all, const bool *droppable, int n_all, PackSet *out, Err *er
         first[i + 1] = first[i] + (mats[i]->rows / PACK_ROWS + SLICE_GROUPS - 1) / SLICE_GROUPS;
         ranges[i] = (PackedRange){mats[i]->data, (size_t)mats[i]->rows * mats[i]->row_bytes};
     }
-    Job job = {mats, drop, dst, first, n, 0};
+    Job job = {mats, drop, dst, first, n, 0, 0, 0, pthread_self(), progress && progress->fn ? progress : NULL};
+    for (int i = 0; i < n; i++) job.bytes_total += (uint64_t)mats[i]->rows * mats[i]->row_bytes;
     long nt = sysconf(_SC_NPROCESSORS_ONLN);
     nt = nt < 1 ? 1 : nt > MAX_THREADS ? MAX_THREADS : nt;
     pthread_t th[MAX_THREADS];
@@ -137,6 +145,7 @@ int host_pack(MatW *all, const bool *droppable, int n_all, PackSet *out, Err *er
         if (pthread_create(&th[started], NULL, worker, &job) == 0) started++;
     worker(&job);
     for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    if (job.progress) job.progress->fn(job.progress->user, "pack", job.bytes_total, job.bytes_total);
     for (int i = 0; i < n; i++) {
         mats[i]->pack = dst[i];
         if (drop[i]) drop_pages(mats[i]->data, ranges[i].bytes); /* the pages across slice edges */

@@ -1,0 +1,133 @@
+/* gen_options.c — see gen_options.h: the options `run` and `chat` share. */
+#include "cli/gen_options.h"
+
+#include "cli/cli.h"
+#include "cli/progress.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+void gen_options_init(GenOptions *o, long long n_gen_default) {
+    memset(o, 0, sizeof *o);
+    o->n_gen = n_gen_default;
+    o->top_k = 40;
+    o->last_n = 64;
+    o->seed = -1;
+    o->temp = 0.8;
+    o->top_p = 0.95;
+    o->min_p = 0.05;
+    o->repeat_penalty = 1.0;
+    o->think = true;
+    cli_engine_init(&o->engine);
+}
+
+const char gen_options_help[] =
+    "  -m, --model FILE         the GGUF file (any part of a split set)\n"
+    "  -n, --n-predict N        tokens to generate (-1 = until end of generation or context)\n"
+    "  -c, --ctx-size N         context size in tokens (default min(model, 4096))\n"
+    "  -t, --threads N          compute threads (default: all)\n"
+    "  -sys, --system-prompt S  a system message first (chat template formats only)\n"
+    "  --no-think               disable the thinking block (chat template formats only)\n"
+    "  --chat-template-file F   use this chat template instead of the GGUF's\n"
+    "  --chat-format NAME       force the chat format: chatml, qwen3, qwen3-coder, qwen35\n"
+    "  --temp T                 temperature (default 0.8; 0 = greedy)\n"
+    "  --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
+    "  --seed S                 sampling seed (default -1: random; -v prints it)\n"
+    "  --ignore-eos             keep generating past end-of-generation tokens\n"
+    "  --exact                  F32 activations (the reference mode)\n"
+    "  --no-mmap                read the weights into memory instead of mapping the file\n"
+    "  --mlock                  read every weight page first and lock them in memory\n"
+    "  --special                print control tokens too\n"
+    "  -v, --verbose            also print the seed and timings\n";
+
+int gen_options_parse(GenOptions *o, const char *cmd, int argc, char **argv, int *i) {
+    const int er = cli_engine_arg(cmd, argc, argv, i, &o->engine);
+    if (er) return er == 1 ? 1 : -1;
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    long long *ip = NULL, ilo = 0, ihi = 0;
+    double *fp = NULL, flo = 0, fhi = 0;
+    const char **sp = NULL;
+#define IS(x) (!strcmp(a, x))
+    if (IS("-m") || IS("--model")) sp = &o->model;
+    else if (IS("-sys") || IS("--system-prompt")) sp = &o->system_prompt;
+    else if (IS("--chat-template-file")) sp = &o->chat_template_file;
+    else if (IS("--chat-format")) sp = &o->chat_format;
+    else if (IS("-n") || IS("--n-predict")) ip = &o->n_gen, ilo = -1, ihi = 1 << 24;
+    else if (IS("-c") || IS("--ctx-size")) ip = &o->n_ctx, ilo = 1, ihi = 1 << 24;
+    else if (IS("-t") || IS("--threads")) ip = &o->threads, ilo = 1, ihi = 1024;
+    else if (IS("--top-k")) ip = &o->top_k, ilo = 0, ihi = 1 << 24;
+    else if (IS("--repeat-last-n")) ip = &o->last_n, ilo = 0, ihi = 1 << 20;
+    else if (IS("--seed")) ip = &o->seed, ilo = -1, ihi = INT64_MAX;
+    else if (IS("--temp")) fp = &o->temp, flo = 0, fhi = 100;
+    else if (IS("--top-p")) fp = &o->top_p, flo = 0, fhi = 1;
+    else if (IS("--min-p")) fp = &o->min_p, flo = 0, fhi = 1;
+    else if (IS("--repeat-penalty")) fp = &o->repeat_penalty, flo = 0.01, fhi = 100;
+    else if (IS("--no-think")) o->think = false;
+    else if (IS("--ignore-eos")) o->ignore_eos = true;
+    else if (IS("--exact")) o->exact = true;
+    else if (IS("--no-mmap")) o->no_mmap = true;
+    else if (IS("--mlock")) o->mlock = true;
+    else if (IS("--special")) o->special = true;
+    else if (IS("-v") || IS("--verbose")) o->verbose = true;
+    else if (IS("--synthetic-note")) o->synthetic_note = true;
+    else return 0;
+#undef IS
+    if (!sp && !ip && !fp) return 1;
+    if (!v) return cli_usage_error(cmd, "%s needs a value", a), -1;
+    ++*i;
+    if (sp) *sp = v;
+    else if (ip && cli_parse_int(cmd, a, v, ilo, ihi, ip)) return -1;
+    else if (fp && cli_parse_float(cmd, a, v, flo, fhi, fp)) return -1;
+    return 1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+DlEngine *gen_open_engine(const GenOptions *o, DlError *err) {
+    LoadProgress bar;
+    load_progress_init(&bar, stderr);
+    DlEngineParams ep;
+    dl_engine_params_init(&ep);
+    ep.model_path = o->model;
+    ep.n_ctx = (int)o->n_ctx;
+    ep.n_threads = (int)o->threads;
+    ep.exact = o->exact;
+    ep.no_mmap = o->no_mmap;
+    ep.progress = load_progress_cb;
+    ep.progress_user = &bar;
+    cli_engine_apply(&o->engine, &ep);
+    const double t0 = now_s();
+    DlEngine *e = dl_engine_open(&ep, err);
+    if (e && o->mlock && dl_engine_prefetch(e, true, err)) {
+        dl_engine_close(e);
+        e = NULL;
+    }
+    load_progress_end(&bar);
+    if (!e) return NULL;
+    const DlModelInfo *info = dl_engine_info(e);
+    if (o->synthetic_note)
+        fprintf(stderr, "synthetic weights: text is meaningless (this shows the engine working; "
+                        "run a real model with `make run MODEL=path.gguf PROMPT=...`)\n");
+    fprintf(stderr, "model: %s (%s), %d layers, vocab %d, context %d; loaded in %.2f s\n",
+            info->name[0] ? info->name : o->model, info->arch, info->n_layer, info->n_vocab, info->n_ctx, now_s() - t0);
+    return e;
+}
+
+DlSampler *gen_new_sampler(const GenOptions *o, const DlEngine *e, DlError *err) {
+    DlSamplingParams sp;
+    dl_sampling_params_init(&sp);
+    sp.temperature = (float)o->temp;
+    sp.top_k = (int)o->top_k;
+    sp.top_p = (float)o->top_p;
+    sp.min_p = (float)o->min_p;
+    sp.repeat_penalty = (float)o->repeat_penalty;
+    sp.penalty_last_n = (int)o->last_n;
+    sp.seed = o->seed < 0 ? cli_random_seed() % 4294967296u : (uint64_t)o->seed; /* 32 bits: easy to type back */
+    if (o->verbose) fprintf(stderr, "seed: %llu\n", (unsigned long long)sp.seed);
+    return dl_sampler_new(e, &sp, err);
+}

@@ -1,0 +1,246 @@
+/* test_chat_cli.c — `deltallm chat`: the conversation and its session reuse (chat_conv.c, in process), and
+ * the interactive program itself driven through a pseudo-terminal (turns, /reset, /exit, Ctrl-C stopping
+ * one reply) and through pipes. */
+#include "test.h"
+
+#include "cli/chat_conv.h"
+#include "cli/chat_prompt.h"
+#include "cli_proc.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODEL "models/m3-qwen35-dense-bf16.gguf"
+#define QWEN35_TEMPLATE "chat/Qwen3.5-4B.jinja"
+
+typedef struct Text {
+    char reasoning[8192], content[8192];
+    size_t nr, nc;
+} Text;
+
+static void add(char *dst, size_t *n, const char *s, size_t len) {
+    if (*n + len >= 8192) len = 8191 - *n;
+    memcpy(dst + *n, s, len);
+    *n += len;
+    dst[*n] = 0;
+}
+static void on_r(void *u, const char *s, size_t n) { add(((Text *)u)->reasoning, &((Text *)u)->nr, s, n); }
+static void on_c(void *u, const char *s, size_t n) { add(((Text *)u)->content, &((Text *)u)->nc, s, n); }
+
+typedef struct Fixture {
+    DlEngine *e;
+    ChatTemplate t;
+    ChatConv *conv;
+    DlSampler *greedy;
+} Fixture;
+
+static bool fixture_open(Fixture *f, const char *template_rel, int n_ctx) {
+    memset(f, 0, sizeof *f);
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = test_data(MODEL);
+    p.n_threads = 1;
+    p.n_ctx = n_ctx;
+    DlError err = {{0}};
+    char msg[512];
+    if (!(f->e = dl_engine_open(&p, &err))) return test_check(false, __FILE__, __LINE__, "engine", "%s", err.msg);
+    if (chat_prompt_template(dl_chat_template(f->e), template_rel ? test_data(template_rel) : NULL, NULL, &f->t, msg,
+                             sizeof msg))
+        return test_check(false, __FILE__, __LINE__, "template", "%s", msg);
+    DlSamplingParams sp;
+    dl_sampling_params_init(&sp);
+    sp.temperature = 0;
+    f->greedy = dl_sampler_new(f->e, &sp, &err);
+    f->conv = chat_conv_new(f->e, &f->t, NULL, true, &err);
+    return test_check(f->greedy && f->conv, __FILE__, __LINE__, "conv", "%s", err.msg);
+}
+
+static void fixture_close(Fixture *f) {
+    chat_conv_free(f->conv);
+    dl_sampler_free(f->greedy);
+    dl_engine_close(f->e);
+}
+
+/* The conversation up to its last user message, rendered with the assistant prompt, as tokens. */
+static int32_t *rendered_prompt(Fixture *f, size_t *n) {
+    cJSON *msgs = cJSON_Duplicate(chat_conv_messages(f->conv), 1);
+    int last = cJSON_GetArraySize(msgs) - 1;
+    if (last >= 0 && !strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, last), "role")->valuestring, "assistant"))
+        cJSON_DeleteItemFromArray(msgs, last);
+    ChatRenderOptions o = {.add_generation_prompt = true, .enable_thinking = CHAT_THINKING_DEFAULT,
+                           .flatten_text_parts = true};
+    char *text = NULL;
+    size_t len = 0;
+    Err e = {{0}};
+    int32_t *ids = NULL;
+    DlError err;
+    if (chat_render(&f->t, msgs, NULL, &o, &text, &len, &e) || dl_tokenize(f->e, text, len, true, &ids, n, &err))
+        ids = NULL;
+    free(text);
+    cJSON_Delete(msgs);
+    return ids;
+}
+
+/* Turns with the Qwen3.5 template (its renderings drop earlier turns' reasoning, so the session must go
+ * back to the snapshot) and with ChatML (the reply is kept): each time the session must hold exactly the
+ * tokens of the conversation as the template renders it, and reuse what came before. */
+static void check_turns(const char *template_rel) {
+    Fixture f;
+    if (!fixture_open(&f, template_rel, 1024)) return fixture_close(&f);
+    const char *msgs[] = {"hello", "tell me more", "and then?"};
+    for (int k = 0; k < 3; k++) {
+        Text t = {0};
+        ChatConvOutput out = {on_r, on_c, &t};
+        ChatTurnStats st;
+        DlError err = {{0}};
+        ChatTurnEnd end = chat_conv_turn(f.conv, msgs[k], f.greedy, 24, false, &out, NULL, &st, &err);
+        CHECK_MSG(end == TURN_DONE || end == TURN_LENGTH, "turn %d ended %d: %s", k, end, err.msg);
+        size_t n_want = 0, n_have = 0;
+        int32_t *want = rendered_prompt(&f, &n_want);
+        const int32_t *have = chat_conv_tokens(f.conv, &n_have);
+        CHECK_MSG(want && n_want == st.n_prompt && n_have == st.n_prompt + st.n_gen - (end == TURN_DONE) &&
+                      memcmp(want, have, n_want * sizeof *want) == 0,
+                  "%s turn %d: the session does not hold the rendered conversation (%zu tokens; session %zu, %zu "
+                  "generated)", template_rel ? template_rel : "chatml", k, n_want, n_have, st.n_gen);
+        if (k > 0) CHECK_MSG(st.n_reused > 0, "turn %d reused nothing of the session", k);
+        test_note("%s turn %d: prompt %zu tokens, %zu reused, %zu generated", template_rel ? "qwen35" : "chatml", k,
+                  st.n_prompt, st.n_reused, st.n_gen);
+        free(want);
+    }
+    CHECK(cJSON_GetArraySize(chat_conv_messages(f.conv)) == 6);
+    chat_conv_reset(f.conv);
+    size_t n;
+    chat_conv_tokens(f.conv, &n);
+    CHECK(n == 0 && cJSON_GetArraySize(chat_conv_messages(f.conv)) == 0);
+    fixture_close(&f);
+}
+
+TEST(chat_cli, session_holds_the_rendered_conversation) {
+    check_turns(QWEN35_TEMPLATE);
+    check_turns(NULL);
+}
+
+TEST(chat_cli, interrupted_and_oversized_turns) {
+    Fixture f;
+    if (!fixture_open(&f, NULL, 64)) return fixture_close(&f);
+    Text t = {0};
+    ChatConvOutput out = {on_r, on_c, &t};
+    ChatTurnStats st;
+    DlError err = {{0}};
+    volatile sig_atomic_t stop = 1;
+    CHECK(chat_conv_turn(f.conv, "hi", f.greedy, 8, false, &out, &stop, &st, &err) == TURN_INTERRUPTED);
+    CHECK_MSG(cJSON_GetArraySize(chat_conv_messages(f.conv)) == 0, "an interrupted empty turn stays out of the history");
+    char big[400];
+    memset(big, 'a', sizeof big - 1);
+    for (size_t i = 0; i + 1 < sizeof big; i += 2) big[i] = ' ';
+    big[sizeof big - 1] = 0;
+    CHECK(chat_conv_turn(f.conv, big, f.greedy, 8, false, &out, NULL, &st, &err) == TURN_TOO_LONG &&
+          strstr(err.msg, "does not fit the context"));
+    CHECK(cJSON_GetArraySize(chat_conv_messages(f.conv)) == 0);
+    /* a reply that runs into the end of the context */
+    ChatTurnEnd end = chat_conv_turn(f.conv, "hi", f.greedy, -1, true, &out, NULL, &st, &err);
+    CHECK_MSG(end == TURN_CONTEXT && cJSON_GetArraySize(chat_conv_messages(f.conv)) == 2, "end %d", end);
+    fixture_close(&f);
+}
+
+/* ------------------------------------------------------------------------------------------ the program */
+
+#define PROMPT "\033[1;32m> \033[0m"
+
+/* What the program prints for a greedy first turn "hello" of at most n tokens (computed in process). */
+static bool expected_first_reply(const char *template_rel, int n_ctx, int n, Text *t) {
+    Fixture f;
+    bool ok = fixture_open(&f, template_rel, n_ctx);
+    ChatConvOutput out = {on_r, on_c, t};
+    ChatTurnStats st;
+    DlError err = {{0}};
+    ok = ok && chat_conv_turn(f.conv, "hello", f.greedy, n, false, &out, NULL, &st, &err) <= TURN_LENGTH;
+    fixture_close(&f);
+    return ok;
+}
+
+TEST(chat_cli, terminal_turns_reset_exit) {
+    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    Text want = {0};
+    REQUIRE(expected_first_reply(QWEN35_TEMPLATE, 1024, 16, &want));
+    REQUIRE_MSG(want.nr > 0, "the Qwen3.5 template starts replies in reasoning");
+    const char *argv[] = {"deltallm", "chat", "-m", test_data(MODEL), "--chat-template-file", test_data(QWEN35_TEMPLATE),
+                          "--temp", "0", "-n", "16", "-c", "1024", "-t", "1", NULL};
+    Pty p;
+    REQUIRE(pty_start(&p, argv));
+    char *banner = pty_expect(&p, PROMPT, 20000);
+    CHECK_MSG(banner && strstr(banner, "/help"), "no prompt line: %s", p.buf ? p.buf : "");
+    free(banner);
+    char *reply[3] = {0};
+    const char *say[3] = {"hello\r", "tell me more\r", "hello\r"};
+    for (int k = 0; k < 3; k++) {
+        if (k == 2) {
+            pty_send(&p, "/reset\r");
+            char *r = pty_expect(&p, PROMPT, 10000);
+            CHECK_MSG(r && strstr(r, "[conversation cleared]"), "/reset: %s", r ? r : "(timeout)");
+            free(r);
+        }
+        pty_send(&p, say[k]);
+        reply[k] = pty_expect(&p, PROMPT, 20000);
+        CHECK_MSG(reply[k] && strstr(reply[k], "[reply cut at 16 tokens (-n)]"), "turn %d: %s", k,
+                  reply[k] ? reply[k] : "(timeout)");
+    }
+    /* the reply as the program shows it: reasoning dimmed, then the content */
+    char shown[20000];
+    if (want.nc) snprintf(shown, sizeof shown, "\033[2m%s\033[0m\n\n%s\n", want.reasoning, want.content);
+    else snprintf(shown, sizeof shown, "\033[2m%s\033[0m\n[", want.reasoning);
+    CHECK_MSG(reply[0] && strstr(reply[0], shown), "turn 0 shows other text than a greedy reply:\n%s\nwanted:\n%s",
+              reply[0] ? reply[0] : "", shown);
+    CHECK_MSG(reply[0] && reply[2] && !strcmp(reply[0], reply[2]), "after /reset the same message got another reply");
+    CHECK_MSG(reply[1] && reply[0] && strcmp(reply[1], reply[0]) != 0, "the second turn repeated the first");
+    pty_send(&p, "/bogus\r");
+    char *r = pty_expect(&p, PROMPT, 10000);
+    CHECK_MSG(r && strstr(r, "unknown command /bogus"), "%s", r ? r : "(timeout)");
+    free(r);
+    pty_send(&p, "/exit\r");
+    CHECK_MSG(pty_finish(&p, 10000) == 0, "/exit: the program did not end with status 0");
+    for (int k = 0; k < 3; k++) free(reply[k]);
+}
+
+TEST(chat_cli, terminal_ctrl_c_stops_a_reply) {
+    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    /* replies that would run to the end of a 16k context (several seconds) unless stopped */
+    const char *argv[] = {"deltallm", "chat", "-m", test_data(MODEL), "--ignore-eos", "-c", "16384", "-t", "1", NULL};
+    Pty p;
+    REQUIRE(pty_start(&p, argv));
+    free(pty_expect(&p, PROMPT, 20000));
+    for (int k = 0; k < 2; k++) {
+        pty_send(&p, k ? "again\r" : "go\r");
+        char *echo = pty_expect(&p, "\n", 10000); /* the terminal's echo of the line */
+        free(echo);
+        CHECK_MSG(pty_wait_bytes(&p, 32, 20000), "turn %d: no reply is streamed", k);
+        pty_send(&p, "\x03");
+        char *r = pty_expect(&p, PROMPT, 20000);
+        CHECK_MSG(r && strstr(r, "[stopped]") && !strstr(r, "context is full"), "turn %d: Ctrl-C did not stop the reply: %s",
+                  k, r ? r + (strlen(r) > 300 ? strlen(r) - 300 : 0) : "(timeout)");
+        free(r);
+    }
+    pty_send(&p, "\x03"); /* at the prompt: a hint, then a second one quits */
+    char *hint = pty_expect(&p, PROMPT, 10000);
+    CHECK_MSG(hint && strstr(hint, "Ctrl-C again"), "%s", hint ? hint : "(timeout)");
+    free(hint);
+    pty_send(&p, "\x03");
+    CHECK_MSG(pty_finish(&p, 10000) == 0, "the second Ctrl-C at the prompt did not end the program cleanly");
+}
+
+TEST(chat_cli, pipe_one_message_per_line) {
+    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    Text want = {0};
+    REQUIRE(expected_first_reply(NULL, 1024, 12, &want));
+    char args[1024], *out = NULL, *err = NULL;
+    snprintf(args, sizeof args, "chat -m '%s' --temp 0 -n 12 -c 1024 -t 1", test_data(MODEL));
+    int rc = cli_run(args, "hello\nhello\\\nagain\n/exit\nnot sent\n", &out, &err);
+    char shown[9000];
+    snprintf(shown, sizeof shown, "%s\n", want.content);
+    CHECK_MSG(rc == 0 && out && !strncmp(out, shown, strlen(shown)),
+              "rc %d, stdout:\n%s\nwanted first:\n%s\nstderr: %s", rc, out ? out : "", shown, err ? err : "");
+    CHECK_MSG(err && strstr(err, "[reply cut at 12 tokens (-n)]"), "%s", err ? err : "");
+    free(out);
+    free(err);
+}

@@ -1,0 +1,259 @@
+// browser.mjs — the chat page (src/server/web/) in a real browser: starts `deltallm serve` with a test model
+// and an API key, opens http://127.0.0.1:PORT/ in headless Chromium (cdp.mjs) and uses it as a person
+// would: enters the key the page asks for, sets greedy sampling, sends a message, waits for the streamed
+// reply and checks it against the API's own answer; then reloads (conversations kept), renders a stored
+// Markdown reply with hostile HTML in it, makes a forced tool call, stops a reply that would not end, and
+// saves a screenshot. Prints "ok NAME" / "not ok NAME — why" lines; exit status 0 when all passed.
+//
+// Environment: DELTALLM_BIN (default build/deltallm), CHROMIUM (default /usr/bin/chromium),
+// DELTALLM_TEST_TMP (scratch), DELTALLM_WEB_SCREENSHOT (where the PNG goes; default in the scratch dir),
+// DELTALLM_WEB_DEBUG=1 (print the server's log at the end).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Browser } from './cdp.mjs';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const BIN = resolve(root, process.env.DELTALLM_BIN || 'build/deltallm');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const TMP = process.env.DELTALLM_TEST_TMP || mkdtempSync(join(tmpdir(), 'deltallm-web-'));
+const SHOT = resolve(root, process.env.DELTALLM_WEB_SCREENSHOT || join(TMP, 'webui.png'));
+const MODEL = join(root, 'tests/data/models/m3-qwen35-dense-bf16.gguf');
+const TEMPLATE = join(root, 'tests/data/chat/Qwen3.5-4B.jinja');
+const KEY = `web-test-key-${process.pid}`;
+const N_FIRST = 600; // tokens of the first reply: enough to arrive over several frames even at 5000 tokens/s
+const NO_EOG = { 1000: -100, 1001: -100, 1002: -100 }; // the test model's end-of-generation tokens
+
+let failures = 0;
+const ok = (name, detail = '') => console.log(`ok ${name}${detail ? ' — ' + detail : ''}`);
+const notOk = (name, why) => {
+  failures++;
+  console.log(`not ok ${name} — ${why}`);
+};
+const check = (cond, name, why) => (cond ? ok(name) : notOk(name, why));
+const words = (s) => (s || '').replace(/[^\p{L}\p{N}]/gu, '');
+
+function startServer() {
+  const args = ['serve', '-m', MODEL, '--host', '127.0.0.1', '--port', '0', '-np', '2', '-c', '2048', '-t', '1',
+    '--api-key', KEY, '--chat-template-file', TEMPLATE];
+  const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  proc.stderr.on('data', (d) => (err = (err + d).slice(-4000)));
+  return new Promise((resolveStart, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`the server did not start: ${err}`)), 30000);
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on http:\/\/[^ ]*:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolveStart({ proc, base: `http://127.0.0.1:${m[1]}`, log: () => err });
+      }
+    });
+    proc.once('exit', (code) => reject(new Error(`the server exited (${code}): ${err}`)));
+  });
+}
+
+const api = (base, path, body) =>
+  fetch(base + path, {
+    method: body ? 'POST' : 'GET',
+    headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
+    body: body && JSON.stringify(body),
+  }).then((r) => r.json());
+
+// The last assistant message as stored by the page and as shown in the DOM.
+const LAST = `(() => {
+  const convs = JSON.parse(localStorage.getItem('deltallm.conversations.v1') || '[]');
+  const cur = convs.find((c) => c.id === JSON.parse(localStorage.getItem('deltallm.current.v1')));
+  const msgs = document.querySelectorAll('#messages .msg.assistant');
+  const el = msgs[msgs.length - 1];
+  return { stored: cur && cur.messages[cur.messages.length - 1], n_convs: convs.length,
+           content: el && el.querySelector('.content').textContent,
+           reasoning: el && el.querySelector('.reasoning-text').textContent,
+           reasoningOpen: el && el.querySelector('details.reasoning').open,
+           reasoningHidden: el && el.querySelector('details.reasoning').hidden,
+           meta: el && el.querySelector('.meta').textContent,
+           tools: el ? [...el.querySelectorAll('.tool-call .tool-name')].map((t) => t.textContent) : [] };
+})()`;
+
+async function sendMessage(page, text, ms = 60000) {
+  await page.fill('#input', text);
+  await page.press('Enter');
+  await page.waitFor(`document.body.dataset.state === 'busy'`, 5000, 'the reply to start');
+  await page.waitFor(`document.body.dataset.state === 'idle'`, ms, 'the reply to end');
+  return page.eval(LAST);
+}
+
+async function settingsSave(page, fields) {
+  await page.click('#open-settings');
+  await page.waitFor(`document.getElementById('settings').open`, 5000, 'the settings dialog');
+  for (const [k, v] of Object.entries(fields)) {
+    if (typeof v === 'boolean') {
+      if ((await page.eval(`document.getElementById('s-${k}').checked`)) !== v) await page.click(`#s-${k}`);
+    } else await page.fill(`#s-${k}`, String(v));
+  }
+  await page.click('#s-save');
+  await page.waitFor(`!document.getElementById('settings').open`, 5000, 'the settings to be saved');
+}
+
+const MARKDOWN = [
+  '## Plan',
+  'Here is **bold**, *italic*, `inline code` and a [link](https://example.com).',
+  '',
+  '- first item',
+  '- second item',
+  '  1. nested',
+  '',
+  '```python',
+  'def greet(name):',
+  '    return f"hello {name}"',
+  '```',
+  '',
+  '| city | °C |',
+  '|---|--:|',
+  '| Paris | 18 |',
+  '',
+  '<script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> [click](javascript:window.pwned=3)',
+].join('\n');
+
+async function main() {
+  const server = await startServer();
+  const browser = await Browser.launch(CHROMIUM, mkdtempSync(join(TMP, 'chromium-')));
+  try {
+    // served by the server itself, with a policy that allows no inline or foreign script
+    const res = await fetch(server.base + '/');
+    const csp = res.headers.get('content-security-policy') || '';
+    check(res.status === 200 && /text\/html/.test(res.headers.get('content-type')) && csp.includes("script-src 'self'"),
+      'web: / is the chat page', `${res.status} ${res.headers.get('content-type')} csp=${csp}`);
+
+    const page = await browser.newPage(1280, 860);
+    await page.goto(server.base + '/');
+    // 1. the server wants a key: the page asks for it
+    await page.waitFor(`document.getElementById('settings').open && !document.getElementById('key-note').hidden`, 10000,
+      'the API key prompt');
+    await page.fill('#s-apiKey', KEY);
+    await page.fill('#s-temperature', '0');
+    await page.fill('#s-max_tokens', String(N_FIRST));
+    await page.fill('#s-extra', JSON.stringify({ logit_bias: NO_EOG }));
+    await page.click('#s-save');
+    const info = await page.waitFor(`document.getElementById('model-info').textContent.includes('m3-qwen35')
+      && document.getElementById('model-info').textContent`, 10000, 'the model name');
+    ok('web: API key entered, model shown', info);
+
+    // 2. a streamed reply, compared with the API's answer to the same request
+    // every length the reply had on screen while it streamed
+    await page.eval(`window.lengths = []; new MutationObserver(() => {
+        const m = [...document.querySelectorAll('#messages .msg.assistant')].pop();
+        const n = m ? (m.querySelector('.content').textContent + m.querySelector('.reasoning-text').textContent).length : 0;
+        if (n && window.lengths[window.lengths.length - 1] !== n) window.lengths.push(n);
+      }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true}); 1`);
+    const t0 = Date.now();
+    const got = await sendMessage(page, 'Hello there');
+    const ms = Date.now() - t0;
+    const lengths = await page.eval('window.lengths');
+    const want = await api(server.base, '/v1/chat/completions', {
+      messages: [{ role: 'user', content: 'Hello there' }], max_tokens: N_FIRST, temperature: 0, logit_bias: NO_EOG,
+      chat_template_kwargs: { enable_thinking: true },
+    });
+    const wm = want.choices[0].message;
+    const s = got.stored || {};
+    check((s.content || '') === (wm.content || '') && (s.reasoning || '') === (wm.reasoning_content || ''),
+      'web: the streamed reply is the API\'s reply',
+      `page ${JSON.stringify([s.reasoning, s.content])} api ${JSON.stringify([wm.reasoning_content, wm.content])}`);
+    check(got.reasoning === (wm.reasoning_content || '') && words(got.content) === words(wm.content) &&
+      got.reasoningOpen === false && (wm.reasoning_content ? got.reasoningHidden === false : true),
+      'web: shown with the reasoning folded', JSON.stringify(got));
+    check(lengths.length >= 3 && got.meta.includes(`${N_FIRST} tokens`), 'web: streamed into the page',
+      `lengths on screen ${JSON.stringify(lengths)}, meta '${got.meta}'`);
+    ok('web: reply time', `${N_FIRST} tokens in ${ms} ms, shown at ${lengths.length} lengths`);
+
+    // 3. kept across a reload
+    await page.reload();
+    const again = await page.waitFor(`document.querySelectorAll('#messages .msg').length === 2 && ${LAST}`, 10000,
+      'the conversation after a reload');
+    check(again.stored.content === s.content && again.content === got.content && again.n_convs === 1,
+      'web: the conversation is kept in localStorage', JSON.stringify(again));
+
+    // 4. Markdown: structure rendered, hostile HTML shown as text
+    await page.eval(`(() => {
+      const convs = JSON.parse(localStorage.getItem('deltallm.conversations.v1'));
+      convs.push({id: 'md', title: 'Markdown and a tool call', created: 1, updated: Date.now(), messages: [
+        {role: 'user', content: 'Show me some formatting, then call the weather tool.'},
+        {role: 'assistant', reasoning: 'The user wants formatting.', content: ${JSON.stringify(MARKDOWN)},
+         tool_calls: [{id: 'call_1', type: 'function', function: {name: 'get_weather', arguments: '{"city":"Paris"}'}}],
+         timings: {predicted_n: 96, predicted_per_second: 41.5, prompt_n: 30, cache_n: 0}}]});
+      localStorage.setItem('deltallm.conversations.v1', JSON.stringify(convs));
+      localStorage.setItem('deltallm.current.v1', JSON.stringify('md'));
+      return 1; })()`);
+    await page.reload();
+    await page.waitFor(`document.querySelector('#messages .code-block')`, 10000, 'the Markdown conversation');
+    const md = await page.eval(`(() => { const m = document.querySelector('#messages .msg.assistant .content');
+      return { h2: m.querySelector('h2')?.textContent, strong: m.querySelector('strong')?.textContent,
+        em: m.querySelector('em')?.textContent, code: m.querySelector('pre code.language-python')?.textContent,
+        items: m.querySelectorAll('ul > li').length, nested: m.querySelectorAll('ul ol > li').length,
+        th: m.querySelectorAll('th').length, right: m.querySelector('td.align-right')?.textContent,
+        link: m.querySelector('a[href="https://example.com/"]')?.getAttribute('rel'),
+        bad: m.querySelectorAll('script, img, a[href^="javascript"]').length, pwned: window.pwned === undefined ? 0 : window.pwned,
+        text: m.textContent.includes('<script>window.pwned = 1</script>'),
+        tool: document.querySelector('.tool-call .tool-name')?.textContent }; })()`);
+    check(md.h2 === 'Plan' && md.strong === 'bold' && md.em === 'italic' && /return f"hello/.test(md.code || '') &&
+      md.items === 2 && md.nested === 1 && md.th === 2 && md.right === '18' && /noopener/.test(md.link || ''),
+      'web: Markdown rendered (heading, emphasis, lists, code block, table, link)', JSON.stringify(md));
+    check(md.bad === 0 && md.pwned === 0 && md.text, 'web: HTML in a reply is shown as text, never run',
+      JSON.stringify(md));
+    check(md.tool === 'get_weather', 'web: a stored tool call is shown', JSON.stringify(md));
+
+    // 5. a forced tool call, live
+    const weather = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city',
+      parameters: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Tokyo'] } }, required: ['city'] } } }];
+    await settingsSave(page, { tools: JSON.stringify(weather), extra: '{"tool_choice": "required"}', max_tokens: '64' });
+    await page.click('#new-chat');
+    const call = await sendMessage(page, 'What is the weather in Paris?');
+    check(call.tools.includes('get_weather') && call.stored.tool_calls?.[0]?.function?.name === 'get_weather',
+      'web: a tool call the model makes is shown', JSON.stringify(call));
+
+    // 6. stop: a reply that would run to the end of the context
+    await settingsSave(page, { tools: '', extra: '{"ignore_eos": true}', max_tokens: '' });
+    await page.click('#new-chat');
+    await page.fill('#input', 'Tell me a long story');
+    await page.press('Enter');
+    await page.waitFor(`(() => { const m = document.querySelector('#messages .msg.assistant');
+      return m && (m.querySelector('.content').textContent + m.querySelector('.reasoning-text').textContent).length > 20; })()`,
+      20000, 'the long reply to stream');
+    await page.click('#stop');
+    await page.waitFor(`document.body.dataset.state === 'idle'`, 5000, 'the stop button to end the reply');
+    const stopped = await page.eval(LAST);
+    let busy = -1;
+    for (let i = 0; i < 100 && busy !== 0; i++) {
+      busy = (await (await fetch(server.base + '/health')).json()).slots.busy;
+      if (busy) await new Promise((r) => setTimeout(r, 50));
+    }
+    check(stopped.stored.stopped === true && /stopped/.test(stopped.meta) && busy === 0,
+      'web: Stop ends the reply and frees the server\'s slot', `${JSON.stringify(stopped.meta)} busy slots ${busy}`);
+
+    // 7. the screenshot: the Markdown conversation with one more streamed turn
+    await settingsSave(page, { extra: '', max_tokens: '40', thinking: false });
+    await page.eval(`document.querySelector('#conversations li[data-id="md"] .open').click(); 1`);
+    await sendMessage(page, 'Thanks! Now a short summary, please.');
+    writeFileSync(SHOT, await page.screenshot());
+    ok('web: screenshot', SHOT);
+
+    // the one expected error: the first /v1/models without the key (that is how the page learns it needs one)
+    const errors = page.errors.filter((e) => !/status of 401 .*\/v1\/models/.test(e));
+    check(errors.length === 0 && page.errors.length === 1, 'web: no script errors or policy violations in the page',
+      page.errors.join(' | '));
+  } finally {
+    await browser.close();
+    if (process.env.DELTALLM_WEB_DEBUG) console.log(server.log());
+    server.proc.kill('SIGTERM');
+  }
+}
+
+main()
+  .catch((e) => notOk('web: browser test', e.stack || String(e)))
+  .finally(() => {
+    console.log(failures ? `not ok web: ${failures} failed` : 'ok web: all browser checks passed');
+    process.exit(failures ? 1 : 0);
+  });
