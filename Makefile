@@ -26,7 +26,7 @@ ISA_AVX512 = $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
 LIB_SRC  = $(sort $(wildcard src/base/*.c src/gguf/*.c src/tokenizer/*.c src/kernels/*.c src/kernels/*/*.c src/backend/*/*.c \
                               src/model/*.c src/engine/*.c))
-APP_SRC  = $(sort $(wildcard src/chat/*.c src/server/*.c src/cli/*.c))
+APP_SRC  = $(sort $(wildcard src/chat/*.c src/server/*.c src/cli/*.c src/convert/*.c src/quantize/*.c))
 TEST_SRC = $(sort $(wildcard tests/*.c))
 FUZZ_SRC = $(sort $(wildcard tests/fuzz/*.c))
 
