@@ -21,6 +21,9 @@ DL_CMD(cmd_detokenize);
 DL_CMD(cmd_chat_format);
 DL_CMD(cmd_serve);
 DL_CMD(cmd_chat);
+DL_CMD(cmd_convert);
+DL_CMD(cmd_quantize);
+DL_CMD(cmd_perplexity);
 #undef DL_CMD
 
 /* Shared helpers for option parsing: print "deltallm CMD: message" to stderr and return 2. */
