@@ -40,3 +40,67 @@ TEST(quantize, blocks_equal_ggml) {
         free(src), free(want), free(got);
     }
 }
+
+#include <cjson/cJSON.h>
+
+#include "quantize/quantize.h"
+
+static uint64_t fnv1a64(const uint8_t *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* `deltallm quantize` writes the file llama.cpp's llama_model_quantize() writes, byte for byte: goldens
+ * (size and FNV-1a-64 of llama.cpp's output) recorded by tools/oracle/check_quantize.sh. */
+TEST(quantize, files_equal_llama_quantize) {
+    char *txt = test_read_file(test_data("quantize/llama-quantize.json"), NULL);
+    REQUIRE_MSG(txt != NULL, "quantize/llama-quantize.json missing");
+    cJSON *root = cJSON_Parse(txt);
+    free(txt);
+    REQUIRE(root != NULL);
+    int n_checked = 0;
+    const cJSON *model, *type;
+    cJSON_ArrayForEach(model, root) {
+        char in[512], out[512];
+        snprintf(in, sizeof in, "%s", test_data(model->string));
+        if (strncmp(model->string, "models/", 7)) snprintf(in, sizeof in, "%s", test_data((snprintf(out, sizeof out, "models/%s", model->string), out)));
+        cJSON_ArrayForEach(type, model) {
+            const QuantFtype *ft = quant_ftype_find(type->string);
+            if (!CHECK_MSG(ft != NULL, "%s", type->string)) continue;
+            snprintf(out, sizeof out, "%s/q-%s", test_tmpdir(), type->string);
+            QuantizeOpts o = {.in = in, .out = out, .ftype = ft, .n_threads = 2};
+            Err err = {{0}};
+            if (!CHECK_MSG(gguf_quantize(&o, &err) == 0, "%s %s: %s", model->string, type->string, err.msg)) continue;
+            size_t n = 0;
+            uint8_t *got = test_read_file(out, &n);
+            char hex[17];
+            snprintf(hex, sizeof hex, "%016llx", got ? (unsigned long long)fnv1a64(got, n) : 0ull);
+            const cJSON *want_n = cJSON_GetObjectItem(type, "bytes"), *want_h = cJSON_GetObjectItem(type, "fnv1a64");
+            CHECK_MSG(got && (double)n == want_n->valuedouble && !strcmp(hex, want_h->valuestring),
+                      "%s %s: %zu bytes fnv %s, llama.cpp wrote %.0f bytes fnv %s", model->string, type->string, n, hex,
+                      want_n->valuedouble, want_h->valuestring);
+            free(got);
+            remove(out);
+            n_checked++;
+        }
+    }
+    test_note("%d model/type pairs byte-identical to llama.cpp's output", n_checked);
+    CHECK(n_checked >= 20);
+    cJSON_Delete(root);
+}
+
+TEST(quantize, refuses_bad_requests) {
+    CHECK(quant_ftype_find("q4_k_m") != NULL);
+    CHECK(quant_ftype_find("IQ2_XXS") == NULL); /* needs an importance matrix and a quantizer deltallm lacks */
+    CHECK(quant_ftype_find("Q7") == NULL);
+    char out[512];
+    snprintf(out, sizeof out, "%s/q-bad", test_tmpdir());
+    QuantizeOpts o = {.in = test_data("vocab/ggml-vocab-qwen35.gguf"), .out = out, .ftype = quant_ftype_find("Q8_0")};
+    Err err = {{0}};
+    CHECK(gguf_quantize(&o, &err) != 0); /* a vocabulary-only file has no block_count */
+    CHECK_MSG(strchr(err.msg, '\n') == NULL && err.msg[0], "one line: %s", err.msg);
+    o.in = "/nonexistent.gguf";
+    err_clear(&err);
+    CHECK(gguf_quantize(&o, &err) != 0 && err.msg[0]);
+}

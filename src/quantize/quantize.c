@@ -157,6 +157,9 @@ int quant_plan(const Gguf *g, const QuantizeOpts *o, int64_t *order, uint32_t *t
     char arch[64];
     if (gguf_get_str(g, "general.architecture", &arch_s, true, err) < 0) return -1;
     gguf_str_copy(arch_s, arch, sizeof arch);
+    if (strcmp(arch, "qwen35") && strcmp(arch, "qwen35moe") && strcmp(arch, "qwen3next"))
+        return err_set(err, "architecture %s: deltallm quantizes qwen35, qwen35moe and qwen3next models", arch);
+    if (n == 0) return err_set(err, "no tensors to quantize (a vocabulary-only file?)");
     Mix m = {.ft = o->ftype, .tied = true};
     uint32_t blocks = 0, ne = 0, h = 1, hkv = 1;
     if (arch_u32(g, arch, "block_count", &blocks, true, err) < 0 || arch_u32(g, arch, "expert_count", &ne, false, err) < 0 ||

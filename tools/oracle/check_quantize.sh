@@ -3,6 +3,8 @@
 # (the npm prebuilt library, fetched by ../shared/tools/build-llref.sh fetch-prebuilt) on the same input:
 # the output files must be byte-identical; when they are not, tensor_diff.py says which tensors differ.
 # Not part of `make test` (it needs the prebuilt library); results are recorded in docs/CONVERT.md.
+# RECORD=FILE.json appends llama.cpp's output size and FNV-1a-64 per type to FILE.json: the goldens
+# tests/test_quantize.c checks `deltallm quantize` against on a clean clone.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$HERE/../.."
@@ -28,4 +30,18 @@ for t in $TYPES; do
         echo "$t: files differ"; /usr/bin/python3 "$HERE/tensor_diff.py" "$OUT/ll-$t.gguf" "$OUT/dl-$t.gguf"; fail=1
     fi
 done
+if [ -n "${RECORD:-}" ]; then
+    /usr/bin/python3 - "$RECORD" "$(basename "$MODEL")" "$OUT" $TYPES <<'PY'
+import json, os, sys
+rec, model, out, types = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+def fnv(path):
+    h = 0xcbf29ce484222325
+    for b in open(path, "rb").read():
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return f"{h:016x}"
+d = json.load(open(rec)) if os.path.exists(rec) else {}
+d[model] = {t: {"bytes": os.path.getsize(f"{out}/ll-{t}.gguf"), "fnv1a64": fnv(f"{out}/ll-{t}.gguf")} for t in types}
+json.dump(d, open(rec, "w"), indent=1, sort_keys=True)
+PY
+fi
 exit $fail
