@@ -147,7 +147,7 @@ $(BENCH_BIN): $(BUILD)/%: bench/%.c $(BUILD)/libdeltallm.a
 FUZZ_TIME ?= 60
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 # the fuzz targets exercise the file readers: the portable sources they need (no ISA-specific kernels)
-FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/gguf/*.c)) src/model/config.c)
+FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/gguf/*.c)) src/model/config.c src/convert/safetensors.c)
 fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for f in $(FUZZ_SRC); do \

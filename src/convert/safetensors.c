@@ -258,14 +258,15 @@ static int cmp_span(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
 }
 
+void st_close(StFile *f);
 static StFile *parse(StFile *f, const uint8_t *img, size_t size, Err *err) {
-    if (size < 8) return err_set(err, "not a safetensors file: %zu bytes, shorter than the 8-byte header length", size), NULL;
+    if (size < 8) return err_set(err, "not a safetensors file: %zu bytes, shorter than the 8-byte header length", size), st_close(f), NULL;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | img[i];
     if (hlen > size - 8)
-        return err_set(err, "header length %llu past the end of the file (%zu bytes)", (unsigned long long)hlen, size), NULL;
-    if (hlen > ST_MAX_HEADER) return err_set(err, "header length %llu over the 100 MiB limit", (unsigned long long)hlen), NULL;
-    if (hlen < 2 || img[8] != '{') return err_set(err, "safetensors header does not start with '{'"), NULL;
+        return err_set(err, "header length %llu past the end of the file (%zu bytes)", (unsigned long long)hlen, size), st_close(f), NULL;
+    if (hlen > ST_MAX_HEADER) return err_set(err, "header length %llu over the 100 MiB limit", (unsigned long long)hlen), st_close(f), NULL;
+    if (hlen < 2 || img[8] != '{') return err_set(err, "safetensors header does not start with '{'"), st_close(f), NULL;
     const uint8_t *data = img + 8 + hlen;
     const uint64_t data_size = size - 8 - hlen;
 
