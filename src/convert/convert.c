@@ -315,44 +315,55 @@ static int set_shape(Out *o, const StTensor *t, int stack, int64_t rows_override
     return 0;
 }
 
-static int plan_tensor(Plan *p, const char *cname, const StTensor *t, const StTensor **stacked, int n_stacked, Err *err) {
+static int plan_tensor(Plan *p, const char *cname_in, const StTensor *t, const StTensor **stacked, int n_stacked, Err *err) {
     const Hp *hp = &p->hp;
-    char gname[GGUF_MAX_NAME];
-    if (hf_gguf_name(cname, hp->L, gname, sizeof gname)) return err_set(err, "%s: not a tensor of %s", t->name, ARCH_NAME[hp->arch]);
+    char cname[512], gname[GGUF_MAX_NAME];
+    /* transformers' fused experts have no ".weight" suffix */
+    snprintf(cname, sizeof cname, "%s%s", cname_in, ends_with(cname_in, "mlp.experts.down_proj") ? ".weight" : "");
     const int64_t key_dim = (int64_t)hp->hk * hp->dk, r = hp->hv / hp->hk;
-    const bool vre = hp->arch != ARCH_QWEN3NEXT && hp->hk != hp->hv && strstr(cname, "linear_attn.");
-    if (strstr(cname, "in_proj_qkvz")) {
+    const int bid = !strncmp(cname, "model.layers.", 13) ? atoi(cname + 13) : -1;
+    if (strstr(cname, "linear_attn.in_proj_qkvz.weight")) {
         /* qwen3next: one source, two outputs */
         int64_t per = 2 * hp->dk + 2 * r * hp->dv;
         if (t->n_dims != 2 || t->shape[0] != hp->hk * per) return err_set(err, "%s: shape does not match the head counts", t->name);
         for (int k = 0; k < 2; k++) {
             Out *o = new_out(p, err);
             if (!o) return -1;
-            snprintf(o->name, sizeof o->name, "%.*sattn_%s.weight", (int)(strstr(gname, "ssm_") ? 0 : 0), "", k ? "gate" : "qkv");
-            int bid = atoi(cname + strlen("model.layers."));
             snprintf(o->name, sizeof o->name, "blk.%d.attn_%s.weight", bid, k ? "gate" : "qkv");
-            o->src = malloc(sizeof *o->src);
-            if (!o->src) return err_set(err, "out of memory");
+            if (!(o->src = malloc(sizeof *o->src))) return err_set(err, "out of memory");
             o->src[0] = t, o->n_src = 1, o->part = k ? PART_QKVZ_Z : PART_QKVZ_QKV;
             if (set_shape(o, t, 0, k ? (int64_t)hp->hv * hp->dv : 2 * key_dim + (int64_t)hp->hv * hp->dv, err)) return -1;
         }
         return 0;
     }
-    if (strstr(cname, "mlp.experts.gate_up_proj")) {
+    if (ends_with(cname, "mlp.experts.gate_up_proj") || ends_with(cname, "mlp.experts.gate_up_proj.weight")) {
+        if (t->n_dims != 3 || t->shape[1] % 2) return err_set(err, "%s: unexpected gate_up_proj shape", t->name);
         for (int k = 0; k < 2; k++) {
             Out *o = new_out(p, err);
             if (!o) return -1;
-            int bid = atoi(cname + strlen("model.layers."));
             snprintf(o->name, sizeof o->name, "blk.%d.ffn_%s_exps.weight", bid, k ? "up" : "gate");
-            o->src = malloc(sizeof *o->src);
-            if (!o->src) return err_set(err, "out of memory");
+            if (!(o->src = malloc(sizeof *o->src))) return err_set(err, "out of memory");
             o->src[0] = t, o->n_src = 1, o->part = k ? PART_UP : PART_GATE;
-            if (t->n_dims != 3 || t->shape[1] % 2) return err_set(err, "%s: unexpected gate_up_proj shape", t->name);
             if (set_shape(o, t, 0, -1, err)) return -1;
             o->ne[1] /= 2;
         }
         return 0;
     }
+    if (hf_gguf_name(cname, hp->L, gname, sizeof gname)) return err_set(err, "%s: not a tensor of %s", t->name, ARCH_NAME[hp->arch]);
+    if (strstr(cname, "linear_attn.")) { /* the head permutations index by the config: check it first */
+        const int64_t vd = (int64_t)hp->hv * hp->dv;
+        int64_t want = -1, got = t->n_dims ? t->shape[0] : 1;
+        if (strstr(cname, "in_proj_qkv.") || strstr(cname, "conv1d.")) want = 2 * key_dim + vd;
+        else if (strstr(cname, "in_proj_z.")) want = vd;
+        else if (strstr(cname, "in_proj_b.") || strstr(cname, "in_proj_a.") || strstr(cname, "A_log") || strstr(cname, "dt_bias")) want = hp->hv;
+        else if (strstr(cname, "in_proj_ba.")) want = 2 * hp->hv;
+        else if (strstr(cname, "out_proj.")) want = vd, got = t->n_dims == 2 ? t->shape[1] : -1;
+        else if (strstr(cname, "linear_attn.norm.")) want = hp->dv;
+        if (want >= 0 && got != want)
+            return err_set(err, "%s: %lld rows or columns where config.json's head counts give %lld", t->name, (long long)got,
+                           (long long)want);
+    }
+    const bool vre = hp->arch != ARCH_QWEN3NEXT && hp->hk != hp->hv && strstr(cname, "linear_attn.");
     Out *o = new_out(p, err);
     if (!o) return -1;
     snprintf(o->name, sizeof o->name, "%s", gname);

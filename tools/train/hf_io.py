@@ -1,23 +1,31 @@
 """hf_io.py — a Hugging Face checkpoint directory without the transformers / safetensors packages:
 safetensors files (8-byte little-endian header length, a JSON header, the raw tensors) and config.json.
-Writes F32 / F16 / BF16, reads the same. Used by train.py (save), export_logits.py and gguf_to_hf.py."""
+Writes F32 / F16 / BF16, reads the same. Used by train.py (save), export_logits.py and gguf_to_hf.py (which
+runs without torch: numpy arrays are written directly)."""
 import json
 import os
 import struct
 
 import numpy as np
-import torch
 
-_DT = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+
+def _raw(t):
+    """(dtype name, shape, bytes) of a numpy array (F32 / F16) or a torch tensor (F32 / F16 / BF16)."""
+    if isinstance(t, np.ndarray):
+        t = np.ascontiguousarray(t)
+        return {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}[t.dtype], list(t.shape), t.tobytes()
+    import torch
+    t = t.detach().contiguous().cpu()
+    name = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}[t.dtype]
+    return name, list(t.shape), (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
 
 
 def save_safetensors(path, tensors):
-    """tensors: name → torch tensor (F32/F16/BF16); written in name order, as the safetensors package does."""
+    """tensors: name → numpy array or torch tensor; written in name order, as the safetensors package does."""
     header, blobs, off = {}, [], 0
     for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
-        b = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
-        header[name] = {"dtype": _DT[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        dt, shape, b = _raw(tensors[name])
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     header["__metadata__"] = {"format": "pt"}
@@ -30,6 +38,7 @@ def save_safetensors(path, tensors):
 
 
 def load_safetensors(path):
+    import torch
     buf = open(path, "rb").read()
     (n,) = struct.unpack_from("<Q", buf, 0)
     header = json.loads(buf[8:8 + n])
