@@ -167,6 +167,34 @@ static bool rope_num(const cJSON *cfg, const char *key, double *out) {
     return true;
 }
 
+/* llama.cpp's Metadata.id_to_title on the directory name: '-' becomes a space, all-lowercase words that are
+ * not versions or numbers are title-cased ("t12smoke" → "T12Smoke"). Its other name heuristics (basename,
+ * finetune, version, a size label read from the name) are not reproduced: docs/CONVERT.md. */
+static void id_to_title(const char *id, char *out, size_t cap) {
+    size_t o = 0;
+    const char *p = id;
+    while (*p && o + 1 < cap) {
+        while (*p == '-' || *p == ' ' || *p == '\t') p++;
+        const char *w = p;
+        while (*p && *p != '-' && *p != ' ' && *p != '\t') p++;
+        if (p == w) break;
+        bool has_lower = false, has_upper = false;
+        for (const char *c = w; c < p; c++) has_lower |= *c >= 'a' && *c <= 'z', has_upper |= *c >= 'A' && *c <= 'Z';
+        const bool number = (*w >= '0' && *w <= '9') || (*w == 'v' && p - w > 1 && w[1] >= '0' && w[1] <= '9');
+        const bool title = has_lower && !has_upper && !number;
+        if (o) out[o++] = ' ';
+        bool prev_letter = false;
+        for (const char *c = w; c < p && o + 1 < cap; c++) {
+            const bool letter = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z');
+            char ch = *c;
+            if (title && letter) ch = prev_letter ? ch : (char)(ch - 'a' + 'A');
+            out[o++] = ch;
+            prev_letter = letter;
+        }
+    }
+    out[o] = '\0';
+}
+
 /* llama.cpp's model_weight_count_rounded_notation: 2 significant digits with a K/M/B/T suffix */
 static void size_label(uint64_t n, char *out, size_t cap) {
     double v = (double)n;
@@ -183,17 +211,16 @@ static void size_label(uint64_t n, char *out, size_t cap) {
     snprintf(out, cap, "%.*f%s", fix > 0 ? fix : 0, s, suf);
 }
 
-static int write_metadata(GgufWriter *w, const Plan *p, const cJSON *cfg, uint32_t file_type, uint64_t n_params,
+static int write_metadata(GgufWriter *w, const Plan *p, const cJSON *cfg, uint32_t file_type, const char *size,
                           const char *name, Err *err) {
     const Hp *hp = &p->hp;
     const char *a = ARCH_NAME[hp->arch];
-    char key[96], label[32];
+    char key[96];
     int v;
     double d;
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
     int r = gguf_w_str(w, "general.architecture", a) | gguf_w_str(w, "general.type", "model") | gguf_w_str(w, "general.name", name);
-    size_label(n_params, label, sizeof label);
-    r |= gguf_w_str(w, "general.size_label", label);
+    r |= gguf_w_str(w, "general.size_label", size);
     r |= gguf_w_u32(w, K("block_count"), (uint32_t)(hp->L + hp->n_mtp));
     if (hp_int(cfg, "max_position_embeddings", &v)) r |= gguf_w_u32(w, K("context_length"), (uint32_t)v);
     if (hp_int(cfg, "hidden_size", &v)) r |= gguf_w_u32(w, K("embedding_length"), (uint32_t)v);
@@ -463,6 +490,27 @@ static int plan_expert(Plan *p, const char *cname, const StTensor *t, Err *err) 
     return 0;
 }
 
+/* torch's float32 exp on the CPU (SLEEF's expf_u10 in its FMA form), which llama.cpp's converter applies to
+ * A_log: ssm_a comes out bit for bit as it writes it (checked against torch on 10^6 values; a correctly
+ * rounded exp differs from it in the last bit for about 10% of inputs). */
+static float torch_expf(float d) {
+    const int q = (int)nearbyintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f);
+    float s = fmaf((float)q, -0.693145751953125f, d);
+    s = fmaf((float)q, -1.428606765330187045e-06f, s);
+    float u = 0.000198527617612853646278381f;
+    u = fmaf(u, s, 0.00139304355252534151077271f);
+    u = fmaf(u, s, 0.00833336077630519866943359f);
+    u = fmaf(u, s, 0.0416664853692054748535156f);
+    u = fmaf(u, s, 0.166666671633720397949219f);
+    u = fmaf(u, s, 0.5f);
+    u = 1.0f + fmaf(s * s, u, s);
+    const int m = q >> 1;
+    u = u * fp32_from_bits((uint32_t)(m + 127) << 23) * fp32_from_bits((uint32_t)(q - m + 127) << 23);
+    if (d < -104) u = 0;
+    if (d > 100) u = INFINITY;
+    return u;
+}
+
 /* ---- streaming the data ------------------------------------------------------------------------------ */
 
 static void decode(const StTensor *t, float *dst) {
@@ -552,7 +600,7 @@ static int fill(void *ctx, const char *name, void *dst, size_t nbytes, Err *err)
         for (uint64_t i = 0; i < total; i++) x[i] = half ? fp16_to_fp32(fp32_to_fp16(x[i] + 1.0f)) : x[i] + 1.0f;
     else if (o->op == OP_NEG_EXP)
         for (uint64_t i = 0; i < total; i++) {
-            float v = (float)-exp((double)x[i]);
+            float v = -torch_expf(x[i]);
             x[i] = half ? fp16_to_fp32(fp32_to_fp16(v)) : v;
         }
     const Format *f = format_get(o->type);
@@ -623,12 +671,19 @@ int hf_convert(const HfConvertOpts *o, Err *err) {
     static const uint32_t FT[] = {[HF_OUT_F32] = FMT_F32, [HF_OUT_F16] = FMT_F16, [HF_OUT_BF16] = FMT_BF16, [HF_OUT_Q8_0] = FMT_Q8_0};
     if (o->type != HF_OUT_AUTO) ftype_fmt = FT[o->type];
     const uint32_t file_type = ftype_fmt == FMT_F32 ? 0 : ftype_fmt == FMT_F16 ? 1 : ftype_fmt == FMT_Q8_0 ? 7 : 32;
-    uint64_t n_params = 0;
+    /* gguf-py's parameter count: experts counted once per expert, the label "NxSIZE" for MoE */
+    uint64_t n_params = 0, shared = 0, per_expert = 0, expert_sum = 0, n_exp_t = 0;
     for (int i = 0; i < p.n_out; i++) {
         p.outs[i].type = out_type(&p.outs[i], ftype_fmt);
         uint64_t ne = 1;
         for (int d = 0; d < p.outs[i].n_dims; d++) ne *= (uint64_t)p.outs[i].ne[d];
         n_params += ne;
+        if (strstr(p.outs[i].name, "_exps.") && p.outs[i].n_dims >= 3) {
+            const uint64_t cnt = (uint64_t)p.outs[i].ne[2];
+            per_expert += ne / cnt, expert_sum += cnt, n_exp_t++;
+        } else {
+            shared += ne;
+        }
         if (p.outs[i].ne[0] % format_get(p.outs[i].type)->block) {
             err_set(err, "%s: row of %lld elements", p.outs[i].name, (long long)p.outs[i].ne[0]);
             goto done;
@@ -643,7 +698,15 @@ int hf_convert(const HfConvertOpts *o, Err *err) {
         const char *s2 = len > 0 ? memrchr(o->dir, '/', (size_t)len) : NULL;
         snprintf(dname, sizeof dname, "%.*s", (int)(len - (s2 ? s2 + 1 - o->dir : 0)), s2 ? s2 + 1 : o->dir);
     }
-    if (write_metadata(w, &p, cfg, file_type, n_params, o->name ? o->name : dname, err)) goto done;
+    char title[256], label[48], sz[32];
+    id_to_title(dname, title, sizeof title);
+    if (n_exp_t) {
+        size_label(shared + per_expert, sz, sizeof sz);
+        snprintf(label, sizeof label, "%llux%s", (unsigned long long)(expert_sum / n_exp_t), sz);
+    } else {
+        size_label(n_params, label, sizeof label);
+    }
+    if (write_metadata(w, &p, cfg, file_type, label, o->name ? o->name : title, err)) goto done;
     FillCtx fc = {&p};
     for (int i = 0; i < p.n_out; i++)
         if (gguf_w_tensor(w, p.outs[i].name, p.outs[i].type, p.outs[i].n_dims, p.outs[i].ne, NULL, fill, &fc, err)) goto done;

@@ -67,8 +67,30 @@ def plus_one(x):  # the converter adds 1 in the tensor's own precision (BF16 was
     return (x + np.array(1, x.dtype)).astype(x.dtype)
 
 
-def neg_exp(x):  # deltallm convert: (float)-exp((double)a)
-    return (-np.exp(x.astype(np.float64))).astype(x.dtype)
+def torch_expf(x):
+    """torch's float32 CPU exp (SLEEF expf_u10, FMA form), as deltallm convert and llama.cpp's converter apply it
+    to A_log; each fma is emulated in float64 (exact products; the sum rounds twice, which matters with
+    probability ~2^-29)."""
+    x = x.astype(np.float32)
+    f32, f64 = np.float32, np.float64
+    fma = lambda a, b, c: (a.astype(f64) * f64(b) + f64(c)).astype(f32) if np.ndim(b) == 0 else (a.astype(f64) * b.astype(f64) + f64(c) if np.ndim(c) == 0 else a.astype(f64) * b.astype(f64) + c.astype(f64)).astype(f32)
+    q = np.rint(x * f32(1.442695040888963407359924681001892137426645954152985934135449406931)).astype(np.int32)
+    qf = q.astype(f32)
+    s = (qf.astype(f64) * f64(f32(-0.693145751953125)) + x.astype(f64)).astype(f32)
+    s = (qf.astype(f64) * f64(f32(-1.428606765330187045e-06)) + s.astype(f64)).astype(f32)
+    u = np.full_like(s, f32(0.000198527617612853646278381))
+    for c in (0.00139304355252534151077271, 0.00833336077630519866943359, 0.0416664853692054748535156,
+              0.166666671633720397949219, 0.5):
+        u = (u.astype(f64) * s.astype(f64) + f64(f32(c))).astype(f32)
+    u = f32(1.0) + ((s * s).astype(f64) * u.astype(f64) + s.astype(f64)).astype(f32)
+    m = q >> 1
+    u = u * ((m + 127).astype(np.uint32) << 23).view(f32) * ((q - m + 127).astype(np.uint32) << 23).view(f32)
+    u = np.where(x < -104, f32(0), u)
+    return np.where(x > 100, f32(np.inf), u).astype(f32)
+
+
+def neg_exp(x):  # the converter's ssm_a = -exp(A_log): torch's exp, rounded to the tensor's precision
+    return (-torch_expf(x)).astype(x.dtype)
 
 
 LAYER = {"attn_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
