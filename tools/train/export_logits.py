@@ -31,6 +31,7 @@ def main():
     ap.add_argument("tokens")
     ap.add_argument("out")
     ap.add_argument("--recurrent", action="store_true", help="the token-by-token delta rule instead of the chunked form")
+    ap.add_argument("--greedy", type=int, default=0, help="also write OUT_PREFIX.greedy.txt: the prompt's ids, then N greedy ids")
     a = ap.parse_args()
     torch.set_num_threads(1)
     m, cfg = hf_io.load_checkpoint(a.hf_dir)
@@ -45,6 +46,15 @@ def main():
         mtp_l.astype(np.float32).tofile(a.out + ".mtp.f32")
         info["mtp_argmax"] = mtp_l.argmax(1).tolist()
         info["mtp_agrees_with_main_next"] = float((mtp_l.argmax(1) == main_l[1:].argmax(1)).mean())
+    if a.greedy:
+        seq = list(ids)
+        with torch.no_grad():
+            for _ in range(a.greedy):
+                lg, _ = m(torch.tensor([seq]), with_mtp=False)
+                seq.append(int(lg[0, -1].argmax()))
+        with open(a.out + ".greedy.txt", "w") as f:
+            f.write(",".join(map(str, ids)) + "\n" + ",".join(map(str, seq[len(ids):])) + "\n")
+        info["greedy"] = seq[len(ids):]
     json.dump(info, open(a.out + ".json", "w"))
     print(f"export_logits: {len(ids)} tokens → {a.out}.main.f32" + (f", {a.out}.mtp.f32" if mtp_l is not None else ""))
 
