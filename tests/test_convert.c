@@ -85,34 +85,38 @@ TEST(convert, safetensors_refuses_corrupt_files) {
     img[0] = 0xff, img[7] = 0x7f;
     refused(img, size, "past the end", "header length past EOF");
     free(img);
-    refuse_json("[]", 0, "does not start with '{'", "not an object");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "outside the", "offsets outside the data");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,4]}}", 8, "outside the", "begin after end");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-                8, "overlap", "overlapping tensors");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "unindexed", "a gap before a tensor");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, "after the last", "trailing data");
-    refuse_json("{\"a\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "need 6", "wrong byte size for the dtype");
-    refuse_json("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "unknown dtype", "unknown dtype");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,4]}}", 4, "absurd shape",
-                "absurd shape (overflow)");
-    refuse_json("{\"a\":{\"dtype\":\"F64\",\"shape\":[1125899906842624,1024],\"data_offsets\":[0,8]}}", 8, "absurd shape", "absurd shape (2^60 elements)");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, "dimensions", "too many dims");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "non-negative integer", "negative dim");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, "integer", "fractional dim");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],\"data_offsets\":[0,4]}}", 4, "too large", "huge integer");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "missing data_offsets", "missing key");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4, "unknown key", "unknown key");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "duplicate", "duplicate key");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-                8, "duplicate tensor name", "duplicate tensor");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}", 4, "expected", "unterminated object");
-    refuse_json("{\"a\\q\":{}}", 0, "bad escape", "bad escape");
-    refuse_json("{\"a\\ud800\":{}}", 0, "surrogate", "lone surrogate");
-    refuse_json("{\"a\xff\":{}}", 0, "UTF-8", "invalid UTF-8");
-    refuse_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} x", 4, "trailing bytes", "junk after the JSON");
-    refuse_json("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "empty name", "empty name");
-    refuse_json("{\"__metadata__\":{\"a\":1}}", 0, NULL, "metadata value not a string");
+    static const struct {
+        const char *json;
+        size_t ndata;
+        const char *want, *label;
+    } cases[] = {
+        {"[]", 0, "does not start with '{'", "not an object"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "outside the", "offsets outside the data"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,4]}}", 8, "outside the", "begin after end"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "overlap", "overlapping tensors"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "unindexed", "a gap before a tensor"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, "after the last", "trailing data"},
+        {"{\"a\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "need 6", "wrong byte size for the dtype"},
+        {"{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "unknown dtype", "unknown dtype"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,4]}}", 4, "absurd shape", "absurd shape (overflow)"},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[1125899906842624,1024],\"data_offsets\":[0,8]}}", 8, "absurd shape", "absurd shape (2^60 elements)"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, "dimensions", "too many dims"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "non-negative integer", "negative dim"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, "integer", "fractional dim"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],\"data_offsets\":[0,4]}}", 4, "too large", "huge integer"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "missing data_offsets", "missing key"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", 4, "unknown key", "unknown key"},
+        {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "duplicate", "duplicate key"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "duplicate tensor name", "duplicate tensor"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}", 4, "expected", "unterminated object"},
+        {"{\"a\\q\":{}}", 0, "bad escape", "bad escape"},
+        {"{\"a\\ud800\":{}}", 0, "surrogate", "lone surrogate"},
+        {"{\"a\xff\":{}}", 0, "UTF-8", "invalid UTF-8"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} x", 4, "trailing bytes", "junk after the JSON"},
+        {"{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "empty name", "empty name"},
+        {"{\"__metadata__\":{\"a\":1}}", 0, NULL, "metadata value not a string"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) refuse_json(cases[i].json, cases[i].ndata, cases[i].want, cases[i].label);
 }
 
 /* The fuzzer's seeds: valid files and near-misses. DELTALLM_WRITE_SEEDS=DIR writes them. */

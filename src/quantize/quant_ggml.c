@@ -8,6 +8,7 @@
 #include "quantize/quant_ggml.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/fp16.h"
@@ -28,32 +29,42 @@ static inline int round_int(float v) {
     return (bits & 0x007fffff) - 0x00400000;
 }
 
-/* Symmetric fit of n values to integer levels [−nmax, nmax−1], weights x² (ggml's make_qx_quants with
- * rmse_type 1, no importance): returns the scale, writes levels + nmax to q. */
-static float fit_symmetric(int n, int nmax, const float *x, int8_t *q) {
-    float amax = 0, peak = 0;
+/* The start both symmetric fits share: the value of largest magnitude (peak), levels round(−nmax·x/peak)
+ * clamped to [−nmax, nmax−1] stored + offset in q, and their x²-weighted sums Σw·x·l, Σw·l². False (q
+ * zeroed) for an all-zero group. */
+static bool symmetric_start(int n, int nmax, const float *x, int8_t *q, int offset, float *peak, float *sxl, float *sll) {
+    float amax = 0;
+    *peak = 0;
     for (int i = 0; i < n; i++) {
         float a = fabsf(x[i]);
-        if (a > amax) amax = a, peak = x[i];
+        if (a > amax) amax = a, *peak = x[i];
     }
     if (amax < TINY) {
         memset(q, 0, (size_t)n);
-        return 0.f;
+        return false;
     }
-    float inv = -nmax / peak;
-    float sxl = 0, sll = 0;
+    const float inv = -nmax / *peak;
+    *sxl = *sll = 0;
     for (int i = 0; i < n; i++) {
         int l = imax(-nmax, imin(nmax - 1, round_int(inv * x[i])));
-        q[i] = (int8_t)(l + nmax);
+        q[i] = (int8_t)(l + offset);
         float w = x[i] * x[i];
-        sxl += w * x[i] * l;
-        sll += w * l * l;
+        *sxl += w * x[i] * l;
+        *sll += w * l * l;
     }
+    return true;
+}
+
+/* Symmetric fit of n values to integer levels [−nmax, nmax−1], weights x² (ggml's make_qx_quants with
+ * rmse_type 1, no importance): returns the scale, writes levels + nmax to q. */
+static float fit_symmetric(int n, int nmax, const float *x, int8_t *q) {
+    float peak, sxl, sll;
+    if (!symmetric_start(n, nmax, x, q, nmax, &peak, &sxl, &sll)) return 0.f;
     float scale = sll ? sxl / sll : 0.0f;
     float best = scale * sxl;
     for (int k = -9; k <= 9; k++) {
         if (k == 0) continue;
-        inv = -(nmax + 0.1f * k) / peak;
+        const float inv = -(nmax + 0.1f * k) / peak;
         sxl = sll = 0;
         for (int i = 0; i < n; i++) {
             int l = imax(-nmax, imin(nmax - 1, round_int(inv * x[i])));
@@ -137,24 +148,8 @@ static float fit_with_min(int n, int nmax, const float *x, const float *w, uint8
 
 /* Q3_K's sub-block fit (ggml's make_q3_quants with its greedy refinement): levels [−nmax, nmax−1]. */
 static float fit_q3(int n, int nmax, const float *x, int8_t *q) {
-    float amax = 0, peak = 0;
-    for (int i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        if (a > amax) amax = a, peak = x[i];
-    }
-    if (amax < TINY) {
-        memset(q, 0, (size_t)n);
-        return 0.f;
-    }
-    float inv = -nmax / peak;
-    float sxl = 0, sll = 0;
-    for (int i = 0; i < n; i++) {
-        int l = imax(-nmax, imin(nmax - 1, round_int(inv * x[i])));
-        q[i] = (int8_t)l;
-        float w = x[i] * x[i];
-        sxl += w * x[i] * l;
-        sll += w * l * l;
-    }
+    float peak, sxl, sll;
+    if (!symmetric_start(n, nmax, x, q, 0, &peak, &sxl, &sll)) return 0.f;
     for (int pass = 0; pass < 5; pass++) {
         int changed = 0;
         for (int i = 0; i < n; i++) {

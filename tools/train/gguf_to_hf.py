@@ -235,17 +235,8 @@ def write_tokenizer(g, out_dir):
     pre = g.kv.get("tokenizer.ggml.pre", "qwen2")
     import vocab as vmod
     pattern = vmod.QWEN35_PRETOKENIZE if pre == "qwen35" else vmod.QWEN35_PRETOKENIZE.replace(r"[\p{L}\p{M}]+", r"\p{L}+").replace(r"\p{M}\p{N}", r"\p{N}")
-    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-              "special": types[i] == 3} for i, t in enumerate(toks) if types[i] in (3, 4)]
-    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
-          "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-              {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
-              {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
-          "post_processor": None,
-          "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-          "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-                    "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                    "vocab": {t: i for i, t in enumerate(toks) if types[i] == 1}, "merges": [m.split(" ", 1) for m in merges]}}
+    added = [{"id": i, "content": t, "special": types[i] == 3} for i, t in enumerate(toks) if types[i] in (3, 4)]
+    tj = vmod.tokenizer_json({t: i for i, t in enumerate(toks) if types[i] == 1}, merges, added, pattern)
     with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tj, f, ensure_ascii=False)
     name = lambda k: toks[g.kv[k]] if k in g.kv else None

@@ -14,8 +14,6 @@ import collections
 import json
 import os
 
-import regex
-
 import gguf_io
 
 QWEN35_PRETOKENIZE = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+"
@@ -58,7 +56,27 @@ class Bpe:
         return parts
 
 
+def tokenizer_json(vocab, merges, added, pattern):
+    """A Hugging Face tokenizer.json: byte-level BPE with the given vocab (token → id), merges ("a b"), added
+    tokens ({id, content, special}) and Split regex (also used by gguf_to_hf.py)."""
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [dict(a, single_word=False, lstrip=False, rstrip=False, normalized=False) for a in added],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": [m.split(" ", 1) for m in merges]},
+    }
+
+
 def word_counts(text):
+    import regex  # python3-regex; only the vocabulary selection needs it (gguf_to_hf.py imports this file too)
+
     b2u = bytes_to_unicode()
     counts = collections.Counter(regex.findall(QWEN35_PRETOKENIZE, text))
     return {"".join(b2u[b] for b in w.encode("utf-8")): c for w, c in counts.items()}
@@ -126,23 +144,8 @@ def main():
     eos = ids["<|endoftext|>"]
     os.makedirs(a.out, exist_ok=True)
 
-    # Hugging Face tokenizer.json (byte-level BPE, the Qwen pre-tokenizer regex)
-    tj = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [{"id": ids[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                          "normalized": False, "special": True} for t in CONTROL],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": QWEN35_PRETOKENIZE}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {t: ids[t] for t in ordinary}, "merges": [m.split(" ", 1) for m in kept_merges]},
-    }
+    added = [{"id": ids[t], "content": t, "special": True} for t in CONTROL]
+    tj = tokenizer_json({t: ids[t] for t in ordinary}, kept_merges, added, QWEN35_PRETOKENIZE)
     with open(os.path.join(a.out, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tj, f, ensure_ascii=False, indent=1)
     tc = {"add_bos_token": False, "add_prefix_space": False, "bos_token": None, "eos_token": "<|endoftext|>",
