@@ -1,7 +1,7 @@
 # deltallm — GNU make build. Objects go to build/ (release), build/asan/ (sanitizers), build/fuzz/.
 #
 #   make            build/deltallm
-#   make run        run the main job (MODEL=path.gguf PROMPT="..." N=64; synthetic model when no MODEL)
+#   make run        run the main job (MODEL=path.gguf PROMPT="..." N=64; the trained default model when no MODEL)
 #   make test       build and run every test group (TESTS="group ..." narrows it)
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz       the libFuzzer targets for FUZZ_TIME seconds each (clang)
@@ -163,15 +163,13 @@ fuzz:
 	done
 
 MODEL  ?=
-PROMPT ?= The quick brown fox
-N      ?= 32
+PROMPT ?= And God said
+N      ?= 48
+# the default: the small model trained by tools/train/ (docs/TRAINING.md); `deltallm synth` writes the
+# random-weight real-shape models the speed benchmarks use
+DEFAULT_MODEL = assets/tinybible-f16.gguf
 run: $(BUILD)/deltallm
-	@if [ -n "$(MODEL)" ]; then \
-	  $(BUILD)/deltallm run -m "$(MODEL)" -p "$(PROMPT)" -n $(N); \
-	else \
-	  $(BUILD)/deltallm synth --default models/synth-qwen35-0.8b.gguf && \
-	  $(BUILD)/deltallm run -m models/synth-qwen35-0.8b.gguf -p "$(PROMPT)" -n $(N) --synthetic-note; \
-	fi
+	@$(BUILD)/deltallm run -m "$(if $(MODEL),$(MODEL),$(DEFAULT_MODEL))" -p "$(PROMPT)" -n $(N)
 
 format:
 	clang-format -i $(LIB_SRC) $(APP_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/kernels/*/*.h include/*.h tests/*.h)

@@ -33,8 +33,8 @@ typedef struct Runner {
 } Runner;
 
 static void runner_free(Runner *r) {
+    if (r->st) seqstate_free(r->st); /* allocated by the forward pass's backend: before it */
     if (r->fw) forward_free(r->fw);
-    if (r->st) seqstate_free(r->st);
     if (r->m) model_free(r->m);
     free(r->logits);
 }

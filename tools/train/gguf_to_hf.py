@@ -167,7 +167,7 @@ def export(path, out_dir, shards=1):
                 hf = pre + "mlp.experts." + rest[len("ffn_"):-len("_exps")]
             else:
                 hf = pre + LAYER[rest] + ".weight"
-        if hf.endswith("norm.weight") and not hf.endswith("linear_attn.norm.weight"):
+        if gname.endswith("norm.weight") and not gname.endswith("ssm_norm.weight"):  # the converter's +1 (by its name)
             x, bad = exact_inverse(x, lambda s: s - 1.0, plus_one)
             unmatched += bad
         if hf.endswith("A_log"):
