@@ -127,3 +127,33 @@ TEST(trained, default_mode_close_to_llama_cpp) {
     }
     free(got), free(want), free(ids);
 }
+
+/* `deltallm perplexity` (exact mode) against the same estimate computed by the PyTorch model
+ * (tools/train/ppl_reference.py: 4 windows of 128, second halves scored) on a held-out excerpt; and its
+ * refusal of a text too short for two windows. */
+TEST(trained, perplexity_matches_pytorch) {
+    const char *bin = getenv("DELTALLM_BIN") ? getenv("DELTALLM_BIN") : "build/deltallm";
+    char cmd[1024], line[512];
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s -c 128 --chunks 4 --exact -t 2 2>/dev/null", bin, MODEL, test_data("trained/excerpt.txt"));
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p);
+    double got = -1, err = -1;
+    while (fgets(line, sizeof line, p)) sscanf(line, "Final estimate: PPL = %lf +/- %lf", &got, &err);
+    CHECK(pclose(p) == 0);
+    char *txt = test_read_file(test_data("trained/ppl.json"), NULL);
+    REQUIRE(txt);
+    const char *k = strstr(txt, "\"ppl\": ");
+    const double want = k ? strtod(k + 7, NULL) : 0;
+    test_note("perplexity -c 128 --chunks 4 on the excerpt: %.4f ± %.4f, PyTorch %.4f", got, err, want);
+    CHECK_MSG(fabs(got - want) <= 1e-4 * want, "deltallm %.6f vs PyTorch %.6f", got, want);
+    free(txt);
+    /* too short: one line on stderr, exit status 1 */
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s -c 4096 2>&1 >/dev/null", bin, MODEL, test_data("trained/excerpt.txt"));
+    p = popen(cmd, "r");
+    REQUIRE(p);
+    int lines = 0;
+    bool said = false;
+    while (fgets(line, sizeof line, p)) lines += line[0] != '\n', said |= strstr(line, "at least 8192") != NULL;
+    CHECK(pclose(p) != 0);
+    CHECK_MSG(said && lines <= 2, "%d lines", lines);
+}

@@ -119,6 +119,7 @@ int cmd_perplexity(int argc, char **argv) {
     Tokenizer *tok = NULL;
     TokenIds ids = {0};
     double *lp_m = NULL, *lp_b = NULL, *klds = NULL;
+    long long count_windows = 0; /* progress printed: a failure message starts on a new line */
     size_t len = 0;
     char *text = cli_read_file(text_path, &len);
     if (!text) {
@@ -196,6 +197,7 @@ int cmd_perplexity(int argc, char **argv) {
             fprintf(stderr, "perplexity: %.2f seconds per window - ETA %.2f minutes\n", s, s * (double)n_chunk / 60);
         }
         printf("[%lld]%.4f,", c + 1, exp(nll / (double)count));
+        count_windows++;
         fflush(stdout);
     }
     free(window);
@@ -221,7 +223,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
     rc = 0;
 done:
-    if (rc) fprintf(stderr, "\ndeltallm perplexity: %s\n", err.msg);
+    if (rc) fprintf(stderr, "%sdeltallm perplexity: %s\n", count_windows ? "\n" : "", err.msg);
     free(text);
     free(lp_m), free(lp_b), free(klds);
     token_ids_free(&ids);
