@@ -59,19 +59,25 @@ TEST(trained, round_trip_gguf_hf_gguf) {
     free(a), free(b);
 }
 
-TEST(trained, exact_mode_matches_pytorch) {
+/* The model's logits on the stored sequence in `mode` against a stored reference (rel under tests/data). */
+static void against_reference(const char *rel, MatMode mode, const char *what, double max_rel, int max_top_bad) {
     int T = 0, V = 0, top_bad = 0;
     int32_t *ids = read_seq(&T);
-    REQUIRE(ids);
-    float *got = logits_of(MODEL, ids, T, MATMUL_EXACT, &V);
+    if (!ids) return;
+    float *got = logits_of(MODEL, ids, T, mode, &V);
     size_t n = 0;
-    float *want = test_read_file(test_data("trained/torch.main.f32"), &n);
-    if (CHECK(got && want && n == sizeof(float) * (size_t)T * V)) {
-        double r = logits_rel_diff(want, got, T, V, &top_bad);
-        test_note("exact mode vs PyTorch: max |Δ| %.3g of std over %d positions, top-1 differs at %d", r, T, top_bad);
-        CHECK(r <= 1e-4 && top_bad == 0);
+    float *want = test_read_file(test_data(rel), &n);
+    if (CHECK_MSG(got && want && n == sizeof(float) * (size_t)T * V, "%s", rel)) {
+        const double r = logits_rel_diff(want, got, T, V, &top_bad);
+        test_note("%s: max |Δ| %.3g of std over %d positions, top-1 differs at %d%s", what, r, T, top_bad,
+                  memcmp(want, got, n) ? "" : " (bit-identical)");
+        CHECK(r <= max_rel && top_bad <= max_top_bad);
     }
     free(got), free(want), free(ids);
+}
+
+TEST(trained, exact_mode_matches_pytorch) {
+    against_reference("trained/torch.main.f32", MATMUL_EXACT, "exact mode vs PyTorch", 1e-4, 0);
 }
 
 TEST(trained, greedy_continuation_is_pytorchs) {
@@ -113,19 +119,7 @@ TEST(trained, greedy_continuation_is_pytorchs) {
 }
 
 TEST(trained, default_mode_close_to_llama_cpp) {
-    int T = 0, V = 0, top_bad = 0;
-    int32_t *ids = read_seq(&T);
-    REQUIRE(ids);
-    float *got = logits_of(MODEL, ids, T, MATMUL_GGML, &V);
-    size_t n = 0;
-    float *want = test_read_file(test_data("trained/llama.f32"), &n);
-    if (CHECK(got && want && n == sizeof(float) * (size_t)T * V)) {
-        double r = logits_rel_diff(want, got, T, V, &top_bad);
-        test_note("default mode vs llama.cpp (AVX2 build): max |Δ| %.3g of std, top-1 differs at %d of %d%s", r, top_bad, T,
-                  memcmp(want, got, n) ? "" : " (bit-identical)");
-        CHECK(r <= 2e-2 && top_bad <= T / 50);
-    }
-    free(got), free(want), free(ids);
+    against_reference("trained/llama.f32", MATMUL_GGML, "default mode vs llama.cpp (AVX2 build)", 2e-2, 1);
 }
 
 /* `deltallm perplexity` (exact mode) against the same estimate computed by the PyTorch model
