@@ -166,10 +166,11 @@ MODEL  ?=
 PROMPT ?= And God said
 N      ?= 48
 # the default: the small model trained by tools/train/ (docs/TRAINING.md); `deltallm synth` writes the
-# random-weight real-shape models the speed benchmarks use
+# random-weight real-shape models the speed benchmarks use. One thread for it: 256 wide, it has too little
+# work per token to share (573 tokens/s on one thread, 51 on two, on the 2 shared vCPUs under load)
 DEFAULT_MODEL = assets/tinybible-f16.gguf
 run: $(BUILD)/deltallm
-	@$(BUILD)/deltallm run -m "$(if $(MODEL),$(MODEL),$(DEFAULT_MODEL))" -p "$(PROMPT)" -n $(N)
+	@$(BUILD)/deltallm run -m "$(if $(MODEL),$(MODEL),$(DEFAULT_MODEL))" -p "$(PROMPT)" -n $(N) $(if $(MODEL),,-t 1)
 
 format:
 	clang-format -i $(LIB_SRC) $(APP_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/kernels/*/*.h include/*.h tests/*.h)
