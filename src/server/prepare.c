@@ -45,7 +45,12 @@ static int attach_constraint(Server *s, const ApiRequest *req, Job *j, ApiError 
     } else {
         return 0;
     }
-    if (!j->constraint) return api_error(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
+    if (!j->constraint) {
+        bool json = req->response_format != RF_TEXT;
+        return api_error(e, 400, "invalid_request_error", json ? "response_format" : "tools", NULL, "%s%s",
+                         json && req->response_format == RF_JSON_SCHEMA ? "response_format.json_schema.schema: " : "",
+                         err.msg);
+    }
     return 0;
 }
 

@@ -50,6 +50,7 @@ typedef struct Slot {
     DlDetok *detok;
     uint64_t *keys; /* prefix keys of the prompt, one per checkpoint interval */
     int32_t token;  /* sampled, to be decoded */
+    bool truncating; /* constrained, and the shortest answer does not fit max_tokens: cut, not closed */
     uint64_t order; /* admission order */
     SBuf out;       /* scratch for released text */
 } Slot;
@@ -296,34 +297,97 @@ static void record_logprob(Scheduler *s, Slot *sl, int32_t t) {
     pthread_mutex_unlock(&j->mu);
 }
 
-/* Emits what the detokenizer and the stop filter still hold, then the constraint's completion. */
-static void flush_text(Slot *sl, bool complete_constraint) {
+/* Emits what the detokenizer and the stop filter still hold. */
+static void flush_text(Slot *sl) {
     Job *j = sl->job;
     const char *t;
     size_t n;
     dl_detok_flush(sl->detok, &t, &n);
     sl->out.n = 0;
-    if (j->constraint) {
-        sbuf_put(&sl->out, t, n);
-        if (complete_constraint) constraint_completion(j->constraint, &sl->out);
-    } else if (!stop_feed(&j->stop, t, n, &sl->out)) {
-        stop_flush(&j->stop, &sl->out);
-    }
+    if (j->constraint) sbuf_put(&sl->out, t, n);
+    else if (!stop_feed(&j->stop, t, n, &sl->out)) stop_flush(&j->stop, &sl->out);
     job_push_text(j, sl->out.p, sl->out.n);
+}
+
+/* Tokens the job may still emit: max_tokens and the context. */
+static int budget_left(const Slot *sl) {
+    int by_max = sl->job->max_tokens - sl->job->n_gen;
+    int by_ctx = dl_session_n_ctx(sl->sess) - dl_session_n_past(sl->sess);
+    return by_max < by_ctx ? by_max : by_ctx;
+}
+
+/* The number of tokens text takes, as the tokenizer writes it (ids: the tokens, malloc'd, when wanted). */
+static size_t count_tokens(const Scheduler *s, const char *text, size_t n, int32_t **ids) {
+    int32_t *v = NULL;
+    size_t k = 0;
+    DlError e;
+    if (n && dl_tokenize(s->cfg.engine, text, n, false, &v, &k, &e) != 0) k = n; /* cannot fail on valid text */
+    if (ids) *ids = v;
+    else free(v);
+    return k;
+}
+
+/* Ends a constrained job inside its budget: the first `budget` tokens of the shortest completion of what was
+ * generated (all of it when it fits: the answer is then valid JSON / a whole call), counted as generated. */
+static void close_constraint(Scheduler *s, Slot *sl, int budget) {
+    Job *j = sl->job;
+    SBuf comp = {0};
+    constraint_completion(j->constraint, &comp);
+    int32_t *ids = NULL;
+    size_t n = count_tokens(s, comp.p, comp.n, &ids), k = budget > 0 && (size_t)budget < n ? (size_t)budget : n;
+    if (!ids) k = 0;
+    sl->out.n = 0;
+    for (size_t i = 0; i < k; i++) {
+        const char *text;
+        size_t tn;
+        DlError e;
+        if (dl_detok_push(sl->detok, ids[i], &text, &tn, &e) == 0) sbuf_put(&sl->out, text, tn);
+    }
+    pthread_mutex_lock(&j->mu);
+    j->n_gen += (int)k;
+    pthread_mutex_unlock(&j->mu);
+    job_push_text(j, sl->out.p, sl->out.n);
+    free(ids);
+    sbuf_free(&comp);
+    flush_text(sl);
+    slot_fail(s, sl, FINISH_LENGTH, NULL);
+}
+
+/* A constrained job's next token t must leave room for the completion it implies: when the tokens after it
+ * would not fit the budget, the answer closes now instead (and stays valid within max_tokens). A job whose
+ * shortest answer is already longer than its budget is cut at max_tokens (sl->truncating). */
+static bool constraint_fits(Scheduler *s, Slot *sl, int32_t t) {
+    Job *j = sl->job;
+    int budget = budget_left(sl);
+    if (!j->n_gen) {
+        SBuf comp = {0};
+        constraint_completion(j->constraint, &comp);
+        sl->truncating = count_tokens(s, comp.p, comp.n, NULL) > (size_t)budget;
+        sbuf_free(&comp);
+    }
+    if (sl->truncating) return true;
+    SBuf after = {0};
+    bool ok = constraint_completion_after(j->constraint, s->piece[t], s->piece_len[t], &after) &&
+              count_tokens(s, after.p, after.n, NULL) <= (size_t)(budget - 1);
+    sbuf_free(&after);
+    return ok;
 }
 
 /* Handles one sampled token; returns true when the slot goes on (the token must be decoded). */
 static bool emit_token(Scheduler *s, Slot *sl, int32_t t) {
     Job *j = sl->job;
     DlError e = {{0}};
-    if (t < 0) { /* the constraint is stuck: close it */
-        flush_text(sl, true);
-        slot_fail(s, sl, FINISH_STOP, NULL);
+    if (t < 0) { /* the constraint admits no token: close it */
+        close_constraint(s, sl, budget_left(sl));
         return false;
     }
     if (!j->constraint && (s->tok_flags[t] & 1)) {
-        flush_text(sl, false);
+        flush_text(sl);
         slot_fail(s, sl, FINISH_STOP, NULL);
+        return false;
+    }
+    if (j->constraint && !constraint_fits(s, sl, t)) {
+        close_constraint(s, sl, budget_left(sl));
         return false;
     }
     const char *text;
@@ -348,12 +412,12 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t) {
     }
     job_push_text(j, sl->out.p, sl->out.n);
     if (stopped) {
-        if (j->constraint) flush_text(sl, false);
+        if (j->constraint) flush_text(sl);
         slot_fail(s, sl, FINISH_STOP, NULL);
         return false;
     }
-    if (j->n_gen >= j->max_tokens || dl_session_n_past(sl->sess) >= dl_session_n_ctx(sl->sess)) {
-        flush_text(sl, true);
+    if (budget_left(sl) <= 0) {
+        flush_text(sl);
         slot_fail(s, sl, FINISH_LENGTH, NULL);
         return false;
     }
