@@ -525,7 +525,7 @@ static DlEngine *open_engine(int n_seq, int n_batch) {
     p.n_ctx = 2048;
     p.n_batch = n_batch;
     p.n_seq_max = n_seq;
-    p.n_threads = 2;
+    p.n_threads = 1;
     DlError e = {{0}};
     DlEngine *en = dl_engine_open(&p, &e);
     CHECK_MSG(en, "%s", e.msg);
@@ -668,7 +668,7 @@ TEST(server, http_in_process) {
     c.port = 0;
     c.parallel = 2;
     c.ctx_size = 512;
-    c.threads = 2;
+    c.threads = 1;
     c.api_key = "sekret-key";
     c.max_body_bytes = 64 * 1024;
     c.queue_max = 4;

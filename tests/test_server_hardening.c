@@ -42,7 +42,7 @@ static void base_config(ServerConfig *c) {
     c->port = 0;
     c->parallel = 2;
     c->ctx_size = 1024;
-    c->threads = 2;
+    c->threads = 1;
     c->api_key = "k";
     c->max_body_bytes = 64 * 1024;
     c->chat_template_file = test_data("chat/Qwen3.5-4B.jinja");

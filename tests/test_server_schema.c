@@ -282,7 +282,7 @@ TEST(server, structured_outputs_over_http) {
     c.port = 0;
     c.parallel = 2;
     c.ctx_size = 1024;
-    c.threads = 2;
+    c.threads = 1;
     c.chat_template_file = test_data("chat/Qwen3.5-4B.jinja");
     Err err = {{0}};
     Server *srv = server_start(&c, &err);
