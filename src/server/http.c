@@ -40,34 +40,11 @@ typedef struct ConnCtx {
     ApiError perr;
 } ConnCtx;
 
-static const char *const route_names[R_COUNT] = {"none",     "health",     "models",         "model",
-                                                 "chat",     "completions", "responses",     "response",
-                                                 "tokenize", "detokenize", "apply_template", "props",
-                                                 "slots",    "metrics"};
-
-const char *route_name(Route r) { return (unsigned)r < R_COUNT ? route_names[r] : "?"; }
-
 /* ------------------------------------------------------------------------------------------ responses */
-
-/* Whether origin is one of the configured ones ("*" or a comma-separated list). */
-static bool origin_allowed(const char *cfg, const char *origin) {
-    if (!cfg || !origin) return false;
-    if (!strcmp(cfg, "*")) return true;
-    size_t n = strlen(origin);
-    for (const char *p = cfg; *p;) {
-        while (*p == ' ' || *p == ',') p++;
-        size_t k = strcspn(p, ",");
-        size_t t = k;
-        while (t && p[t - 1] == ' ') t--;
-        if (t && t == n && !strncmp(p, origin, n)) return true;
-        p += k;
-    }
-    return false;
-}
 
 enum MHD_Result http_queue(Server *s, struct MHD_Connection *c, unsigned status, struct MHD_Response *r) {
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (origin_allowed(s->cfg.cors_origin, origin)) {
+    if (http_origin_allowed(s->cfg.cors_origin, origin)) {
         bool any = !strcmp(s->cfg.cors_origin, "*");
         MHD_add_response_header(r, "Access-Control-Allow-Origin", any ? "*" : origin);
         if (!any) MHD_add_response_header(r, "Vary", "Origin");
@@ -139,66 +116,14 @@ enum MHD_Result http_send_error(Server *s, struct MHD_Connection *c, const ApiEr
 
 static bool authorized(Server *s, struct MHD_Connection *c) {
     if (!s->api_key) return true;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h) return false;
-    while (*h == ' ') h++;
-    if (strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return false;
-    h += 6;
-    while (*h == ' ' || *h == '\t') h++;
-    size_t n = strlen(h);
-    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t')) n--;
-    return const_time_equal(h, n, s->api_key, s->api_key_len);
+    return http_bearer_matches(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), s->api_key,
+                               s->api_key_len);
 }
 
-/* The route of a path (exact; "/v1" prefix optional). id receives the {id} of the routes that have one. */
-static Route route_of(const char *url, char *id, size_t cap) {
-    const char *p = url;
-    if (!strncmp(p, "/v1/", 4)) p += 3;
-    static const struct {
-        const char *path;
-        Route route;
-    } exact[] = {{"/health", R_HEALTH},       {"/models", R_MODELS},           {"/chat/completions", R_CHAT},
-                 {"/completions", R_COMPLETIONS}, {"/responses", R_RESPONSES}, {"/tokenize", R_TOKENIZE},
-                 {"/detokenize", R_DETOKENIZE}, {"/apply-template", R_APPLY_TEMPLATE}, {"/props", R_PROPS},
-                 {"/slots", R_SLOTS},         {"/metrics", R_METRICS}};
-    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
-        if (!strcmp(p, exact[i].path)) return exact[i].route;
-    static const struct {
-        const char *prefix;
-        Route route;
-    } with_id[] = {{"/models/", R_MODEL_ONE}, {"/responses/", R_RESPONSE_ONE}};
-    for (size_t i = 0; i < sizeof with_id / sizeof *with_id; i++) {
-        size_t n = strlen(with_id[i].prefix);
-        if (!strncmp(p, with_id[i].prefix, n) && p[n] && strlen(p + n) < cap &&
-            (with_id[i].route == R_MODEL_ONE || !strchr(p + n, '/'))) {
-            snprintf(id, cap, "%s", p + n);
-            return with_id[i].route;
-        }
-    }
-    return R_NONE;
-}
-
-static bool wants_post(Route r) {
-    return r == R_CHAT || r == R_COMPLETIONS || r == R_RESPONSES || r == R_TOKENIZE || r == R_DETOKENIZE ||
-           r == R_APPLY_TEMPLATE;
-}
-
-/* Percent-decoding of paths and query values, except %00: a NUL would cut the path short ("/health%00"
- * would read as "/health"), so it stays the text "%00". */
+/* MHD's unescaper (see http_unescape). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
     (void)cls, (void)c;
-    char *w = s;
-    for (const char *r = s; *r; r++) {
-        int hi, lo;
-        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 && (lo = hex_digit(r[2])) >= 0 && (hi | lo)) {
-            *w++ = (char)(hi * 16 + lo);
-            r += 2;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = 0;
-    return (size_t)(w - s);
+    return http_unescape(s);
 }
 
 static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
@@ -263,15 +188,15 @@ static enum MHD_Result too_large(Server *s, struct MHD_Connection *c, const char
 /* The first call for a request: headers are complete. */
 static enum MHD_Result begin(Server *s, struct MHD_Connection *c, ConnCtx *cc, const char *url, const char *method) {
     ApiError e;
-    cc->route = route_of(url, cc->id, sizeof cc->id);
+    cc->route = http_route(url, cc->id, sizeof cc->id);
     atomic_fetch_add(&s->counters.requests[cc->route], 1);
     if (bad_framing(c, &e)) return request_read(s, c), send_error(s, c, &e, method, url, true);
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (!strcmp(method, "OPTIONS") && cc->route != R_NONE && origin_allowed(s->cfg.cors_origin, origin) &&
+    if (!strcmp(method, "OPTIONS") && cc->route != R_NONE && http_origin_allowed(s->cfg.cors_origin, origin) &&
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method"))
         return request_read(s, c), preflight(s, c);
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
-    bool want_post = wants_post(cc->route);
+    bool want_post = http_wants_post(cc->route);
     if (cc->route != R_HEALTH && !authorized(s, c))
         api_error(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
                   "missing or invalid API key: send 'Authorization: Bearer KEY'");

@@ -5,28 +5,10 @@
 
 #include <microhttpd.h>
 
+#include "server/http_parse.h"
 #include "server/server_internal.h"
 
-typedef enum Route {
-    R_NONE,
-    R_HEALTH,
-    R_MODELS,
-    R_MODEL_ONE,
-    R_CHAT,
-    R_COMPLETIONS,
-    R_RESPONSES,
-    R_RESPONSE_ONE,
-    R_TOKENIZE,
-    R_DETOKENIZE,
-    R_APPLY_TEMPLATE,
-    R_PROPS,
-    R_SLOTS,
-    R_METRICS,
-    R_COUNT
-} Route;
 
-/* The route's name in logs and metrics. */
-const char *route_name(Route r);
 
 /* Queues a response with the CORS headers the request's Origin earns (every response goes through here). */
 enum MHD_Result http_queue(Server *s, struct MHD_Connection *c, unsigned status, struct MHD_Response *r);

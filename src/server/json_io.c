@@ -96,6 +96,11 @@ cJSON *json_add_string_n(cJSON *obj, const char *key, const char *s, size_t n) {
     return v;
 }
 
+const cJSON *json_member(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
 char *json_print(const cJSON *v) {
     char *s = cJSON_PrintUnformatted(v);
     if (!s || !strstr(s, JSON_NUL)) return s;

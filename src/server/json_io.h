@@ -32,6 +32,9 @@ void json_nul_encode(SBuf *out, const char *s, size_t n);
 cJSON *json_string_n(const char *s, size_t n);
 cJSON *json_add_string_n(cJSON *obj, const char *key, const char *s, size_t n);
 
+/* A member of an object that is present and not null, or NULL. */
+const cJSON *json_member(const cJSON *obj, const char *key);
+
 /* cJSON_PrintUnformatted with JSON_NUL written as \u0000 (malloc'd; NULL when out of memory). */
 char *json_print(const cJSON *v);
 

@@ -13,15 +13,26 @@
 #include "server/responses.h"
 #include "server/util.h"
 
+/* Client text in a message or param (field names, roles, paths) keeps the error on one line: control
+ * characters are written escaped, as in the log. */
+static void one_line(char *dst, size_t cap, const char *src) {
+    SBuf b = {0};
+    log_escape(&b, src, strlen(src));
+    snprintf(dst, cap, "%s", b.p ? b.p : "");
+    sbuf_free(&b);
+}
+
 int api_error(ApiError *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...) {
     e->status = status;
     e->type = type ? type : "invalid_request_error";
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    one_line(e->param, sizeof e->param, param ? param : "");
     snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    char msg[sizeof e->message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    one_line(e->message, sizeof e->message, msg);
     return -1;
 }
 

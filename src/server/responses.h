@@ -32,6 +32,17 @@ void rstore_free(ResponsesStore *st);
 char *rstore_get_json(ResponsesStore *st, const char *id);
 size_t rstore_count(ResponsesStore *st);
 
+/* Keeps a finished response under id: its conversation (chat messages) and its object (JSON); takes both. */
+void rstore_put(ResponsesStore *st, const char *id, cJSON *messages, char *json);
+
+/* What a parsed request carries for its response (responses.c fills it, responses_out.c uses it). */
+struct ResponsesReq {
+    cJSON *echo;    /* request fields the response object repeats */
+    cJSON *history; /* the conversation as chat messages (stored ones + this input), without instructions */
+    bool store;
+    ResponsesStore *st;
+};
+
 /* Parses and validates a /v1/responses body into r (a chat request, r->responses set). */
 int responses_parse(const char *body, size_t len, const ApiDefaults *d, ResponsesStore *store, ApiRequest *r,
                     ApiError *e);
