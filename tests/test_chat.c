@@ -517,3 +517,20 @@ TEST(chat, cli_chat_format) {
         CHECK_MSG((rc == 1 || rc == 2) && lines == 1 && strncmp(out, "deltallm", 8) == 0, "case %zu: %d '%s'", i, rc, out);
     }
 }
+
+/* A tool-call body holding a NUL byte (found by fuzz_http): parsed from its bytes, never read past them. */
+TEST(chat, parser_tool_call_with_nul) {
+    static const char text[] = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\0 tail\n</tool_call>";
+    Err err = {{0}};
+    ChatParser *p = chat_parser_new(CHAT_FORMAT_QWEN3, false, NULL, &err);
+    REQUIRE(p);
+    ChatDelta d;
+    CHECK(chat_parser_feed(p, text, sizeof text - 1, &d, &err) == 0);
+    CHECK(chat_parser_finish(p, &d, &err) == 0);
+    const ChatToolCall *calls;
+    CHECK(chat_parser_tool_calls(p, &calls) == 0); /* not a clean call: passed through as content */
+    size_t n;
+    chat_parser_content(p, &n);
+    CHECK(n > 0);
+    chat_parser_free(p);
+}

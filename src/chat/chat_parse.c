@@ -284,7 +284,7 @@ static bool parse_json_call(const char *s, size_t n, char **name_out, cJSON **ar
     if (text) memcpy(text, s, n), text[n] = 0;
     const char *end = NULL;
     cJSON *v = text ? chat_json_parse(text, n, &end) : NULL;
-    bool ok = cJSON_IsObject(v) && *skip_ws(end, text + n) == 0; /* nothing but whitespace after it */
+    bool ok = cJSON_IsObject(v) && end && skip_ws(end, text + n) == text + n; /* nothing but whitespace after it */
     const char *name = ok ? jstr(v, "name") : NULL;
     const cJSON *a = ok ? jget(v, "arguments") : NULL;
     if (ok && !a) a = jget(v, "parameters");
