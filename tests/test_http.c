@@ -1,6 +1,8 @@
 /* test_http.c — see test_http.h. */
 #include "test_http.h"
 
+#include "test.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -114,4 +116,31 @@ bool is_error_object(const char *body) {
     bool ok = cJSON_IsString(cJSON_GetObjectItem(e, "message")) && cJSON_IsString(cJSON_GetObjectItem(e, "type"));
     cJSON_Delete(j);
     return ok;
+}
+
+void test_server_config(ServerConfig *c) {
+    server_config_init(c);
+    c->model_path = test_data("models/m1-qwen3next-legacy-f32.gguf");
+    c->port = 0;
+    c->parallel = 2;
+    c->ctx_size = 1024;
+    c->threads = 1;
+    c->chat_template_file = test_data("chat/Qwen3.5-4B.jinja");
+}
+
+Server *test_server_start(const ServerConfig *c) {
+    Err err = {{0}};
+    Server *s = server_start(c, &err);
+    CHECK_MSG(s, "the server did not start: %s", err.msg);
+    return s;
+}
+
+ApiDefaults test_api_defaults(void) {
+    ApiDefaults d;
+    memset(&d, 0, sizeof d);
+    dl_sampling_params_init(&d.sampling);
+    d.n_vocab = 1003;
+    d.chat_max_tokens = -1;
+    d.completion_max_tokens = 16;
+    return d;
 }

@@ -1,11 +1,22 @@
-/* test_http.h — a tiny HTTP/1.0 client for the in-process server tests: raw sockets, so a test can send
+/* test_http.h — what the server tests share: a tiny HTTP/1.0 client on raw sockets, so a test can send
  * exactly the bytes it wants (dribbled headers, conflicting framing, chunked bodies) and see the status,
- * headers and body that come back. */
+ * headers and body that come back; and the in-process server they start. */
 #ifndef DL_TESTS_TEST_HTTP_H
 #define DL_TESTS_TEST_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "server/openai.h"
+#include "server/server.h"
+
+/* The tests' server: m1, any free port, 2 slots of 1024 tokens, one thread (m1 is tiny: the pool's hand-offs
+ * would dominate), the Qwen3.5 template. */
+void test_server_config(ServerConfig *c);
+/* Starts it; NULL (and a failed check with the reason) when it cannot. */
+Server *test_server_start(const ServerConfig *c);
+/* Defaults for api_parse as a server on m1 has them. */
+ApiDefaults test_api_defaults(void);
 
 typedef struct HttpResp {
     int status; /* 0: no response (connection closed or reset first) */

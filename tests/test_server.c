@@ -93,16 +93,6 @@ TEST(server, stop_strings) {
 
 /* ------------------------------------------------------------------------------------------ validation */
 
-static ApiDefaults defaults(void) {
-    ApiDefaults d;
-    memset(&d, 0, sizeof d);
-    dl_sampling_params_init(&d.sampling);
-    d.n_vocab = 1003;
-    d.chat_max_tokens = -1;
-    d.completion_max_tokens = 16;
-    return d;
-}
-
 typedef struct BadCase {
     bool chat;
     const char *body;
@@ -163,7 +153,7 @@ static const BadCase bad_cases[] = {
 };
 
 TEST(server, request_validation) {
-    ApiDefaults d = defaults();
+    ApiDefaults d = test_api_defaults();
     for (size_t i = 0; i < sizeof bad_cases / sizeof *bad_cases; i++) {
         const BadCase *c = &bad_cases[i];
         ApiRequest r;
@@ -478,7 +468,7 @@ TEST(server, constraint_json) {
 /* ------------------------------------------------------------------------------------------ SSE pieces */
 
 TEST(server, sse_chunks) {
-    ApiDefaults d = defaults();
+    ApiDefaults d = test_api_defaults();
     const char *body = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": true, "
                        "\"stream_options\": {\"include_usage\": true}}";
     ApiRequest req;

@@ -17,23 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MODEL "models/m1-qwen3next-legacy-f32.gguf"
-
 static Server *start(bool metrics, const char *cors) {
     ServerConfig c;
-    server_config_init(&c);
-    c.model_path = test_data(MODEL);
-    c.port = 0;
-    c.parallel = 2;
-    c.ctx_size = 1024;
-    c.threads = 1;
+    test_server_config(&c);
     c.metrics = metrics;
     c.cors_origin = cors;
-    c.chat_template_file = test_data("chat/Qwen3.5-4B.jinja");
-    Err err = {{0}};
-    Server *s = server_start(&c, &err);
-    CHECK_MSG(s, "%s", err.msg);
-    return s;
+    return test_server_start(&c);
 }
 
 static cJSON *post_json(int port, const char *path, const char *body, int *status) {

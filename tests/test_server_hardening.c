@@ -36,16 +36,23 @@ static double mono(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The tests' server with an API key ("k") and a 64 KiB body limit. */
 static void base_config(ServerConfig *c) {
-    server_config_init(c);
-    c->model_path = test_data(MODEL);
-    c->port = 0;
-    c->parallel = 2;
-    c->ctx_size = 1024;
-    c->threads = 1;
+    test_server_config(c);
     c->api_key = "k";
     c->max_body_bytes = 64 * 1024;
-    c->chat_template_file = test_data("chat/Qwen3.5-4B.jinja");
+}
+
+/* Starts a server whose log goes to NAME in the scratch directory (*logf, open for reading back; the caller
+ * sends the log back to stderr with srv_log_stream(NULL)). */
+static Server *start_logged(const ServerConfig *c, const char *name, FILE **logf) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", test_tmpdir(), name);
+    if (!(*logf = fopen(path, "w+"))) return NULL;
+    srv_log_stream(*logf);
+    Server *s = test_server_start(c);
+    if (!s) srv_log_stream(NULL);
+    return s;
 }
 
 static cJSON *json_of(const HttpResp *r) { return r->body ? cJSON_ParseWithLength(r->body, r->body_len) : NULL; }
@@ -144,17 +151,11 @@ TEST(server, log_escapes_client_text) {
     log_escape(&b, "a\nb\x1b[31m\xff\xc2\x9b ok \xc3\xa9", 17);
     CHECK_MSG(b.p && !strcmp(b.p, "a\\nb\\x1b[31m\\xff\\xc2\\x9b ok \xc3\xa9"), "escaped: %s", b.p ? b.p : "");
     sbuf_free(&b);
-    char path[600];
-    snprintf(path, sizeof path, "%s/server.log", test_tmpdir());
-    FILE *logf = fopen(path, "w+");
-    REQUIRE(logf);
     ServerConfig c;
     base_config(&c);
-    Err err = {{0}};
-    srv_log_stream(logf);
-    Server *s = server_start(&c, &err);
-    if (!s) srv_log_stream(NULL);
-    REQUIRE_MSG(s, "%s", err.msg);
+    FILE *logf = NULL;
+    Server *s = start_logged(&c, "server.log", &logf);
+    REQUIRE(s);
     int port = server_port(s);
     HttpResp r = http(port, "GET", "/x%0a2026-12-01%2000:00:00.000%20I%20FORGED%1b%5b31m", NULL, NULL);
     CHECK(r.status == 401);
@@ -198,9 +199,8 @@ TEST(server, log_escapes_client_text) {
 TEST(server, nul_characters_reach_the_tokenizer) {
     ServerConfig c;
     base_config(&c);
-    Err err = {{0}};
-    Server *s = server_start(&c, &err);
-    REQUIRE_MSG(s, "%s", err.msg);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
     int port = server_port(s);
     SBuf body = {0};
     const char *chat = "{\"max_tokens\": 1, \"chat_template_kwargs\": {\"enable_thinking\": false}, \"messages\": "
@@ -352,12 +352,7 @@ TEST(server, slowloris_is_cut_off) {
 /* ------------------------------------------------------------------------------------------ 6, 7. JSON */
 
 TEST(server, request_json_strictness) {
-    ApiDefaults d;
-    memset(&d, 0, sizeof d);
-    dl_sampling_params_init(&d.sampling);
-    d.n_vocab = 1003;
-    d.chat_max_tokens = -1;
-    d.completion_max_tokens = 16;
+    ApiDefaults d = test_api_defaults();
     struct {
         const char *body;
         const char *param;
@@ -390,9 +385,8 @@ TEST(server, request_json_strictness) {
     /* over HTTP too, for paths */
     ServerConfig c;
     base_config(&c);
-    Err err = {{0}};
-    Server *s = server_start(&c, &err);
-    REQUIRE_MSG(s, "%s", err.msg);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
     int port = server_port(s);
     HttpResp r = http(port, "GET", "/v1/%ff%fe", AUTH, NULL);
     CHECK(r.status == 404 && r.body && utf8_invalid_at(r.body, r.body_len) == r.body_len);
@@ -463,19 +457,16 @@ static bool write_all(int fd, const char *buf, size_t n) {
 }
 
 TEST(server, paths_framing_and_limits) {
-    char logpath[600];
-    snprintf(logpath, sizeof logpath, "%s/ctx.log", test_tmpdir());
-    FILE *logf = fopen(logpath, "w+");
-    REQUIRE(logf);
     ServerConfig c;
     base_config(&c);
     c.ctx_size = 8192; /* m1 was trained for 4096 */
-    Err err = {{0}};
-    srv_log_stream(logf);
-    Server *s = server_start(&c, &err);
+    FILE *logf = NULL;
+    Server *s = start_logged(&c, "ctx.log", &logf);
     srv_log_stream(NULL);
-    REQUIRE_MSG(s, "%s", err.msg);
+    REQUIRE(s);
     fflush(logf);
+    char logpath[600];
+    snprintf(logpath, sizeof logpath, "%s/ctx.log", test_tmpdir());
     size_t n_log = 0;
     char *log_text = test_read_file(logpath, &n_log);
     CHECK_MSG(log_text && strstr(log_text, "larger than the model was trained for (4096)"), "no warning for -c 8192");
@@ -535,9 +526,8 @@ TEST(server, paths_framing_and_limits) {
 TEST(server, messages_as_clients_echo_them) {
     ServerConfig c;
     base_config(&c);
-    Err err = {{0}};
-    Server *s = server_start(&c, &err);
-    REQUIRE_MSG(s, "%s", err.msg);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
     int port = server_port(s);
     const char *echoed =
         "{\"max_tokens\": 2, \"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"cache_control\": {}},"
@@ -570,9 +560,8 @@ TEST(server, messages_as_clients_echo_them) {
 TEST(server, completions_with_several_prompts) {
     ServerConfig c;
     base_config(&c);
-    Err err = {{0}};
-    Server *s = server_start(&c, &err);
-    REQUIRE_MSG(s, "%s", err.msg);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
     int port = server_port(s);
     HttpResp one = http(port, "POST", "/v1/completions", AUTH,
                         "{\"prompt\": \"The river\", \"max_tokens\": 5, \"temperature\": 0}");

@@ -277,16 +277,9 @@ TEST(server, constrained_answers_respect_max_tokens) {
 /* Over HTTP: the reproductions of items 5 and 8. */
 TEST(server, structured_outputs_over_http) {
     ServerConfig c;
-    server_config_init(&c);
-    c.model_path = test_data(MODEL);
-    c.port = 0;
-    c.parallel = 2;
-    c.ctx_size = 1024;
-    c.threads = 1;
-    c.chat_template_file = test_data("chat/Qwen3.5-4B.jinja");
-    Err err = {{0}};
-    Server *srv = server_start(&c, &err);
-    REQUIRE_MSG(srv, "%s", err.msg);
+    test_server_config(&c);
+    Server *srv = test_server_start(&c);
+    REQUIRE(srv);
     int port = server_port(srv);
     HttpResp r = http(port, "POST", "/v1/chat/completions", NULL,
                       "{\"messages\": [{\"role\": \"user\", \"content\": \"numbers\"}], \"temperature\": 1, \"seed\": 5, "
