@@ -173,7 +173,10 @@ static void request_read(Server *s, struct MHD_Connection *c) {
     if (s->guard) guard_request_read(s->guard, guarded(c));
 }
 
-static unsigned long long drop_limit(const Server *s) {
+/* How much of a body that will not be used is read and dropped before answering: a refused request (no
+ * key, unknown route) gets no more than --max-body of reading, an oversized one min(1 GiB, 128 x). */
+static unsigned long long drop_limit(const Server *s, const ConnCtx *cc) {
+    if (cc->refused) return s->cfg.max_body_bytes;
     unsigned long long by_body = 128ull * s->cfg.max_body_bytes;
     return by_body < (1ull << 30) ? by_body : 1ull << 30;
 }
@@ -214,8 +217,8 @@ static enum MHD_Result begin(Server *s, struct MHD_Connection *c, ConnCtx *cc, c
         /* a request with a body is answered once its body is read: answering first would close the connection
          * on unread data, and the client could see a reset instead of the error */
         if (get || (!te && !declared)) return request_read(s, c), send_error(s, c, &e, method, url, false);
-        if (declared > drop_limit(s)) return request_read(s, c), send_error(s, c, &e, method, url, true);
         cc->refused = true;
+        if (declared > drop_limit(s, cc)) return request_read(s, c), send_error(s, c, &e, method, url, true);
         cc->perr = e;
         cc->too_large = true; /* the body is dropped */
         return MHD_YES;
@@ -228,7 +231,7 @@ static enum MHD_Result begin(Server *s, struct MHD_Connection *c, ConnCtx *cc, c
         /* A client that waits for "100 Continue" has sent nothing yet: answer now. Otherwise read and drop the
          * body, so the client still sending sees the 413 rather than a reset (up to a bound). */
         const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
-        if ((expect && !strcasecmp(expect, "100-continue")) || declared > drop_limit(s))
+        if ((expect && !strcasecmp(expect, "100-continue")) || declared > drop_limit(s, cc))
             return request_read(s, c), too_large(s, c, method, url, true);
         cc->too_large = true;
     }
@@ -257,7 +260,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         }
         if (cc->too_large) {
             cc->dropped += *upload_data_size;
-            if (cc->dropped > drop_limit(s)) { /* a chunked upload beyond any reason */
+            if (cc->dropped > drop_limit(s, cc)) { /* a chunked upload beyond any reason */
                 *upload_data_size = 0;
                 request_read(s, c);
                 return cc->refused ? send_error(s, c, &cc->perr, method, url, true) : too_large(s, c, method, url, true);
