@@ -534,3 +534,19 @@ TEST(chat, parser_tool_call_with_nul) {
     CHECK(n > 0);
     chat_parser_free(p);
 }
+
+/* cJSON skips every byte up to the space between tokens (NUL and control bytes too): the exact-number walk
+ * must skip the same ones, or it reads a NUL as part of a number (found by fuzz_http). */
+TEST(chat, exact_numbers_after_control_bytes) {
+    static const char text[] = "\x01[\x02 12345678901234567890,\x1f 7]";
+    cJSON *v = chat_json_parse(text, sizeof text - 1, NULL);
+    REQUIRE(v);
+    const cJSON *a = cJSON_GetArrayItem(v, 0), *b = cJSON_GetArrayItem(v, 1);
+    CHECK(cJSON_IsRaw(a) && !strcmp(a->valuestring, "12345678901234567890"));
+    CHECK(cJSON_IsRaw(b) && !strcmp(b->valuestring, "7"));
+    cJSON_Delete(v);
+    static const char nul[] = "\0 9";
+    v = chat_json_parse(nul, sizeof nul - 1, NULL);
+    CHECK(v && cJSON_IsRaw(v) && !strcmp(v->valuestring, "9"));
+    cJSON_Delete(v);
+}

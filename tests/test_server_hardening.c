@@ -376,6 +376,17 @@ TEST(server, request_json_strictness) {
                   json ? json : "");
         free(json);
     }
+    /* raw control bytes are not JSON (cJSON would skip them, a NUL included, as whitespace) */
+    static const char ctl[] = "{\"prompt\": \"x\",\x01 \"max_tokens\": 2}", nul[] = "\0{\"prompt\": \"x\"}";
+    const char *raw_cases[] = {ctl, nul};
+    const size_t raw_len[] = {sizeof ctl - 1, sizeof nul - 1};
+    for (int i = 0; i < 2; i++) {
+        ApiRequest r;
+        ApiError e;
+        CHECK_MSG(api_parse(false, raw_cases[i], raw_len[i], &d, &r, &e) == -1 && e.status == 400 &&
+                      strstr(e.message, "control character"),
+                  "raw control byte case %d: %s", i, e.message);
+    }
     /* error bodies are valid UTF-8 whatever the message holds (a cut multi-byte character, raw bytes) */
     ApiError e;
     api_error(&e, 400, NULL, "x\xff", NULL, "unknown field '\xff\xfe' and a cut \xe2\x82");

@@ -179,6 +179,16 @@ cJSON *json_parse_body(const char *body, size_t len, bool exact_numbers, char *m
         snprintf(msg, msg_cap, "the request body is not valid UTF-8 (byte %zu)", bad);
         return NULL;
     }
+    /* JSON has no raw control characters (cJSON would take them, NUL included, for whitespace); tab, line
+     * feed and carriage return are let through where clients put them */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)body[i];
+        if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
+            snprintf(msg, msg_cap, "the request body has a raw control character (0x%02x) at byte %zu: JSON writes "
+                                   "them escaped", ch, i);
+            return NULL;
+        }
+    }
     size_t n = 0;
     char *text = rewrite_nul_escapes(body, len, &n);
     if (!text) {
