@@ -148,11 +148,16 @@ FUZZ_TIME ?= 60
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 # the fuzz targets exercise the file readers: the portable sources they need (no ISA-specific kernels)
 FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/gguf/*.c)) src/model/config.c src/convert/safetensors.c)
+# fuzz_http: the HTTP request path (paths and headers, bodies, chat rendering, constraints, output parsing)
+FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) $(addprefix src/server/,http_parse.c json_io.c openai.c \
+                responses.c constrain.c constrain_schema.c util.c) src/tokenizer/unicode.c \
+                src/tokenizer/unicode_data.c src/base/err.c -lcjson
 fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
-	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f $(FUZZ_LIB) -lm -pthread; \
+	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
+	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f $$libs -lm -pthread; \
 	  mkdir -p build/fuzz/$$n.corpus; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
 	  if ! build/fuzz/$$n -max_total_time=$(FUZZ_TIME) -print_final_stats=1 -artifact_prefix=build/fuzz/$$n- \

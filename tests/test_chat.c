@@ -517,3 +517,36 @@ TEST(chat, cli_chat_format) {
         CHECK_MSG((rc == 1 || rc == 2) && lines == 1 && strncmp(out, "deltallm", 8) == 0, "case %zu: %d '%s'", i, rc, out);
     }
 }
+
+/* A tool-call body holding a NUL byte (found by fuzz_http): parsed from its bytes, never read past them. */
+TEST(chat, parser_tool_call_with_nul) {
+    static const char text[] = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\0 tail\n</tool_call>";
+    Err err = {{0}};
+    ChatParser *p = chat_parser_new(CHAT_FORMAT_QWEN3, false, NULL, &err);
+    REQUIRE(p);
+    ChatDelta d;
+    CHECK(chat_parser_feed(p, text, sizeof text - 1, &d, &err) == 0);
+    CHECK(chat_parser_finish(p, &d, &err) == 0);
+    const ChatToolCall *calls;
+    CHECK(chat_parser_tool_calls(p, &calls) == 0); /* not a clean call: passed through as content */
+    size_t n;
+    chat_parser_content(p, &n);
+    CHECK(n > 0);
+    chat_parser_free(p);
+}
+
+/* cJSON skips every byte up to the space between tokens (NUL and control bytes too): the exact-number walk
+ * must skip the same ones, or it reads a NUL as part of a number (found by fuzz_http). */
+TEST(chat, exact_numbers_after_control_bytes) {
+    static const char text[] = "\x01[\x02 12345678901234567890,\x1f 7]";
+    cJSON *v = chat_json_parse(text, sizeof text - 1, NULL);
+    REQUIRE(v);
+    const cJSON *a = cJSON_GetArrayItem(v, 0), *b = cJSON_GetArrayItem(v, 1);
+    CHECK(cJSON_IsRaw(a) && !strcmp(a->valuestring, "12345678901234567890"));
+    CHECK(cJSON_IsRaw(b) && !strcmp(b->valuestring, "7"));
+    cJSON_Delete(v);
+    static const char nul[] = "\0 9";
+    v = chat_json_parse(nul, sizeof nul - 1, NULL);
+    CHECK(v && cJSON_IsRaw(v) && !strcmp(v->valuestring, "9"));
+    cJSON_Delete(v);
+}

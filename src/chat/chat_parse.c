@@ -280,10 +280,11 @@ static bool parse_xml_call(const ChatParser *p, const char *s, size_t n, char **
 
 /* {"name": ..., "arguments": ...} -> name and arguments object. */
 static bool parse_json_call(const char *s, size_t n, char **name_out, cJSON **args_out) {
-    char *text = strndup(s, n);
+    char *text = malloc(n + 1); /* not strndup: the text may hold a NUL, and n bytes are parsed */
+    if (text) memcpy(text, s, n), text[n] = 0;
     const char *end = NULL;
     cJSON *v = text ? chat_json_parse(text, n, &end) : NULL;
-    bool ok = cJSON_IsObject(v) && *skip_ws(end, text + n) == 0; /* nothing but whitespace after it */
+    bool ok = cJSON_IsObject(v) && end && skip_ws(end, text + n) == text + n; /* nothing but whitespace after it */
     const char *name = ok ? jstr(v, "name") : NULL;
     const cJSON *a = ok ? jget(v, "arguments") : NULL;
     if (ok && !a) a = jget(v, "parameters");
@@ -457,7 +458,7 @@ static int end_delta(ChatParser *p, ChatDelta *d, Err *err) {
         d->reasoning_len = p->d_reasoning.n;
         d->content = p->d_content.p;
         d->content_len = p->d_content.n;
-        d->tool_calls = p->calls + p->delta_first_call;
+        d->tool_calls = p->calls ? p->calls + p->delta_first_call : NULL; /* NULL + 0 is undefined */
         d->n_tool_calls = p->n_calls - p->delta_first_call;
     }
     return 0;

@@ -186,8 +186,10 @@ static void py_raw_number(StrBuf *b, const char *text) {
 
 /* --------------------------------------------------------------------------------------------- json */
 
+/* What cJSON skips between tokens: every byte up to the space, NUL and control bytes included (the walk
+ * below must see the text as cJSON saw it). */
 static const char *json_skip_ws(const char *s, const char *end) {
-    while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) s++;
+    while (s < end && (unsigned char)*s <= ' ') s++;
     return s;
 }
 
@@ -219,7 +221,7 @@ static const char *keep_numbers(cJSON *v, const char *s, const char *end, bool *
     }
     if (*s == '"') return json_skip_string(s, end);
     const char *t = s;
-    while (t < end && (strchr("+-.eE", *t) || (*t >= '0' && *t <= '9') || (*t >= 'a' && *t <= 'z'))) t++;
+    while (t < end && ((*t && strchr("+-.eE", *t)) || (*t >= '0' && *t <= '9') || (*t >= 'a' && *t <= 'z'))) t++;
     if (cJSON_IsNumber(v)) {
         char *text = malloc((size_t)(t - s) + 1);
         if (!text) return *ok = false, end;

@@ -24,7 +24,7 @@ static void usage(void) {
            "  --no-mmap                read the weights into memory instead of mapping the file\n"
            "  --mlock                  read every weight page first and lock them in memory\n"
            "  --api-key KEY            require 'Authorization: Bearer KEY' (also $DELTALLM_API_KEY)\n"
-           "  --api-key-file FILE      the same, the key read from the first line of FILE\n"
+           "  --api-key-file FILE      the same, the key read from the first line of FILE (whitespace trimmed)\n"
            "  --alias NAME             model id reported by the API (default: the file name)\n"
            "  --chat-template-file F   use this chat template instead of the GGUF's\n"
            "  --chat-format NAME       force the chat format: chatml, qwen3, qwen3-coder, qwen35\n"
@@ -39,22 +39,16 @@ static void usage(void) {
            "  --max-body MiB           largest request body (default 8)\n"
            "  --max-connections N      open connections at most (default 256)\n"
            "  --timeout S              idle connection timeout in seconds (default 600)\n"
+           "  --read-timeout S         a request's headers and body must arrive within S seconds (default 60;\n"
+           "                           0 = no deadline); idle keep-alive connections close after it too\n"
+           "  --max-connections-per-ip N  open connections per client address (default 32; 0 = no limit)\n"
+           "  --cors-origin ORIGINS    answer browsers from these origins ('*' or a comma-separated list)\n"
+           "  --metrics                serve Prometheus metrics at /metrics\n"
            "  --temp T --top-p P --top-k K --min-p P\n"
            "                           sampling defaults for requests that do not set them (OpenAI's: 1, 1, off, off)\n"
            "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
            "  --no-webui               no chat page at / (by default http://HOST:PORT/ is a chat in the browser)\n"
            "  -v, --verbose            debug log\n%s", cli_engine_help);
-}
-
-static char *read_key_file(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    char line[1024];
-    char *r = fgets(line, sizeof line, f);
-    fclose(f);
-    if (!r) return NULL;
-    line[strcspn(line, "\r\n")] = 0;
-    return strdup(line);
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -104,14 +98,13 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--mlock")) c.mlock = true;
         else if (!strcmp(a, "--api-key")) {
             NEEDV;
+            if (!*val) return free(key_owned), cli_usage_error("serve", "--api-key is empty (omit it for no key)");
             c.api_key = val;
         } else if (!strcmp(a, "--api-key-file")) {
             NEEDV;
             free(key_owned);
-            if (!(key_owned = read_key_file(val)) || !*key_owned) {
-                free(key_owned);
-                return cli_usage_error("serve", "cannot read an API key from %s", val);
-            }
+            Err kerr = {{0}};
+            if (server_read_key_file(val, &key_owned, &kerr)) return cli_usage_error("serve", "--api-key-file: %s", kerr.msg);
             c.api_key = key_owned;
         } else if (!strcmp(a, "--alias")) {
             NEEDV;
@@ -136,6 +129,15 @@ int cmd_serve(int argc, char **argv) {
             c.max_body_bytes <<= 20;
         } else if (!strcmp(a, "--max-connections")) INT_OPT(1, 1 << 16, c.max_connections);
         else if (!strcmp(a, "--timeout")) INT_OPT(1, 1 << 20, c.timeout_s);
+        else if (!strcmp(a, "--read-timeout")) {
+            NEEDV;
+            if (cli_parse_float("serve", a, val, 0, 1 << 20, &d)) return free(key_owned), 2;
+            c.read_timeout_s = d;
+        } else if (!strcmp(a, "--max-connections-per-ip")) INT_OPT(0, 1 << 16, c.max_connections_per_ip);
+        else if (!strcmp(a, "--cors-origin")) {
+            NEEDV;
+            c.cors_origin = val;
+        } else if (!strcmp(a, "--metrics")) c.metrics = true;
         else if (!strcmp(a, "--temp")) FLOAT_OPT(0, 2, c.temperature);
         else if (!strcmp(a, "--top-p")) FLOAT_OPT(0, 1, c.top_p);
         else if (!strcmp(a, "--min-p")) FLOAT_OPT(0, 1, c.min_p);

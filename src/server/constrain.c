@@ -1,58 +1,20 @@
-/* constrain.c — see constrain.h: the program compiler (tool schemas, JSON schemas) and the NFA that
- * runs it byte by byte.
- *
- * Ops: LIT (exact bytes), INT, NUM, JSTR (a JSON string), XTEXT (free text, can end anywhere), JANY /
- * JOBJ (any JSON value / any JSON object: a pushdown automaton), FORK (alternatives), JMP, END. Jumps
- * only go forward, so a program is a DAG; the shortest completion from each op is computed once. */
-#include "server/constrain.h"
+/* constrain.c — see constrain.h: the NFA that runs a constraint program (constrain_internal.h, compiled
+ * by constrain_schema.c) byte by byte, the shortest completions, and the emitters the compiler uses. */
+#include "server/constrain_internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { OP_LIT, OP_INT, OP_NUM, OP_JSTR, OP_XTEXT, OP_JANY, OP_JOBJ, OP_FORK, OP_JMP, OP_END };
-enum { MAX_OPS = 8192, MAX_THREADS = 48, JDEPTH = 24, MAX_SCHEMA_DEPTH = 8, MAX_DIGITS = 15 /* exact in a double */ };
-
-typedef struct COp {
-    int kind;
-    char *lit;
-    size_t len;
-    int *tgt; /* FORK targets, JMP target (tgt[0]) */
-    int n_tgt;
-} COp;
-
-/* JSON pushdown states */
-enum { J_VALUE, J_OBJ_FIRST, J_OBJ_KEY, J_COLON, J_ARR_FIRST, J_AFTER, J_STR, J_ESC, J_HEX, J_NUM, J_LIT, J_DONE };
-
-typedef struct JState {
-    uint8_t st, depth, sub, lit, in_key, obj_required;
-    uint8_t stack[JDEPTH];
-} JState;
-
-typedef struct Thread {
-    uint16_t pc;
-    uint16_t pos; /* LIT offset, digit count */
-    uint8_t sub;
-    uint8_t fb[3]; /* forbidden-substring progress */
-    JState j;
-} Thread;
-
-struct Constraint {
-    COp *ops;
-    int n_ops, cap_ops;
-    size_t *min_len; /* shortest completion from each op */
-    Thread threads[MAX_THREADS];
-    int n_threads;
-    bool oom;
-};
+enum { MAX_DIGITS = 15 /* exact in a double */, MAX_EXP_DIGITS = 2 /* with 15 digits: below 1e115, finite */ };
 
 /* Closing tags a text value may not contain: they would end the call (or the parameter) early. */
 static const char *const FORBID[3] = {"</tool_call>", "</parameter>", "</function>"};
 enum { FB_CALL = 1, FB_ALL = 7 };
 
-/* ------------------------------------------------------------------------------------------ compiling */
+/* ------------------------------------------------------------------------------------------ emitting */
 
-static int emit(Constraint *c, int kind) {
+int cop_emit(Constraint *c, int kind) {
     if (c->n_ops >= MAX_OPS) {
         c->oom = true;
         return -1;
@@ -71,9 +33,9 @@ static int emit(Constraint *c, int kind) {
     return c->n_ops++;
 }
 
-static void emit_lit(Constraint *c, const char *s, size_t n) {
+void cop_lit(Constraint *c, const char *s, size_t n) {
     if (!n) return;
-    int i = emit(c, OP_LIT);
+    int i = cop_emit(c, OP_LIT);
     if (i < 0) return;
     c->ops[i].lit = malloc(n);
     if (!c->ops[i].lit) {
@@ -83,13 +45,13 @@ static void emit_lit(Constraint *c, const char *s, size_t n) {
     memcpy(c->ops[i].lit, s, n);
     c->ops[i].len = n;
 }
-static void emit_lits(Constraint *c, const char *s) { emit_lit(c, s, strlen(s)); }
 
-static int emit_fork(Constraint *c, int n) {
-    int i = emit(c, OP_FORK);
+void cop_lits(Constraint *c, const char *s) { cop_lit(c, s, strlen(s)); }
+
+static int emit_targets(Constraint *c, int kind, int n) {
+    int i = cop_emit(c, kind);
     if (i < 0) return -1;
-    c->ops[i].tgt = calloc((size_t)n, sizeof(int));
-    if (!c->ops[i].tgt) {
+    if (!(c->ops[i].tgt = calloc((size_t)n, sizeof(int)))) {
         c->oom = true;
         return -1;
     }
@@ -97,253 +59,11 @@ static int emit_fork(Constraint *c, int n) {
     return i;
 }
 
-static int emit_jmp(Constraint *c) {
-    int i = emit(c, OP_JMP);
-    if (i < 0) return -1;
-    if (!(c->ops[i].tgt = calloc(1, sizeof(int)))) {
-        c->oom = true;
-        return -1;
-    }
-    c->ops[i].n_tgt = 1;
-    return i;
-}
+int cop_fork(Constraint *c, int n) { return emit_targets(c, OP_FORK, n); }
+int cop_jmp(Constraint *c) { return emit_targets(c, OP_JMP, 1); }
 
-static void set_target(Constraint *c, int op, int k, int target) {
-    if (op >= 0 && !c->oom) c->ops[op].tgt[k] = target;
-}
-
-static const cJSON *jobj(const cJSON *v, const char *k) {
-    return cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, k) : NULL;
-}
-
-/* The schema's type when it is one simple type (a ["T", "null"] pair counts as T). */
-static const char *schema_type(const cJSON *schema) {
-    const cJSON *t = jobj(schema, "type");
-    if (cJSON_IsString(t)) return t->valuestring;
-    if (cJSON_IsArray(t)) {
-        const char *only = NULL;
-        int n = 0;
-        for (const cJSON *e = t->child; e; e = e->next)
-            if (cJSON_IsString(e) && strcmp(e->valuestring, "null") != 0) only = e->valuestring, n++;
-        return n == 1 ? only : NULL;
-    }
-    return NULL;
-}
-
-/* Alternatives of literal texts (enum values). */
-static void emit_choice(Constraint *c, char **texts, int n) {
-    int f = emit_fork(c, n);
-    int *jumps = calloc((size_t)n, sizeof(int));
-    if (!jumps) {
-        c->oom = true;
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        set_target(c, f, i, c->n_ops);
-        emit_lits(c, texts[i]);
-        jumps[i] = emit_jmp(c);
-    }
-    for (int i = 0; i < n; i++) set_target(c, jumps[i], 0, c->n_ops);
-    free(jumps);
-}
-
-/* enum / const as texts: JSON for the JSON format, raw strings for XML. */
-static bool emit_enum(Constraint *c, const cJSON *schema, bool xml) {
-    const cJSON *en = jobj(schema, "enum"), *cn = jobj(schema, "const");
-    const cJSON *first = cJSON_IsArray(en) && en->child ? en->child : cn;
-    if (!first) return false;
-    int n = 0;
-    for (const cJSON *e = first; e; e = (first == cn ? NULL : e->next)) n++;
-    if (n > 256) return false;
-    char **texts = calloc((size_t)n, sizeof *texts);
-    if (!texts) return c->oom = true;
-    int k = 0;
-    for (const cJSON *e = first; e; e = (first == cn ? NULL : e->next))
-        texts[k++] = xml && cJSON_IsString(e) ? strdup(e->valuestring) : cJSON_PrintUnformatted(e);
-    bool ok = true;
-    for (int i = 0; i < n; i++) ok = ok && texts[i] && texts[i][0];
-    if (ok) emit_choice(c, texts, n);
-    for (int i = 0; i < n; i++) free(texts[i]);
-    free(texts);
-    return ok;
-}
-
-static bool in_required(const cJSON *required, const char *name) {
-    for (const cJSON *r = cJSON_IsArray(required) ? required->child : NULL; r; r = r->next)
-        if (cJSON_IsString(r) && strcmp(r->valuestring, name) == 0) return true;
-    return false;
-}
-
-static void emit_json_value(Constraint *c, const cJSON *schema, int depth);
-
-static char *json_quote(const char *s) {
-    cJSON *str = cJSON_CreateString(s);
-    char *out = str ? cJSON_PrintUnformatted(str) : NULL;
-    cJSON_Delete(str);
-    return out;
-}
-
-/* {"req1": V, "req2": V[, "opt": V]...} with the required keys in order; JOBJ when nothing is required. */
-static void emit_json_object(Constraint *c, const cJSON *schema, int depth) {
-    const cJSON *props = jobj(schema, "properties"), *required = jobj(schema, "required");
-    int n_req = 0;
-    for (const cJSON *r = cJSON_IsArray(required) ? required->child : NULL; r; r = r->next)
-        if (cJSON_IsString(r)) n_req++;
-    if (!n_req || depth >= MAX_SCHEMA_DEPTH) {
-        emit(c, OP_JOBJ);
-        return;
-    }
-    emit_lits(c, "{");
-    int k = 0;
-    for (const cJSON *r = required->child; r; r = r->next) {
-        if (!cJSON_IsString(r)) continue;
-        char *q = json_quote(r->valuestring);
-        if (!q) {
-            c->oom = true;
-            return;
-        }
-        if (k++) emit_lits(c, ", ");
-        emit_lits(c, q);
-        emit_lits(c, ": ");
-        free(q);
-        emit_json_value(c, cJSON_GetObjectItemCaseSensitive(props, r->valuestring), depth + 1);
-    }
-    for (const cJSON *p = cJSON_IsObject(props) ? props->child : NULL; p; p = p->next) {
-        if (!p->string || in_required(required, p->string)) continue;
-        char *q = json_quote(p->string);
-        if (!q) {
-            c->oom = true;
-            return;
-        }
-        int f = emit_fork(c, 2);
-        set_target(c, f, 0, c->n_ops);
-        emit_lits(c, ", ");
-        emit_lits(c, q);
-        emit_lits(c, ": ");
-        free(q);
-        emit_json_value(c, p, depth + 1);
-        set_target(c, f, 1, c->n_ops);
-    }
-    emit_lits(c, "}");
-}
-
-static void emit_json_value(Constraint *c, const cJSON *schema, int depth) {
-    if (emit_enum(c, schema, false)) return;
-    const char *t = schema_type(schema);
-    if (!t || depth >= MAX_SCHEMA_DEPTH) emit(c, OP_JANY);
-    else if (!strcmp(t, "string")) emit(c, OP_JSTR);
-    else if (!strcmp(t, "integer")) emit(c, OP_INT);
-    else if (!strcmp(t, "number")) emit(c, OP_NUM);
-    else if (!strcmp(t, "null")) emit_lits(c, "null");
-    else if (!strcmp(t, "boolean")) {
-        char *tf[2] = {"true", "false"};
-        emit_choice(c, tf, 2);
-    } else if (!strcmp(t, "object") && cJSON_IsObject(jobj(schema, "properties"))) emit_json_object(c, schema, depth);
-    else if (!strcmp(t, "object")) emit(c, OP_JOBJ);
-    else emit(c, OP_JANY);
-}
-
-static void emit_xml_value(Constraint *c, const cJSON *schema) {
-    if (emit_enum(c, schema, true)) return;
-    const char *t = schema_type(schema);
-    if (!t || !strcmp(t, "string")) emit(c, OP_XTEXT);
-    else if (!strcmp(t, "integer")) emit(c, OP_INT);
-    else if (!strcmp(t, "number")) emit(c, OP_NUM);
-    else if (!strcmp(t, "null")) emit_lits(c, "null");
-    else if (!strcmp(t, "boolean")) {
-        char *tf[2] = {"true", "false"};
-        emit_choice(c, tf, 2);
-    } else emit(c, OP_JANY);
-}
-
-static void emit_xml_param(Constraint *c, const char *name, const cJSON *schema) {
-    emit_lits(c, "<parameter=");
-    emit_lits(c, name);
-    emit_lits(c, ">\n");
-    emit_xml_value(c, schema);
-    emit_lits(c, "\n</parameter>\n");
-}
-
-static void emit_xml_body(Constraint *c, const cJSON *params) {
-    const cJSON *props = jobj(params, "properties"), *required = jobj(params, "required");
-    for (const cJSON *r = cJSON_IsArray(required) ? required->child : NULL; r; r = r->next)
-        if (cJSON_IsString(r)) emit_xml_param(c, r->valuestring, cJSON_GetObjectItemCaseSensitive(props, r->valuestring));
-    for (const cJSON *p = cJSON_IsObject(props) ? props->child : NULL; p; p = p->next) {
-        if (!p->string || in_required(required, p->string)) continue;
-        int f = emit_fork(c, 2);
-        set_target(c, f, 0, c->n_ops);
-        emit_xml_param(c, p->string, p);
-        set_target(c, f, 1, c->n_ops);
-    }
-    emit_lits(c, "</function>\n</tool_call>");
-}
-
-static const cJSON *tool_function(const cJSON *tool) {
-    const cJSON *f = jobj(tool, "function");
-    return f ? f : tool;
-}
-
-static void reset_threads(Constraint *c);
-static void finish_compile(Constraint *c);
-
-Constraint *constraint_tool_call(bool xml, const cJSON *tools, const char *only, Err *err) {
-    Constraint *c = calloc(1, sizeof *c);
-    if (!c) return err_set(err, "out of memory"), NULL;
-    int n = 0;
-    for (const cJSON *t = cJSON_IsArray(tools) ? tools->child : NULL; t; t = t->next) {
-        const cJSON *name = jobj(tool_function(t), "name");
-        if (cJSON_IsString(name) && (!only || !strcmp(only, name->valuestring))) n++;
-    }
-    if (!n) {
-        free(c);
-        return err_set(err, only ? "tool_choice names a function that is not in tools" : "no tools to call"), NULL;
-    }
-    emit_lits(c, xml ? "<tool_call>\n<function=" : "<tool_call>\n{\"name\": \"");
-    int f = emit_fork(c, n), k = 0;
-    int *jumps = calloc((size_t)n, sizeof(int));
-    if (!jumps) c->oom = true;
-    for (const cJSON *t = cJSON_IsArray(tools) ? tools->child : NULL; t && jumps; t = t->next) {
-        const cJSON *fn = tool_function(t), *name = jobj(fn, "name");
-        if (!cJSON_IsString(name) || (only && strcmp(only, name->valuestring) != 0)) continue;
-        set_target(c, f, k, c->n_ops);
-        emit_lits(c, name->valuestring);
-        const cJSON *params = jobj(fn, "parameters");
-        if (xml) {
-            emit_lits(c, ">\n");
-            emit_xml_body(c, params);
-        } else {
-            emit_lits(c, "\", \"arguments\": ");
-            if (cJSON_IsObject(jobj(params, "properties"))) emit_json_object(c, params, 0);
-            else emit(c, OP_JOBJ);
-            emit_lits(c, "}\n</tool_call>");
-        }
-        jumps[k++] = emit_jmp(c);
-    }
-    int end = emit(c, OP_END);
-    for (int i = 0; jumps && i < k; i++) set_target(c, jumps[i], 0, end);
-    free(jumps);
-    finish_compile(c);
-    if (c->oom) {
-        constraint_free(c);
-        return err_set(err, "the tool schema is too large to constrain"), NULL;
-    }
-    return c;
-}
-
-Constraint *constraint_json(const cJSON *schema, Err *err) {
-    Constraint *c = calloc(1, sizeof *c);
-    if (!c) return err_set(err, "out of memory"), NULL;
-    const char *t = schema ? schema_type(schema) : NULL;
-    if (schema && !(t && !strcmp(t, "object"))) emit_json_value(c, schema, 0);
-    else if (schema) emit_json_object(c, schema, 0);
-    else emit(c, OP_JOBJ);
-    emit(c, OP_END);
-    finish_compile(c);
-    if (c->oom) {
-        constraint_free(c);
-        return err_set(err, "the JSON schema is too large to constrain"), NULL;
-    }
-    return c;
+void cop_target(Constraint *c, int op, int k, int target) {
+    if (op >= 0 && !c->oom && k < c->ops[op].n_tgt) c->ops[op].tgt[k] = target;
 }
 
 void constraint_free(Constraint *c) {
@@ -384,7 +104,7 @@ static bool j_start_value(JState *j, int ch) {
         return true;
     default:
         if (is_digit(ch)) {
-            j->st = J_NUM, j->sub = ch == '0' ? 1 : 2;
+            j->st = J_NUM, j->sub = ch == '0' ? 1 : 2, j->ndig = 1;
             return true;
         }
         return false;
@@ -395,16 +115,19 @@ static bool j_start_value(JState *j, int ch) {
  * 5 after 'e', 6 after the exponent sign, 7 exponent digits. 1, 2, 4, 7 may end. */
 static bool num_can_end(int sub) { return sub == 1 || sub == 2 || sub == 4 || sub == 7; }
 
+/* Digits are counted per part (ndig): at most 15 integer and 15 fraction digits and a 2-digit exponent, so
+ * every number stays finite in a double (23580e3798164 would read as infinity). */
 static bool j_num_step(JState *j, int ch) {
+    const bool d = is_digit(ch);
     switch (j->sub) {
-    case 0: if (is_digit(ch)) { j->sub = ch == '0' ? 1 : 2; return true; } return false;
+    case 0: if (d) { j->sub = ch == '0' ? 1 : 2, j->ndig = 1; return true; } return false;
     case 1: if (ch == '.') { j->sub = 3; return true; } if (ch == 'e' || ch == 'E') { j->sub = 5; return true; } return false;
-    case 2: if (is_digit(ch)) return true; if (ch == '.') { j->sub = 3; return true; } if (ch == 'e' || ch == 'E') { j->sub = 5; return true; } return false;
-    case 3: if (is_digit(ch)) { j->sub = 4; return true; } return false;
-    case 4: if (is_digit(ch)) return true; if (ch == 'e' || ch == 'E') { j->sub = 5; return true; } return false;
-    case 5: if (ch == '+' || ch == '-') { j->sub = 6; return true; } if (is_digit(ch)) { j->sub = 7; return true; } return false;
-    case 6: if (is_digit(ch)) { j->sub = 7; return true; } return false;
-    case 7: return is_digit(ch);
+    case 2: if (d) return j->ndig < MAX_DIGITS ? (j->ndig++, true) : false; if (ch == '.') { j->sub = 3; return true; } if (ch == 'e' || ch == 'E') { j->sub = 5; return true; } return false;
+    case 3: if (d) { j->sub = 4, j->ndig = 1; return true; } return false;
+    case 4: if (d) return j->ndig < MAX_DIGITS ? (j->ndig++, true) : false; if (ch == 'e' || ch == 'E') { j->sub = 5; return true; } return false;
+    case 5: if (ch == '+' || ch == '-') { j->sub = 6; return true; } if (d) { j->sub = 7, j->ndig = 1; return true; } return false;
+    case 6: if (d) { j->sub = 7, j->ndig = 1; return true; } return false;
+    case 7: return d && j->ndig < MAX_EXP_DIGITS ? (j->ndig++, true) : false;
     }
     return false;
 }
@@ -551,7 +274,7 @@ static void op_status(const Constraint *c, const Thread *t, bool *can_end, bool 
 }
 
 static void add_thread(Constraint *c, Thread *set, int *n, Thread t, int depth) {
-    if (depth > 64) return;
+    if (depth > 1024) return;
     const COp *op = &c->ops[t.pc];
     if (op->kind == OP_FORK) {
         for (int i = 0; i < op->n_tgt; i++) add_thread(c, set, n, fresh_for(c, op->tgt[i]), depth + 1);
@@ -642,45 +365,57 @@ static int run_bytes(Constraint *c, Thread *set, int n, const char *bytes, size_
     return n;
 }
 
+static size_t add_len(size_t a, size_t b) { return a >= MIN_LEN_INF || b >= MIN_LEN_INF ? MIN_LEN_INF : a + b; }
+
 static size_t op_min_len(const Constraint *c, int pc) {
     const COp *op = &c->ops[pc];
+    const size_t next = pc + 1 < c->n_ops ? c->min_len[pc + 1] : MIN_LEN_INF;
     switch (op->kind) {
-    case OP_LIT: return op->len + c->min_len[pc + 1];
-    case OP_INT: case OP_NUM: return 1 + c->min_len[pc + 1];
-    case OP_JSTR: case OP_JOBJ: return 2 + c->min_len[pc + 1];
-    case OP_XTEXT: return c->min_len[pc + 1];
-    case OP_JANY: return 4 + c->min_len[pc + 1];
+    case OP_LIT: return add_len(op->len, next);
+    case OP_INT: case OP_NUM: return add_len(1, next);
+    case OP_JSTR: case OP_JOBJ: return add_len(2, next);
+    case OP_XTEXT: return next;
+    case OP_JANY: return add_len(4, next);
     case OP_JMP: return c->min_len[op->tgt[0]];
     case OP_FORK: {
-        size_t best = SIZE_MAX;
+        size_t best = MIN_LEN_INF;
         for (int i = 0; i < op->n_tgt; i++)
             if (c->min_len[op->tgt[i]] < best) best = c->min_len[op->tgt[i]];
         return best;
     }
-    default: return 0;
+    case OP_END: return 0;
+    default: return MIN_LEN_INF; /* OP_FAIL */
     }
-}
-
-static void finish_compile(Constraint *c) {
-    if (c->oom) return;
-    c->min_len = calloc((size_t)c->n_ops + 1, sizeof *c->min_len);
-    if (!c->min_len) {
-        c->oom = true;
-        return;
-    }
-    for (int pc = c->n_ops - 1; pc >= 0; pc--) {
-        const COp *op = &c->ops[pc];
-        for (int i = 0; i < op->n_tgt; i++)
-            if (op->tgt[i] <= pc || op->tgt[i] >= c->n_ops) c->oom = true; /* a compiler bug: refuse */
-        if (c->oom) return;
-        c->min_len[pc] = op_min_len(c, pc);
-    }
-    reset_threads(c);
 }
 
 static void reset_threads(Constraint *c) {
     c->n_threads = 0;
     add_thread(c, c->threads, &c->n_threads, fresh_for(c, 0), 0);
+}
+
+int constraint_finish(Constraint *c, Err *err) {
+    if (c->oom || !c->n_ops) return err_set(err, "out of memory");
+    for (int pc = 0; pc < c->n_ops; pc++) {
+        const COp *op = &c->ops[pc];
+        for (int i = 0; i < op->n_tgt; i++)
+            if (op->tgt[i] < 0 || op->tgt[i] >= c->n_ops || op->tgt[i] == pc)
+                return err_set(err, "internal error: a bad jump in the constraint program"); /* a compiler bug */
+    }
+    if (!(c->min_len = malloc(((size_t)c->n_ops + 1) * sizeof *c->min_len))) return err_set(err, "out of memory");
+    for (int pc = 0; pc <= c->n_ops; pc++) c->min_len[pc] = MIN_LEN_INF;
+    /* shortest paths to END; loops jump back, so relax until nothing changes */
+    for (int pass = 0, changed = 1; changed && pass <= c->n_ops; pass++) {
+        changed = 0;
+        for (int pc = c->n_ops - 1; pc >= 0; pc--) {
+            size_t m = op_min_len(c, pc);
+            if (m < c->min_len[pc]) c->min_len[pc] = m, changed = 1;
+        }
+    }
+    if (c->min_len[0] >= MIN_LEN_INF)
+        return err_set(err, "the schema cannot be satisfied: no finite value fits it (a recursion without a way to end, "
+                            "or a 'false' schema where a value is needed)");
+    reset_threads(c);
+    return 0;
 }
 
 bool constraint_allows(const Constraint *c, const char *bytes, size_t n) {
@@ -711,7 +446,7 @@ bool constraint_done(const Constraint *c) {
 
 /* The shortest text from op pc on (no partial state). */
 static void min_text(const Constraint *c, int pc, SBuf *out) {
-    while (pc < c->n_ops) {
+    for (int steps = 0; pc < c->n_ops && steps < 4 * MAX_OPS; steps++) {
         const COp *op = &c->ops[pc];
         switch (op->kind) {
         case OP_LIT: sbuf_put(out, op->lit, op->len); pc++; break;
@@ -764,13 +499,19 @@ static void thread_completion(const Constraint *c, const Thread *t, SBuf *out) {
     min_text(c, t->pc + 1, out);
 }
 
-void constraint_completion(const Constraint *c, SBuf *out) {
-    if (constraint_done(c)) return;
+/* The shortest completion over a set of threads (threads whose way on is a dead end are skipped). */
+static void set_completion(const Constraint *c, const Thread *set, int n, SBuf *out) {
     SBuf best = {0};
     bool have = false;
-    for (int i = 0; i < c->n_threads; i++) {
+    for (int i = 0; i < n; i++) {
+        const Thread *t = &set[i];
+        if (c->ops[t->pc].kind == OP_END) { /* complete already */
+            sbuf_free(&best);
+            return;
+        }
+        if (c->min_len[t->pc + 1] >= MIN_LEN_INF) continue;
         SBuf s = {0};
-        thread_completion(c, &c->threads[i], &s);
+        thread_completion(c, t, &s);
         if (!have || s.n < best.n) {
             sbuf_free(&best);
             best = s;
@@ -781,4 +522,15 @@ void constraint_completion(const Constraint *c, SBuf *out) {
     }
     if (have && best.n) sbuf_put(out, best.p, best.n);
     sbuf_free(&best);
+}
+
+void constraint_completion(const Constraint *c, SBuf *out) { set_completion(c, c->threads, c->n_threads, out); }
+
+bool constraint_completion_after(const Constraint *c, const char *bytes, size_t n, SBuf *out) {
+    Thread set[MAX_THREADS];
+    memcpy(set, c->threads, (size_t)c->n_threads * sizeof *set);
+    int m = run_bytes((Constraint *)c, set, c->n_threads, bytes, n);
+    if (!m) return false;
+    set_completion(c, set, m, out);
+    return true;
 }

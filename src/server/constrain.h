@@ -1,5 +1,6 @@
 /* constrain.h — constrained generation for forced tool calls (tool_choice "required" or a named
- * function) and JSON output (response_format json_object / json_schema).
+ * function) and JSON output (response_format json_object / json_schema; the schema subset and its
+ * strictness: constrain_schema.c).
  *
  * A request's constraint is compiled into a small program over bytes — literals, alternatives, and
  * typed holes (integer, number, JSON string, free XML text, any JSON value) — run as a set of threads
@@ -14,9 +15,9 @@
  *   <tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>
  * with the parameters of the function's JSON schema: the required ones in their listed order, then each
  * optional one that the model chooses to give, in schema order. Values follow the schema where it is
- * simple (enum/const, boolean, integer, number, string, nested objects with properties); anything else
- * is free JSON (JSON format) or free text (XML format). Text values may not contain the closing tags
- * that would cut the call short. */
+ * in the subset constrain_schema.c compiles (objects, arrays, enum, const, anyOf, $ref, ...), unknown
+ * keywords ignored; XML string values are free text. Text values may not contain the closing tags that
+ * would cut the call short. */
 #ifndef DL_SERVER_CONSTRAIN_H
 #define DL_SERVER_CONSTRAIN_H
 
@@ -32,7 +33,8 @@ typedef struct Constraint Constraint;
 /* A forced call: xml selects the XML format (else JSON). only: the function to call, or NULL for any of
  * tools (an array of {"type": "function", "function": {"name", "parameters"}}). */
 Constraint *constraint_tool_call(bool xml, const cJSON *tools, const char *only, Err *err);
-/* A JSON object following schema (NULL: any JSON object). */
+/* A JSON value following schema (NULL: any JSON object). A schema outside the supported subset is refused:
+ * NULL, with err naming the keyword and where it is. */
 Constraint *constraint_json(const cJSON *schema, Err *err);
 void constraint_free(Constraint *c);
 
@@ -47,5 +49,9 @@ bool constraint_literal(const Constraint *c, const char **text, size_t *len);
 bool constraint_done(const Constraint *c);
 /* Appends the shortest text that completes the program from here. */
 void constraint_completion(const Constraint *c, SBuf *out);
+/* The same after bytes (which the program must accept: false otherwise), without advancing. The scheduler
+ * uses it to keep a constrained answer within max_tokens: a token whose completion would not fit the
+ * budget that is left is not taken, the shortest completion is written instead. */
+bool constraint_completion_after(const Constraint *c, const char *bytes, size_t n, SBuf *out);
 
 #endif

@@ -1,415 +1,245 @@
-/* http.c — libmicrohttpd glue: routes, authentication, body limits, error responses, and the hand-over
- * of generation requests to the scheduler (SSE streaming or one JSON body).
+/* http.c — libmicrohttpd glue: routes, request framing, authentication, CORS, body limits, the read
+ * deadline, error responses. The handlers live in http_generate.c (generation) and endpoints.c.
  *
- * MHD runs one thread per connection, so a handler may block: a non-streaming request waits for its job
- * in the access handler, a streaming one in the content-reader callback. While waiting, the socket is
- * polled every 50 ms: a client that has gone away cancels its job at once (the scheduler frees the slot
- * at its next iteration) instead of when the next write fails.
+ * MHD runs one thread per connection, so a handler may block (a non-streaming generation waits in the
+ * access handler, a streaming one in the content-reader callback).
  *
- * Routes (also without the /v1 prefix):
- *   GET  /health                no authentication; 200 {"status": "ok", slots, queue, cache}
- *   GET  /v1/models, /v1/models/{id}
- *   POST /v1/chat/completions, /v1/completions
- *   GET  /, /web/NAME           the chat page (web.c; no authentication; --no-webui: 404)
- * Anything else is 404, a wrong method 405 (with Allow). With an API key every route but /health needs
- * "Authorization: Bearer KEY" (401 otherwise, checked before routing). */
-#include <errno.h>
-#include <poll.h>
+ * Routes (the same paths with a /v1 prefix are accepted):
+ *   GET  /health                    no authentication
+ *   GET  /v1/models, /v1/models/{id}, /props, /slots, /metrics (with --metrics), /v1/responses/{id}
+ *   POST /v1/chat/completions, /v1/completions, /v1/responses, /tokenize, /detokenize, /apply-template
+ *   GET  /, /web/NAME               the chat page (web.c; no authentication; --no-webui: 404)
+ * Paths match exactly (no trailing slash, no %00: a NUL in a path is kept as the text "%00"). Anything
+ * else is 404, a wrong method 405 (with Allow). With an API key every route but /health needs
+ * "Authorization: Bearer KEY" (401 otherwise, checked before routing); CORS preflights need none.
+ *
+ * Framing (RFC 9112): a request with both Content-Length and Transfer-Encoding, with two Content-Length
+ * headers, or with a transfer coding other than chunked is refused and the connection closed — a proxy
+ * in front might frame it differently (request smuggling). A body over --max-body is read and dropped to
+ * its end (bounded by the read deadline and by min(1 GiB, 128 x --max-body)) so that the client, still
+ * sending, receives the 413 instead of a reset. */
+#include <arpa/inet.h>
 #include <stdarg.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
-#include "server/respond.h"
-#include "server/server_internal.h"
+#include "server/http_internal.h"
+#include "server/json_io.h"
 #include "server/web.h"
-
-typedef enum Route { R_NONE, R_HEALTH, R_MODELS, R_MODEL_ONE, R_CHAT, R_COMPLETIONS } Route;
 
 typedef struct ConnCtx {
     Route route;
-    char model_id[256]; /* R_MODEL_ONE */
+    char id[256]; /* R_MODEL_ONE, R_RESPONSE_ONE */
     SBuf body;
     bool too_large;
     unsigned long long dropped; /* bytes read and dropped after too_large */
+    bool refused;               /* perr is the answer, sent once the body has been read (and dropped) */
+    ApiError perr;
 } ConnCtx;
-
-typedef struct Stream {
-    Server *s;
-    Job *job;
-    Responder resp;
-    SBuf out;
-    size_t out_pos;
-    bool ended;
-    int fd;
-    double last_send, last_poll;
-    const char *kind;
-} Stream;
-
-static atomic_ullong job_counter;
 
 /* ------------------------------------------------------------------------------------------ responses */
 
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, char *json /* freed */,
-                                 const char *hdr_name, const char *hdr_value) {
-    if (!json) {
-        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
-                                  "\"code\":null}}";
-        json = strdup(oom);
-        status = 500;
-        if (!json) return MHD_NO;
+enum MHD_Result http_queue(Server *s, struct MHD_Connection *c, unsigned status, struct MHD_Response *r) {
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (http_origin_allowed(s->cfg.cors_origin, origin)) {
+        bool any = !strcmp(s->cfg.cors_origin, "*");
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", any ? "*" : origin);
+        if (!any) MHD_add_response_header(r, "Vary", "Origin");
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
+    if (status >= 500) atomic_fetch_add(&s->counters.status_5xx, 1);
+    else if (status >= 400) atomic_fetch_add(&s->counters.status_4xx, 1);
+    return MHD_queue_response(c, status, r);
+}
+
+static enum MHD_Result send_buffer(Server *s, struct MHD_Connection *c, unsigned status, const char *type, char *buf,
+                                   size_t len, const char *const *headers /* name, value, ..., NULL */) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) {
-        free(json);
+        free(buf);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    if (hdr_name) MHD_add_response_header(r, hdr_name, hdr_value);
-    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_add_response_header(r, "Content-Type", type);
+    for (int i = 0; headers && headers[i]; i += 2) MHD_add_response_header(r, headers[i], headers[i + 1]);
+    enum MHD_Result rc = http_queue(s, c, status, r);
     MHD_destroy_response(r);
     return rc;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, const ApiError *e, const char *method, const char *url) {
+enum MHD_Result http_send_json(Server *s, struct MHD_Connection *c, unsigned status, char *json, const char *hdr_name,
+                               const char *hdr_value) {
+    if (!json) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
+                                  "\"code\":null}}";
+        if (!(json = strdup(oom))) return MHD_NO;
+        status = 500;
+        hdr_name = NULL;
+    }
+    const char *h[] = {hdr_name, hdr_value, NULL};
+    return send_buffer(s, c, status, "application/json", json, strlen(json), hdr_name ? h : NULL);
+}
+
+enum MHD_Result http_send_text(Server *s, struct MHD_Connection *c, unsigned status, const char *type, const char *text,
+                               size_t len) {
+    char *copy = malloc(len + 1);
+    if (!copy) return MHD_NO;
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    return send_buffer(s, c, status, type, copy, len, NULL);
+}
+
+/* close: the connection ends after this answer (its framing cannot be trusted, or its body was not read). */
+static enum MHD_Result send_error(Server *s, struct MHD_Connection *c, const ApiError *e, const char *method,
+                                  const char *url, bool close) {
     srv_log(e->status >= 500 ? LOG_WARN : LOG_INFO, "%s %s -> %d: %s", method, url, e->status, e->message);
-    const char *hn = NULL, *hv = NULL;
-    if (e->status == 503) hn = "Retry-After", hv = "1";
-    else if (e->status == 401) hn = "WWW-Authenticate", hv = "Bearer";
-    else if (e->status == 405) hn = "Allow", hv = e->param[0] ? e->param : "GET";
+    const char *h[6] = {NULL};
+    int n = 0;
+    if (e->status == 503) h[n++] = "Retry-After", h[n++] = "1";
+    else if (e->status == 401) h[n++] = "WWW-Authenticate", h[n++] = "Bearer";
+    else if (e->status == 405) h[n++] = "Allow", h[n++] = e->param[0] ? e->param : "GET";
+    if (close) h[n++] = "Connection", h[n++] = "close";
     ApiError copy = *e;
     if (e->status == 405) copy.param[0] = 0; /* the param field carried the Allow value */
-    return send_json(c, (unsigned)e->status, api_error_json(&copy), hn, hv);
+    char *json = api_error_json(&copy);
+    if (!json) return http_send_json(s, c, 500, NULL, NULL, NULL);
+    return send_buffer(s, c, (unsigned)e->status, "application/json", json, strlen(json), h);
 }
 
-static char *health_json(Server *s) {
-    SchedStats st;
-    sched_stats(s->sched, &st);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "status", "ok");
-    cJSON_AddStringToObject(o, "model", s->model_id);
-    cJSON *sl = cJSON_AddObjectToObject(o, "slots");
-    cJSON_AddNumberToObject(sl, "total", st.n_slots);
-    cJSON_AddNumberToObject(sl, "busy", st.busy);
-    cJSON_AddNumberToObject(sl, "idle", st.n_slots - st.busy);
-    cJSON *q = cJSON_AddObjectToObject(o, "queue");
-    cJSON_AddNumberToObject(q, "waiting", st.queued);
-    cJSON_AddNumberToObject(q, "max", st.queue_max);
-    cJSON *t = cJSON_AddObjectToObject(o, "totals");
-    cJSON_AddNumberToObject(t, "requests", (double)st.jobs_done);
-    cJSON_AddNumberToObject(t, "prompt_tokens", (double)st.tokens_prompt);
-    cJSON_AddNumberToObject(t, "cached_tokens", (double)st.tokens_cached);
-    cJSON_AddNumberToObject(t, "generated_tokens", (double)st.tokens_generated);
-    if (s->cache) {
-        PcacheStats ps;
-        pcache_stats(s->cache, &ps);
-        cJSON *c = cJSON_AddObjectToObject(o, "prefix_cache");
-        cJSON_AddNumberToObject(c, "ram_entries", (double)ps.ram_entries);
-        cJSON_AddNumberToObject(c, "ram_bytes", (double)ps.ram_bytes);
-        cJSON_AddNumberToObject(c, "disk_entries", (double)ps.disk_entries);
-        cJSON_AddNumberToObject(c, "disk_bytes", (double)ps.disk_bytes);
-        cJSON_AddNumberToObject(c, "hits_ram", (double)ps.hits_ram);
-        cJSON_AddNumberToObject(c, "hits_disk", (double)ps.hits_disk);
-        cJSON_AddNumberToObject(c, "misses", (double)ps.misses);
-        cJSON_AddNumberToObject(c, "stores", (double)ps.stores);
-        cJSON_AddNumberToObject(c, "evictions", (double)ps.evictions);
-        cJSON_AddNumberToObject(c, "ignored_files", (double)ps.ignored_files);
-    }
-    char *json = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return json;
-}
-
-static cJSON *model_object(Server *s) {
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", s->model_id);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)(long)s->started);
-    cJSON_AddStringToObject(m, "owned_by", "deltallm");
-    cJSON *meta = cJSON_AddObjectToObject(m, "meta");
-    cJSON_AddStringToObject(meta, "arch", s->info->arch);
-    cJSON_AddNumberToObject(meta, "n_ctx", s->info->n_ctx);
-    cJSON_AddNumberToObject(meta, "n_ctx_train", s->info->n_ctx_train);
-    cJSON_AddNumberToObject(meta, "n_vocab", s->info->n_vocab);
-    cJSON_AddNumberToObject(meta, "slots", s->cfg.parallel);
-    if (s->have_template) cJSON_AddStringToObject(meta, "chat_format", chat_format_name(s->tmpl.format));
-    return m;
-}
-
-static char *models_json(Server *s) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), model_object(s));
-    char *json = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return json;
-}
-
-/* ------------------------------------------------------------------------------------------ helpers */
-
-/* Whether the peer has closed its side (or the socket failed). */
-static bool client_gone(int fd) {
-    if (fd < 0) return false;
-    struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
-    if (poll(&p, 1, 0) <= 0) return false;
-    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
-    if (p.revents & POLLIN) {
-        char ch;
-        ssize_t r = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (r == 0) return true;
-        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
-    }
-    return false;
-}
-
-static int conn_fd(struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? ci->connect_fd : -1;
-}
-
-/* Takes the job's new text and state. Waits up to wait_ms when there is nothing new (a non-streamed
- * job only signals when it is done: its consumer does not wake up for every token). */
-static bool take_output(Job *j, SBuf *text, JobResult *res, int wait_ms) {
-    pthread_mutex_lock(&j->mu);
-    if ((!j->notify_text || !j->text.n) && !j->done && wait_ms > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)wait_ms * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-    }
-    if (j->text.n) {
-        sbuf_put(text, j->text.p, j->text.n);
-        j->text.n = 0;
-    }
-    bool done = j->done;
-    if (done) {
-        res->finish = j->finish;
-        res->n_prompt = (int)j->n_prompt;
-        res->n_cached = j->n_cached;
-        res->n_gen = j->n_gen;
-        res->queue_ms = (j->t_admit - j->t_submit) * 1000.0;
-        double tp = j->t_prompt_done > 0 ? j->t_prompt_done : j->t_end;
-        res->prompt_ms = j->t_admit > 0 ? (tp - j->t_admit) * 1000.0 : 0;
-        res->gen_ms = j->t_prompt_done > 0 ? (j->t_end - j->t_prompt_done) * 1000.0 : 0;
-    }
-    pthread_mutex_unlock(&j->mu);
-    return done;
-}
-
-static void log_job(const Job *j, const char *kind, const JobResult *res) {
-    static const char *const names[] = {"none", "stop", "length", "cancelled", "error"};
-    double ttft = j->t_first > 0 ? (j->t_first - j->t_submit) * 1000.0 : -1;
-    srv_log(LOG_INFO, "job %llu %s: prompt %d (cached %d), generated %d, finish %s, queue %.0f ms, ttft %.0f ms, "
-                      "total %.0f ms",
-            (unsigned long long)j->id, kind, res->n_prompt, res->n_cached, res->n_gen, names[res->finish],
-            res->queue_ms, ttft, (j->t_end - j->t_submit) * 1000.0);
-}
-
-/* ------------------------------------------------------------------------------------------ streaming */
-
-static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    Stream *st = cls;
-    for (;;) {
-        if (st->out_pos < st->out.n) {
-            size_t n = st->out.n - st->out_pos < max ? st->out.n - st->out_pos : max;
-            memcpy(buf, st->out.p + st->out_pos, n);
-            st->out_pos += n;
-            st->last_send = now_s();
-            return (ssize_t)n;
-        }
-        st->out.n = st->out_pos = 0;
-        if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        SBuf text = {0};
-        JobResult res = {0};
-        bool done = take_output(st->job, &text, &res, 50);
-        Err err = {{0}};
-        int rc = resp_stream_text(&st->resp, text.p, text.n, &st->out, &err);
-        sbuf_free(&text);
-        if (rc == 0 && done) {
-            st->ended = true;
-            if (res.finish == FINISH_CANCELLED) return MHD_CONTENT_READER_END_WITH_ERROR;
-            if (res.finish == FINISH_ERROR) resp_stream_error(&st->resp, st->job->error, &st->out);
-            else rc = resp_stream_end(&st->resp, &res, &st->out, &err);
-            log_job(st->job, st->kind, &res);
-        }
-        if (rc) {
-            srv_log(LOG_ERROR, "job %llu: %s", (unsigned long long)st->job->id, err.msg);
-            sched_cancel(st->s->sched, st->job);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        double now = now_s();
-        if (st->out.n == 0 && now - st->last_poll >= 0.05) {
-            st->last_poll = now;
-            if (client_gone(st->fd)) {
-                srv_log(LOG_INFO, "job %llu: client disconnected, cancelling", (unsigned long long)st->job->id);
-                sched_cancel(st->s->sched, st->job);
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            }
-            if (now - st->last_send > 15) sbuf_puts(&st->out, ": keep-alive\n\n");
-        }
-    }
-}
-
-static void sse_free(void *cls) {
-    Stream *st = cls;
-    pthread_mutex_lock(&st->job->mu);
-    bool done = st->job->done;
-    pthread_mutex_unlock(&st->job->mu);
-    if (!done) {
-        srv_log(LOG_INFO, "job %llu: stream closed early, cancelling", (unsigned long long)st->job->id);
-        sched_cancel(st->s->sched, st->job);
-    }
-    job_unref(st->job);
-    resp_free(&st->resp);
-    sbuf_free(&st->out);
-    free(st);
-}
-
-/* ------------------------------------------------------------------------------------------ generation */
-
-static enum MHD_Result handle_generation(Server *s, struct MHD_Connection *c, ConnCtx *cc, const char *method,
-                                         const char *url) {
-    ApiRequest req;
-    ApiError e;
-    bool chat = cc->route == R_CHAT;
-    if (api_parse(chat, cc->body.p ? cc->body.p : "", cc->body.n, &s->defaults, &req, &e))
-        return send_error(c, &e, method, url);
-    Job *job = NULL;
-    bool sir = false;
-    if (prepare_job(s, &req, &job, &sir, &e)) {
-        api_request_free(&req);
-        return send_error(c, &e, method, url);
-    }
-    job->id = atomic_fetch_add(&job_counter, 1) + 1;
-    job->notify_text = req.stream;
-    Responder resp;
-    Err err = {{0}};
-    if (resp_init(&resp, &req, s->tmpl.format, sir, s->model_id, &err)) {
-        job_unref(job);
-        api_request_free(&req);
-        api_error(&e, 500, "server_error", NULL, NULL, "%s", err.msg);
-        return send_error(c, &e, method, url);
-    }
-    bool stream = req.stream;
-    api_request_free(&req);
-    const char *kind = chat ? (stream ? "chat/stream" : "chat") : (stream ? "completion/stream" : "completion");
-    int rc = sched_submit(s->sched, job);
-    if (rc != SUBMIT_OK) {
-        job_unref(job);
-        resp_free(&resp);
-        if (rc == SUBMIT_QUEUE_FULL)
-            api_error(&e, 503, "server_error", NULL, "queue_full",
-                      "the server is busy: all %d slots are in use and the queue is full; retry later", s->cfg.parallel);
-        else
-            api_error(&e, 503, "server_error", NULL, NULL, "the server is shutting down");
-        return send_error(c, &e, method, url);
-    }
-    if (stream) {
-        Stream *st = calloc(1, sizeof *st);
-        struct MHD_Response *r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, st,
-                                                                        sse_free)
-                                    : NULL;
-        if (!r) {
-            free(st);
-            sched_cancel(s->sched, job);
-            job_unref(job);
-            resp_free(&resp);
-            return MHD_NO;
-        }
-        *st = (Stream){.s = s, .job = job, .resp = resp, .fd = conn_fd(c), .last_send = now_s(), .kind = kind};
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        MHD_add_response_header(r, "X-Accel-Buffering", "no");
-        enum MHD_Result q = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        return q;
-    }
-    /* non-streaming: wait here, watching the socket */
-    int fd = conn_fd(c);
-    JobResult res = {0};
-    SBuf text = {0};
-    bool done = false, failed = false;
-    double last_poll = 0;
-    while (!done && !failed) {
-        done = take_output(job, &text, &res, 50);
-        if (resp_feed(&resp, text.p, text.n, &err)) failed = true;
-        text.n = 0;
-        double now = now_s();
-        if (!done && !failed && now - last_poll >= 0.05) {
-            last_poll = now;
-            if (client_gone(fd)) {
-                srv_log(LOG_INFO, "job %llu: client disconnected, cancelling", (unsigned long long)job->id);
-                sched_cancel(s->sched, job);
-                sbuf_free(&text);
-                job_unref(job);
-                resp_free(&resp);
-                return MHD_NO;
-            }
-        }
-    }
-    sbuf_free(&text);
-    enum MHD_Result out;
-    if (failed) {
-        sched_cancel(s->sched, job);
-        api_error(&e, 500, "server_error", NULL, NULL, "%s", err.msg);
-        out = send_error(c, &e, method, url);
-    } else if (res.finish == FINISH_CANCELLED) {
-        out = MHD_NO;
-    } else if (res.finish == FINISH_ERROR) {
-        bool shutting = strstr(job->error, "shutting down") != NULL;
-        api_error(&e, shutting ? 503 : 500, "server_error", NULL, NULL, "%s", job->error);
-        out = send_error(c, &e, method, url);
-    } else {
-        char *body = resp_body(&resp, &res, &err);
-        out = send_json(c, 200, body, NULL, NULL);
-        log_job(job, kind, &res);
-    }
-    job_unref(job);
-    resp_free(&resp);
-    return out;
+enum MHD_Result http_send_error(Server *s, struct MHD_Connection *c, const ApiError *e, const char *method,
+                                const char *url) {
+    return send_error(s, c, e, method, url, false);
 }
 
 /* ------------------------------------------------------------------------------------------ routing */
 
 static bool authorized(Server *s, struct MHD_Connection *c) {
     if (!s->api_key) return true;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h) return false;
-    while (*h == ' ') h++;
-    if (strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return false;
-    h += 6;
-    while (*h == ' ' || *h == '\t') h++;
-    size_t n = strlen(h);
-    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t')) n--;
-    return const_time_equal(h, n, s->api_key, s->api_key_len);
+    return http_bearer_matches(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), s->api_key,
+                               s->api_key_len);
 }
 
-static Route route_of(const char *url, ConnCtx *cc) {
-    char path[512];
-    size_t n = strcspn(url, "?#");
-    if (n >= sizeof path) return R_NONE;
-    memcpy(path, url, n);
-    path[n] = 0;
-    while (n > 1 && path[n - 1] == '/') path[--n] = 0;
-    const char *p = path;
-    if (!strcmp(p, "/health") || !strcmp(p, "/v1/health")) return R_HEALTH;
-    if (!strncmp(p, "/v1/", 4)) p += 3;
-    if (!strcmp(p, "/models")) return R_MODELS;
-    if (!strncmp(p, "/models/", 8) && p[8]) {
-        snprintf(cc->model_id, sizeof cc->model_id, "%s", p + 8);
-        return R_MODEL_ONE;
+/* MHD's unescaper (see http_unescape). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls, (void)c;
+    return http_unescape(s);
+}
+
+static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind, (void)value;
+    if (key && !strcasecmp(key, "Content-Length")) (*(int *)cls)++;
+    return MHD_YES;
+}
+
+/* Requests whose body framing is ambiguous (RFC 9112 §6.1, §6.3): refused, the connection closed. */
+static bool bad_framing(struct MHD_Connection *c, ApiError *e) {
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+    int n_cl = 0;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_content_length, &n_cl);
+    if (te && n_cl)
+        return api_error(e, 400, "invalid_request_error", NULL, "bad_framing",
+                         "a request may not have both Content-Length and Transfer-Encoding (RFC 9112)"),
+               true;
+    if (n_cl > 1)
+        return api_error(e, 400, "invalid_request_error", NULL, "bad_framing",
+                         "a request may have one Content-Length header only"),
+               true;
+    if (te && strcasecmp(te, "chunked") != 0)
+        return api_error(e, 501, "invalid_request_error", NULL, "bad_framing",
+                         "Transfer-Encoding '%.60s' is not supported (only chunked)", te),
+               true;
+    return false;
+}
+
+static enum MHD_Result preflight(Server *s, struct MHD_Connection *c) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    const char *want = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", want ? want : "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    enum MHD_Result rc = http_queue(s, c, 204, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static GuardedConn *guarded(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void request_read(Server *s, struct MHD_Connection *c) {
+    if (s->guard) guard_request_read(s->guard, guarded(c));
+}
+
+/* How much of a body that will not be used is read and dropped before answering: a refused request (no
+ * key, unknown route) gets no more than --max-body of reading, an oversized one min(1 GiB, 128 x). */
+static unsigned long long drop_limit(const Server *s, const ConnCtx *cc) {
+    if (cc->refused) return s->cfg.max_body_bytes;
+    unsigned long long by_body = 128ull * s->cfg.max_body_bytes;
+    return by_body < (1ull << 30) ? by_body : 1ull << 30;
+}
+
+static enum MHD_Result too_large(Server *s, struct MHD_Connection *c, const char *method, const char *url, bool close) {
+    ApiError e;
+    api_error(&e, 413, "invalid_request_error", NULL, "request_too_large",
+              "the request body exceeds the limit of %zu bytes", s->cfg.max_body_bytes);
+    return send_error(s, c, &e, method, url, close);
+}
+
+/* The first call for a request: headers are complete. */
+static enum MHD_Result begin(Server *s, struct MHD_Connection *c, ConnCtx *cc, const char *url, const char *method) {
+    ApiError e;
+    cc->route = http_route(url, cc->id, sizeof cc->id);
+    atomic_fetch_add(&s->counters.requests[cc->route], 1);
+    if (bad_framing(c, &e)) return request_read(s, c), send_error(s, c, &e, method, url, true);
+    int web_rc;
+    if (!s->cfg.no_webui && web_serve(c, url, method, &web_rc)) return request_read(s, c), (enum MHD_Result)web_rc;
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!strcmp(method, "OPTIONS") && cc->route != R_NONE && http_origin_allowed(s->cfg.cors_origin, origin) &&
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method"))
+        return request_read(s, c), preflight(s, c);
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    bool want_post = http_wants_post(cc->route);
+    if (cc->route != R_HEALTH && !authorized(s, c))
+        api_error(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
+                  "missing or invalid API key: send 'Authorization: Bearer KEY'");
+    else if (cc->route == R_NONE)
+        api_error(&e, 404, "invalid_request_error", NULL, "not_found", "unknown endpoint: %s %.300s", method, url);
+    else if (want_post ? !post : !get)
+        api_error(&e, 405, "invalid_request_error", want_post ? "POST" : "GET, HEAD", "method_not_allowed",
+                  "method %s is not allowed on %s (use %s)", method, url, want_post ? "POST" : "GET");
+    else
+        e.status = 0;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+    unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+    if (e.status) {
+        /* a request with a body is answered once its body is read: answering first would close the connection
+         * on unread data, and the client could see a reset instead of the error */
+        if (get || (!te && !declared)) return request_read(s, c), send_error(s, c, &e, method, url, false);
+        cc->refused = true;
+        if (declared > drop_limit(s, cc)) return request_read(s, c), send_error(s, c, &e, method, url, true);
+        cc->perr = e;
+        cc->too_large = true; /* the body is dropped */
+        return MHD_YES;
     }
-    if (!strcmp(p, "/chat/completions")) return R_CHAT;
-    if (!strcmp(p, "/completions")) return R_COMPLETIONS;
-    return R_NONE;
+    if (!want_post) {
+        request_read(s, c);
+        return http_get(s, c, cc->route, cc->id, method, url);
+    }
+    if (declared > s->cfg.max_body_bytes) {
+        /* A client that waits for "100 Continue" has sent nothing yet: answer now. Otherwise read and drop the
+         * body, so the client still sending sees the 413 rather than a reset (up to a bound). */
+        const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+        if ((expect && !strcasecmp(expect, "100-continue")) || declared > drop_limit(s, cc))
+            return request_read(s, c), too_large(s, c, method, url, true);
+        cc->too_large = true;
+    }
+    return MHD_YES;
 }
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -418,56 +248,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     (void)version;
     Server *s = cls;
     ConnCtx *cc = *con_cls;
-    ApiError e;
     if (!cc) {
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
-        int web_rc;
-        if (!s->cfg.no_webui && web_serve(c, url, method, &web_rc)) return (enum MHD_Result)web_rc;
-        cc->route = route_of(url, cc);
-        bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
-        if (cc->route != R_HEALTH && !authorized(s, c)) {
-            api_error(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
-                      "missing or invalid API key: send 'Authorization: Bearer KEY'");
-            return send_error(c, &e, method, url);
-        }
-        if (cc->route == R_NONE) {
-            api_error(&e, 404, "invalid_request_error", NULL, "not_found", "unknown endpoint: %s %s", method, url);
-            return send_error(c, &e, method, url);
-        }
-        bool wants_post = cc->route == R_CHAT || cc->route == R_COMPLETIONS;
-        if (wants_post ? !post : !get) {
-            api_error(&e, 405, "invalid_request_error", wants_post ? "POST" : "GET, HEAD", "method_not_allowed",
-                      "method %s is not allowed on %s (use %s)", method, url, wants_post ? "POST" : "GET");
-            return send_error(c, &e, method, url);
-        }
-        if (!wants_post) {
-            if (cc->route == R_HEALTH) return send_json(c, 200, health_json(s), NULL, NULL);
-            if (cc->route == R_MODELS) return send_json(c, 200, models_json(s), NULL, NULL);
-            if (strcmp(cc->model_id, s->model_id) != 0) {
-                api_error(&e, 404, "invalid_request_error", "model", "model_not_found", "the model '%s' does not exist",
-                          cc->model_id);
-                return send_error(c, &e, method, url);
-            }
-            cJSON *m = model_object(s);
-            char *json = cJSON_PrintUnformatted(m);
-            cJSON_Delete(m);
-            return send_json(c, 200, json, NULL, NULL);
-        }
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
-        if (declared > s->cfg.max_body_bytes) {
-            /* Answering before the upload is read makes the connection close under a client that is still
-             * sending, which then sees a reset instead of the 413. Bodies up to a few times the limit are
-             * read and dropped so the error arrives; anything bigger is refused at once. */
-            if (declared > 4 * (unsigned long long)s->cfg.max_body_bytes) {
-                api_error(&e, 413, "invalid_request_error", NULL, "request_too_large",
-                          "the request body exceeds the limit of %zu bytes", s->cfg.max_body_bytes);
-                return send_error(c, &e, method, url);
-            }
-            cc->too_large = true;
-        }
-        return MHD_YES;
+        return begin(s, c, cc, url, method);
     }
     if (*upload_data_size) {
         if (!cc->too_large) {
@@ -480,35 +264,60 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         }
         if (cc->too_large) {
             cc->dropped += *upload_data_size;
-            if (cc->dropped > 4 * (unsigned long long)s->cfg.max_body_bytes) { /* chunked upload without end */
+            if (cc->dropped > drop_limit(s, cc)) { /* a chunked upload beyond any reason */
                 *upload_data_size = 0;
-                api_error(&e, 413, "invalid_request_error", NULL, "request_too_large",
-                          "the request body exceeds the limit of %zu bytes", s->cfg.max_body_bytes);
-                return send_error(c, &e, method, url);
+                request_read(s, c);
+                return cc->refused ? send_error(s, c, &cc->perr, method, url, true) : too_large(s, c, method, url, true);
             }
         }
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (cc->too_large) {
-        api_error(&e, 413, "invalid_request_error", NULL, "request_too_large",
-                  "the request body exceeds the limit of %zu bytes", s->cfg.max_body_bytes);
-        return send_error(c, &e, method, url);
-    }
+    request_read(s, c);
+    if (cc->refused) return send_error(s, c, &cc->perr, method, url, false);
+    if (cc->too_large) return too_large(s, c, method, url, false);
     if (cc->body.oom) {
+        ApiError e;
         api_error(&e, 500, "server_error", NULL, NULL, "out of memory");
-        return send_error(c, &e, method, url);
+        return http_send_error(s, c, &e, method, url);
     }
-    return handle_generation(s, c, cc, method, url);
+    const char *body = cc->body.p ? cc->body.p : "";
+    if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || cc->route == R_RESPONSES)
+        return http_generate(s, c, cc->route, body, cc->body.n, method, url);
+    return http_utility(s, c, cc->route, body, cc->body.n, method, url);
 }
 
 static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)c, (void)toe;
+    (void)toe;
+    Server *s = cls;
+    if (s->guard) guard_next(s->guard, guarded(c)); /* the next request on this connection has its own deadline */
     ConnCtx *cc = *con_cls;
     if (!cc) return;
     sbuf_free(&cc->body);
     free(cc);
     *con_cls = NULL;
+}
+
+static void notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                              enum MHD_ConnectionNotificationCode toe) {
+    Server *s = cls;
+    if (!s->guard) return;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        guard_close(s->guard, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char peer[64] = "?";
+    if (ad && ad->client_addr) {
+        const struct sockaddr *sa = ad->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, peer, sizeof peer);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, peer, sizeof peer);
+    }
+    *socket_context = fd ? guard_open(s->guard, fd->connect_fd, peer) : NULL;
 }
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap) {
@@ -543,14 +352,21 @@ int http_start(Server *s, Err *err) {
     freeaddrinfo(ai);
     if (v6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)s->cfg.port);
     else ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)s->cfg.port);
+    if (s->cfg.read_timeout_s > 0 && !(s->guard = guard_new(s->cfg.read_timeout_s, err))) return -1;
     unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG |
                      (v6 ? MHD_USE_IPv6 : 0);
-    s->daemon = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, access_handler, s, MHD_OPTION_SOCK_ADDR,
-                                 (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-                                 request_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
-    if (!s->daemon)
+    unsigned per_ip = s->cfg.max_connections_per_ip > 0 ? (unsigned)s->cfg.max_connections_per_ip : 0;
+    s->daemon = MHD_start_daemon(
+        flags, (uint16_t)s->cfg.port, NULL, NULL, access_handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
+    if (!s->daemon) {
+        guard_free(s->guard);
+        s->guard = NULL;
         return err_set(err, "cannot listen on %s:%d (address in use, or not allowed)", s->cfg.host, s->cfg.port);
+    }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->cfg.port;
     return 0;
@@ -559,4 +375,6 @@ int http_start(Server *s, Err *err) {
 void http_stop(Server *s) {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    guard_free(s->guard);
+    s->guard = NULL;
 }

@@ -32,6 +32,18 @@ typedef struct LogitBias {
     float bias;
 } LogitBias;
 
+enum { LOGPROBS_MAX_TOP = 20 };
+
+/* The model's log-probability of a generated token and of its most likely alternatives (log-softmax of
+ * the raw logits, before logit bias, penalties, temperature and truncation). */
+typedef struct TokenLogprob {
+    int32_t id;
+    float logprob;
+    int n_top;
+    int32_t top_id[LOGPROBS_MAX_TOP];
+    float top_logprob[LOGPROBS_MAX_TOP];
+} TokenLogprob;
+
 typedef struct Job {
     /* ---- input: set before sched_submit, read-only afterwards (the scheduler owns stop/constraint) */
     int32_t *prompt;
@@ -46,11 +58,14 @@ typedef struct Job {
     bool notify_text; /* wake the consumer for every piece of text (streaming); else only at the end */
     size_t n_stable; /* chat: where the last turn header starts — later turns of the conversation share the
                         prompt up to here, so a checkpoint is kept there (0: none) */
+    int logprobs;    /* -1: none; else record each token's logprob and this many alternatives (≤ 20) */
 
     /* ---- output (under mu) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     SBuf text;         /* final text not yet taken by the HTTP side */
+    TokenLogprob *lp;  /* logprobs of generated tokens not yet taken (when logprobs ≥ 0) */
+    size_t n_lp, cap_lp;
     int n_gen;         /* tokens generated */
     int n_cached;      /* prompt tokens restored from a checkpoint */
     bool started;      /* the prompt is processed: the first token is coming */

@@ -9,29 +9,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/json_io.h"
+#include "server/responses.h"
 #include "server/util.h"
+
+/* Client text in a message or param (field names, roles, paths) keeps the error on one line: control
+ * characters are written escaped, as in the log. */
+static void one_line(char *dst, size_t cap, const char *src) {
+    SBuf b = {0};
+    log_escape(&b, src, strlen(src));
+    snprintf(dst, cap, "%s", b.p ? b.p : "");
+    sbuf_free(&b);
+}
 
 int api_error(ApiError *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...) {
     e->status = status;
     e->type = type ? type : "invalid_request_error";
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    one_line(e->param, sizeof e->param, param ? param : "");
     snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    char msg[sizeof e->message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    one_line(e->message, sizeof e->message, msg);
     return -1;
 }
 
+/* Messages and params echo client text (field names, paths, roles) and may have been cut inside a UTF-8
+ * character by the fixed-size buffers: the body is made valid UTF-8 whatever they hold. */
 char *api_error_json(const ApiError *e) {
     cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
-    cJSON_AddStringToObject(err, "message", e->message);
+    json_add_string_n(err, "message", e->message, strlen(e->message));
     cJSON_AddStringToObject(err, "type", e->type ? e->type : "invalid_request_error");
-    if (e->param[0]) cJSON_AddStringToObject(err, "param", e->param);
+    if (e->param[0]) json_add_string_n(err, "param", e->param, strlen(e->param));
     else cJSON_AddNullToObject(err, "param");
     if (e->code[0]) cJSON_AddStringToObject(err, "code", e->code);
     else cJSON_AddNullToObject(err, "code");
-    char *s = cJSON_PrintUnformatted(root);
+    char *s = json_print(root);
     cJSON_Delete(root);
     return s;
 }
@@ -46,7 +61,7 @@ static bool in_list(const char *s, const char *const *list) {
     return false;
 }
 
-static const char *type_name(const cJSON *v) {
+const char *api_type_name(const cJSON *v) {
     if (cJSON_IsString(v)) return "a string";
     if (cJSON_IsNumber(v)) return "a number";
     if (cJSON_IsBool(v)) return "a boolean";
@@ -57,7 +72,7 @@ static const char *type_name(const cJSON *v) {
 }
 
 /* Refuses members of obj that are not in allowed. top: the OpenAI wording for top-level fields. */
-static int check_keys(const cJSON *obj, const char *const *allowed, const char *where, bool top, ApiError *e) {
+int api_check_keys(const cJSON *obj, const char *const *allowed, const char *where, bool top, ApiError *e) {
     for (const cJSON *m = obj->child; m; m = m->next) {
         if (m->string && in_list(m->string, allowed)) continue;
         char param[96];
@@ -79,7 +94,7 @@ static int get_number(const cJSON *obj, const char *key, double lo, double hi, b
     if (given) *given = v != NULL;
     if (!v) return 0;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return BAD(key, "'%s' must be %s, not %s", key, integer ? "an integer" : "a number", type_name(v));
+        return BAD(key, "'%s' must be %s, not %s", key, integer ? "an integer" : "a number", api_type_name(v));
     double x = v->valuedouble;
     if (integer && x != floor(x)) return BAD(key, "'%s' must be an integer, not %g", key, x);
     if (x < lo || x > hi) return BAD(key, "'%s' must be in [%g, %g], got %g", key, lo, hi, x);
@@ -90,14 +105,14 @@ static int get_number(const cJSON *obj, const char *key, double lo, double hi, b
 static int get_bool(const cJSON *obj, const char *key, bool *out, ApiError *e) {
     const cJSON *v = get(obj, key);
     if (!v) return 0;
-    if (!cJSON_IsBool(v)) return BAD(key, "'%s' must be a boolean, not %s", key, type_name(v));
+    if (!cJSON_IsBool(v)) return BAD(key, "'%s' must be a boolean, not %s", key, api_type_name(v));
     *out = cJSON_IsTrue(v);
     return 0;
 }
 
 static int check_type(const cJSON *obj, const char *key, int (*is)(const cJSON *), const char *what, ApiError *e) {
     const cJSON *v = get(obj, key);
-    if (v && !is(v)) return BAD(key, "'%s' must be %s, not %s", key, what, type_name(v));
+    if (v && !is(v)) return BAD(key, "'%s' must be %s, not %s", key, what, api_type_name(v));
     return 0;
 }
 static int is_string(const cJSON *v) { return cJSON_IsString(v); }
@@ -118,19 +133,25 @@ static bool valid_tool_name(const char *s) {
 
 /* ------------------------------------------------------------------------------------------ common */
 
+static int check_stop_string(const char *s, ApiError *e) {
+    if (strlen(s) > STOP_MAX_LEN) return BAD("stop", "a stop string may have at most %d bytes", STOP_MAX_LEN);
+    if (strstr(s, JSON_NUL)) return BAD("stop", "a stop string may not contain NUL characters");
+    return 0;
+}
+
 static int parse_stop(const cJSON *root, ApiRequest *r, ApiError *e) {
     const cJSON *v = get(root, "stop");
     if (!v) return 0;
     if (cJSON_IsString(v)) {
-        if (strlen(v->valuestring) > STOP_MAX_LEN) return BAD("stop", "a stop string may have at most %d bytes", STOP_MAX_LEN);
+        if (check_stop_string(v->valuestring, e)) return -1;
         r->stop[r->n_stop++] = v->valuestring;
         return 0;
     }
-    if (!cJSON_IsArray(v)) return BAD("stop", "'stop' must be a string or an array of strings, not %s", type_name(v));
+    if (!cJSON_IsArray(v)) return BAD("stop", "'stop' must be a string or an array of strings, not %s", api_type_name(v));
     if (cJSON_GetArraySize(v) > STOP_MAX) return BAD("stop", "at most %d stop strings are supported", STOP_MAX);
     for (const cJSON *s = v->child; s; s = s->next) {
-        if (!cJSON_IsString(s)) return BAD("stop", "'stop' must be an array of strings, found %s", type_name(s));
-        if (strlen(s->valuestring) > STOP_MAX_LEN) return BAD("stop", "a stop string may have at most %d bytes", STOP_MAX_LEN);
+        if (!cJSON_IsString(s)) return BAD("stop", "'stop' must be an array of strings, found %s", api_type_name(s));
+        if (check_stop_string(s->valuestring, e)) return -1;
         r->stop[r->n_stop++] = s->valuestring;
     }
     return 0;
@@ -139,7 +160,7 @@ static int parse_stop(const cJSON *root, ApiRequest *r, ApiError *e) {
 static int parse_logit_bias(const cJSON *root, const ApiDefaults *d, ApiRequest *r, ApiError *e) {
     const cJSON *v = get(root, "logit_bias");
     if (!v) return 0;
-    if (!cJSON_IsObject(v)) return BAD("logit_bias", "'logit_bias' must be an object, not %s", type_name(v));
+    if (!cJSON_IsObject(v)) return BAD("logit_bias", "'logit_bias' must be an object, not %s", api_type_name(v));
     int n = cJSON_GetArraySize(v);
     if (n == 0) return 0;
     if (n > 1024) return BAD("logit_bias", "at most 1024 logit_bias entries are supported");
@@ -166,8 +187,8 @@ static int parse_common(const cJSON *root, const ApiDefaults *d, ApiRequest *r, 
     const cJSON *so = get(root, "stream_options");
     if (so) {
         static const char *const keys[] = {"include_usage", "include_obfuscation", NULL};
-        if (!cJSON_IsObject(so)) return BAD("stream_options", "'stream_options' must be an object, not %s", type_name(so));
-        if (check_keys(so, keys, "stream_options", false, e)) return -1;
+        if (!cJSON_IsObject(so)) return BAD("stream_options", "'stream_options' must be an object, not %s", api_type_name(so));
+        if (api_check_keys(so, keys, "stream_options", false, e)) return -1;
         if (get_bool(so, "include_usage", &r->include_usage, e)) return -1;
         bool ignored;
         if (get_bool(so, "include_obfuscation", &ignored, e)) return -1;
@@ -213,6 +234,8 @@ static int parse_common(const cJSON *root, const ApiDefaults *d, ApiRequest *r, 
 
 /* ------------------------------------------------------------------------------------------ chat */
 
+/* Inside messages, unknown keys are ignored (clients echo back what they received: audio, annotations,
+ * parsed, ...); the fields deltallm reads are checked. Top-level fields stay strict. */
 static int parse_content(cJSON *m, int i, const char *role, ApiError *e) {
     char param[64];
     snprintf(param, sizeof param, "messages[%d].content", i);
@@ -223,8 +246,8 @@ static int parse_content(cJSON *m, int i, const char *role, ApiError *e) {
         return BAD(param, "messages[%d] (%s) needs a content", i, role);
     }
     if (cJSON_IsString(c)) return 0;
-    if (!cJSON_IsArray(c)) return BAD(param, "%s must be a string or an array of content parts, not %s", param, type_name(c));
-    static const char *const keys[] = {"type", "text", NULL};
+    if (!cJSON_IsArray(c)) return BAD(param, "%s must be a string or an array of content parts, not %s", param, api_type_name(c));
+    if (!c->child) return BAD(param, "%s is an empty array: give a string or at least one content part", param);
     int k = 0;
     for (const cJSON *p = c->child; p; p = p->next, k++) {
         char where[80];
@@ -236,12 +259,12 @@ static int parse_content(cJSON *m, int i, const char *role, ApiError *e) {
             !strcmp(t->valuestring, "file") || !strcmp(t->valuestring, "image"))
             return BAD(where, "%s: content of type '%s' is not supported: this server handles text only", where,
                        t->valuestring);
-        if (strcmp(t->valuestring, "text") != 0 && strcmp(t->valuestring, "refusal") != 0)
-            return BAD(where, "%s: unknown content part type '%s'", where, t->valuestring);
-        static const char *const rkeys[] = {"type", "refusal", NULL};
-        if (check_keys(p, strcmp(t->valuestring, "text") ? rkeys : keys, where, false, e)) return -1;
-        if (!strcmp(t->valuestring, "text") && !cJSON_IsString(get(p, "text")))
-            return BAD(where, "%s: a text part needs 'text' (a string)", where);
+        bool text = !strcmp(t->valuestring, "text");
+        if (!text && strcmp(t->valuestring, "refusal") != 0)
+            return BAD(where, "%s: unknown content part type '%s' (text or refusal)", where, t->valuestring);
+        if (!text && !assistant) return BAD(where, "%s: only assistant messages have refusal parts", where);
+        if (!cJSON_IsString(get(p, text ? "text" : "refusal")))
+            return BAD(where, "%s: a %s part needs '%s' (a string)", where, t->valuestring, t->valuestring);
     }
     return 0;
 }
@@ -252,18 +275,15 @@ static int parse_tool_calls(cJSON *m, int i, ApiError *e) {
     char param[64];
     snprintf(param, sizeof param, "messages[%d].tool_calls", i);
     if (!cJSON_IsArray(calls)) return BAD(param, "%s must be an array", param);
-    static const char *const keys[] = {"id", "type", "function", "index", NULL}, *const fkeys[] = {"name", "arguments", NULL};
     int k = 0;
     for (const cJSON *c = calls->child; c; c = c->next, k++) {
         char where[96];
         snprintf(where, sizeof where, "%s[%d]", param, k);
         if (!cJSON_IsObject(c)) return BAD(where, "%s must be an object", where);
-        if (check_keys(c, keys, where, false, e)) return -1;
         const cJSON *t = get(c, "type"), *f = get(c, "function");
         if (t && (!cJSON_IsString(t) || strcmp(t->valuestring, "function") != 0))
             return BAD(where, "%s: type must be 'function'", where);
         if (!cJSON_IsObject(f)) return BAD(where, "%s needs a 'function' object", where);
-        if (check_keys(f, fkeys, where, false, e)) return -1;
         if (!cJSON_IsString(get(f, "name"))) return BAD(where, "%s: function.name must be a string", where);
         const cJSON *a = get(f, "arguments");
         if (a && !cJSON_IsString(a) && !cJSON_IsObject(a))
@@ -281,17 +301,14 @@ static int parse_tool_calls(cJSON *m, int i, ApiError *e) {
 static int parse_messages(ApiRequest *r, ApiError *e) {
     cJSON *msgs = cJSON_GetObjectItemCaseSensitive(r->doc, "messages");
     if (!msgs || cJSON_IsNull(msgs)) return BAD("messages", "'messages' is required");
-    if (!cJSON_IsArray(msgs)) return BAD("messages", "'messages' must be an array, not %s", type_name(msgs));
+    if (!cJSON_IsArray(msgs)) return BAD("messages", "'messages' must be an array, not %s", api_type_name(msgs));
     if (!msgs->child) return BAD("messages", "'messages' must contain at least one message");
-    static const char *const keys[] = {"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
-                                       "refusal", NULL};
     static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", NULL};
     int i = 0;
     for (cJSON *m = msgs->child; m; m = m->next, i++) {
         char where[48];
         snprintf(where, sizeof where, "messages[%d]", i);
-        if (!cJSON_IsObject(m)) return BAD(where, "%s must be an object, not %s", where, type_name(m));
-        if (check_keys(m, keys, where, false, e)) return -1;
+        if (!cJSON_IsObject(m)) return BAD(where, "%s must be an object, not %s", where, api_type_name(m));
         const cJSON *role = get(m, "role");
         if (!cJSON_IsString(role)) return BAD(where, "%s needs a 'role' (string)", where);
         if (!in_list(role->valuestring, roles))
@@ -299,14 +316,15 @@ static int parse_messages(ApiRequest *r, ApiError *e) {
                        role->valuestring);
         if (check_type(m, "name", is_string, "a string", e)) return -1;
         if (check_type(m, "reasoning_content", is_string, "a string", e)) return -1;
+        if (check_type(m, "refusal", is_string, "a string", e)) return -1;
+        if (check_type(m, "audio", is_object, "an object", e)) return -1;          /* accepted, not rendered */
+        if (check_type(m, "function_call", is_object, "an object", e)) return -1;  /* deprecated; not rendered */
         if (parse_content(m, i, role->valuestring, e)) return -1;
         if (get(m, "tool_calls") && strcmp(role->valuestring, "assistant") != 0)
             return BAD(where, "%s: only assistant messages have tool_calls", where);
         if (parse_tool_calls(m, i, e)) return -1;
         if (!strcmp(role->valuestring, "tool") && !cJSON_IsString(get(m, "tool_call_id")))
             return BAD(where, "%s: a tool message needs 'tool_call_id' (string)", where);
-        if (!strcmp(role->valuestring, "developer")) /* the Qwen templates know it as system */
-            cJSON_ReplaceItemInObjectCaseSensitive(m, "role", cJSON_CreateString("system"));
     }
     r->messages = msgs;
     return 0;
@@ -315,7 +333,7 @@ static int parse_messages(ApiRequest *r, ApiError *e) {
 static int parse_tools(ApiRequest *r, ApiError *e) {
     const cJSON *tools = get(r->doc, "tools");
     if (tools) {
-        if (!cJSON_IsArray(tools)) return BAD("tools", "'tools' must be an array, not %s", type_name(tools));
+        if (!cJSON_IsArray(tools)) return BAD("tools", "'tools' must be an array, not %s", api_type_name(tools));
         if (cJSON_GetArraySize(tools) > 256) return BAD("tools", "at most 256 tools are supported");
         static const char *const keys[] = {"type", "function", NULL},
                                  *const fkeys[] = {"name", "description", "parameters", "strict", NULL};
@@ -324,12 +342,12 @@ static int parse_tools(ApiRequest *r, ApiError *e) {
             char where[48];
             snprintf(where, sizeof where, "tools[%d]", k);
             if (!cJSON_IsObject(t)) return BAD(where, "%s must be an object", where);
-            if (check_keys(t, keys, where, false, e)) return -1;
+            if (api_check_keys(t, keys, where, false, e)) return -1;
             const cJSON *type = get(t, "type"), *f = get(t, "function");
             if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)
                 return BAD(where, "%s: only tools of type 'function' are supported", where);
             if (!cJSON_IsObject(f)) return BAD(where, "%s needs a 'function' object", where);
-            if (check_keys(f, fkeys, where, false, e)) return -1;
+            if (api_check_keys(f, fkeys, where, false, e)) return -1;
             const cJSON *name = get(f, "name");
             if (!cJSON_IsString(name) || !valid_tool_name(name->valuestring))
                 return BAD(where, "%s: function.name must match ^[a-zA-Z0-9_-]{1,64}$", where);
@@ -351,11 +369,11 @@ static int parse_tools(ApiRequest *r, ApiError *e) {
         else return BAD("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or a function");
     } else if (cJSON_IsObject(tc)) {
         static const char *const keys[] = {"type", "function", NULL}, *const fkeys[] = {"name", NULL};
-        if (check_keys(tc, keys, "tool_choice", false, e)) return -1;
+        if (api_check_keys(tc, keys, "tool_choice", false, e)) return -1;
         const cJSON *type = get(tc, "type"), *f = get(tc, "function");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(f))
             return BAD("tool_choice", "'tool_choice' must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
-        if (check_keys(f, fkeys, "tool_choice.function", false, e)) return -1;
+        if (api_check_keys(f, fkeys, "tool_choice.function", false, e)) return -1;
         const cJSON *name = get(f, "name");
         if (!cJSON_IsString(name)) return BAD("tool_choice", "tool_choice.function.name must be a string");
         r->tool_choice = TOOL_CHOICE_NAMED;
@@ -365,7 +383,7 @@ static int parse_tools(ApiRequest *r, ApiError *e) {
             found = !strcmp(cJSON_GetObjectItemCaseSensitive(get(t, "function"), "name")->valuestring, r->tool_name);
         if (!found) return BAD("tool_choice", "tool_choice names '%s', which is not in tools", r->tool_name);
     } else if (tc) {
-        return BAD("tool_choice", "'tool_choice' must be a string or an object, not %s", type_name(tc));
+        return BAD("tool_choice", "'tool_choice' must be a string or an object, not %s", api_type_name(tc));
     }
     if (r->tool_choice == TOOL_CHOICE_REQUIRED && !r->tools)
         return BAD("tool_choice", "tool_choice 'required' needs tools");
@@ -380,7 +398,7 @@ static int parse_response_format(ApiRequest *r, ApiError *e) {
     if (!cJSON_IsObject(rf)) return BAD("response_format", "'response_format' must be an object");
     static const char *const keys[] = {"type", "json_schema", NULL},
                              *const skeys[] = {"name", "description", "schema", "strict", NULL};
-    if (check_keys(rf, keys, "response_format", false, e)) return -1;
+    if (api_check_keys(rf, keys, "response_format", false, e)) return -1;
     const cJSON *t = get(rf, "type");
     if (!cJSON_IsString(t)) return BAD("response_format", "response_format.type must be a string");
     if (!strcmp(t->valuestring, "text")) return 0;
@@ -389,7 +407,7 @@ static int parse_response_format(ApiRequest *r, ApiError *e) {
     } else if (!strcmp(t->valuestring, "json_schema")) {
         const cJSON *js = get(rf, "json_schema");
         if (!cJSON_IsObject(js)) return BAD("response_format", "response_format.json_schema must be an object");
-        if (check_keys(js, skeys, "response_format.json_schema", false, e)) return -1;
+        if (api_check_keys(js, skeys, "response_format.json_schema", false, e)) return -1;
         if (!cJSON_IsString(get(js, "name"))) return BAD("response_format", "response_format.json_schema.name is required");
         if (check_type(js, "schema", is_object, "an object", e)) return -1;
         r->response_format = RF_JSON_SCHEMA;
@@ -412,7 +430,7 @@ static int parse_chat(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
         /* extensions (llama.cpp / vLLM names) */
         "top_k", "min_p", "repeat_penalty", "chat_template_kwargs", "cache_prompt", "ignore_eos", NULL};
     const cJSON *root = r->doc;
-    if (check_keys(root, keys, "", true, e)) return -1;
+    if (api_check_keys(root, keys, "", true, e)) return -1;
     if (get(root, "functions") || get(root, "function_call"))
         return BAD(get(root, "functions") ? "functions" : "function_call",
                    "'functions' and 'function_call' are deprecated and not supported: use 'tools' and 'tool_choice'");
@@ -421,11 +439,11 @@ static int parse_chat(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
         if (get(root, unsupported[i])) return BAD(unsupported[i], "'%s' is not supported by this server", unsupported[i]);
     bool lp = false;
     if (get_bool(root, "logprobs", &lp, e)) return -1;
-    if (lp) return BAD("logprobs", "logprobs are not supported by this server");
     double x;
     bool given;
-    if (get_number(root, "top_logprobs", 0, 20, true, &x, &given, e)) return -1;
-    if (given && x > 0) return BAD("top_logprobs", "logprobs are not supported by this server");
+    if (get_number(root, "top_logprobs", 0, LOGPROBS_MAX_TOP, true, &x, &given, e)) return -1;
+    if (given && x > 0 && !lp) return BAD("top_logprobs", "top_logprobs needs logprobs: true");
+    r->logprobs = lp ? (given ? (int)x : 0) : -1;
     const cJSON *mod = get(root, "modalities");
     if (mod) {
         if (!cJSON_IsArray(mod)) return BAD("modalities", "'modalities' must be an array");
@@ -459,15 +477,45 @@ static int parse_chat(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
 
 /* ------------------------------------------------------------------------------------------ completion */
 
-static int token_array(const cJSON *a, const ApiDefaults *d, ApiRequest *r, ApiError *e) {
+static int token_array(const cJSON *a, int index, const ApiDefaults *d, ApiPrompt *out, ApiError *e) {
     int n = cJSON_GetArraySize(a);
-    r->prompt_ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-    if (!r->prompt_ids) return api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+    char param[32];
+    snprintf(param, sizeof param, index < 0 ? "prompt" : "prompt[%d]", index);
+    if (!n) return BAD(param, "'%s' is empty", param);
+    out->ids = malloc(sizeof(int32_t) * (size_t)n);
+    if (!out->ids) return api_error(e, 500, "server_error", NULL, NULL, "out of memory");
     for (const cJSON *t = a->child; t; t = t->next) {
         if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
             t->valuedouble >= d->n_vocab)
-            return BAD("prompt", "token prompts must hold token ids in [0, %d)", d->n_vocab);
-        r->prompt_ids[r->n_prompt_ids++] = (int32_t)t->valuedouble;
+            return BAD(param, "token prompts must hold token ids in [0, %d)", d->n_vocab);
+        out->ids[out->n_ids++] = (int32_t)t->valuedouble;
+    }
+    return 0;
+}
+
+/* prompt: a string, an array of token ids, or an array of several of either (one choice each). */
+static int parse_prompts(const cJSON *p, const ApiDefaults *d, ApiRequest *r, ApiError *e) {
+    if (!p) return BAD("prompt", "'prompt' is required");
+    bool batch = cJSON_IsArray(p) && p->child && (cJSON_IsString(p->child) || cJSON_IsArray(p->child));
+    int n = batch ? cJSON_GetArraySize(p) : 1;
+    if (n > API_MAX_PROMPTS) return BAD("prompt", "at most %d prompts per request are supported", API_MAX_PROMPTS);
+    if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts)))
+        return api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+    r->n_prompts = n;
+    int i = 0;
+    for (const cJSON *q = batch ? p->child : p; i < n; q = q->next, i++) {
+        char param[32];
+        snprintf(param, sizeof param, batch ? "prompt[%d]" : "prompt", i);
+        if (batch && !cJSON_IsString(q) && !cJSON_IsArray(q))
+            return BAD(param, "a batch of prompts holds strings or arrays of token ids, not %s", api_type_name(q));
+        if (cJSON_IsString(q)) {
+            if (!q->valuestring[0]) return BAD(param, "'%s' is empty", param);
+            r->prompts[i].text = q->valuestring;
+        } else if (cJSON_IsArray(q)) {
+            if (token_array(q, batch ? i : -1, d, &r->prompts[i], e)) return -1;
+        } else {
+            return BAD("prompt", "'prompt' must be a string, an array of token ids, or an array of several of them");
+        }
     }
     return 0;
 }
@@ -478,7 +526,7 @@ static int parse_completion(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
                                        "logit_bias", "user", "echo", "suffix", "best_of", "logprobs",
                                        "top_k", "min_p", "repeat_penalty", "cache_prompt", "ignore_eos", NULL};
     const cJSON *root = r->doc;
-    if (check_keys(root, keys, "", true, e)) return -1;
+    if (api_check_keys(root, keys, "", true, e)) return -1;
     bool echo = false;
     if (get_bool(root, "echo", &echo, e)) return -1;
     if (echo) return BAD("echo", "echo is not supported by this server");
@@ -490,38 +538,43 @@ static int parse_completion(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
     if (get_number(root, "best_of", 1, 1e9, true, &x, &given, e)) return -1;
     if (given && x != 1) return BAD("best_of", "only best_of = 1 is supported");
     if (get_number(root, "logprobs", 0, 5, true, &x, &given, e)) return -1;
-    if (given && x > 0) return BAD("logprobs", "logprobs are not supported by this server");
+    r->logprobs = given ? (int)x : -1;
     if (parse_common(root, d, r, e)) return -1;
-    const cJSON *p = get(root, "prompt");
-    if (!p) return BAD("prompt", "'prompt' is required");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
-        p = p->child; /* a batch of one */
-    else if (cJSON_IsArray(p) && p->child && (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
-        return BAD("prompt", "only one prompt per request is supported (n = 1)");
-    if (cJSON_IsString(p)) {
-        if (!p->valuestring[0]) return BAD("prompt", "'prompt' is empty");
-        r->prompt = p->valuestring;
-    } else if (cJSON_IsArray(p)) {
-        if (token_array(p, d, r, e)) return -1;
-        if (!r->n_prompt_ids) return BAD("prompt", "'prompt' is empty");
-    } else {
-        return BAD("prompt", "'prompt' must be a string, an array of token ids, or an array with one of them");
+    return parse_prompts(get(root, "prompt"), d, r, e);
+}
+
+/* What the chat templates need from a message that the API allows in more shapes: developer is system;
+ * an assistant's refusal (a refusal part, or the refusal field with no content) is rendered as its text. */
+static void normalise_for_render(cJSON *m) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+    if (cJSON_IsString(role) && !strcmp(role->valuestring, "developer"))
+        cJSON_ReplaceItemInObjectCaseSensitive(m, "role", cJSON_CreateString("system"));
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    for (cJSON *p = cJSON_IsArray(content) ? content->child : NULL; p; p = p->next) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
+        cJSON *refusal = cJSON_GetObjectItemCaseSensitive(p, "refusal");
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "refusal") != 0 || !cJSON_IsString(refusal)) continue;
+        cJSON_ReplaceItemInObjectCaseSensitive(p, "type", cJSON_CreateString("text"));
+        cJSON_AddItemToObject(p, "text", cJSON_DetachItemViaPointer(p, refusal));
     }
-    return 0;
+    const cJSON *refusal = cJSON_GetObjectItemCaseSensitive(m, "refusal");
+    bool empty = !content || cJSON_IsNull(content) || (cJSON_IsString(content) && !content->valuestring[0]);
+    if (empty && cJSON_IsString(refusal) && refusal->valuestring[0]) {
+        cJSON *text = cJSON_CreateString(refusal->valuestring);
+        if (content) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", text);
+        else cJSON_AddItemToObject(m, "content", text);
+    }
 }
 
 /* The prompt is rendered from a second parse of the body that keeps numbers exactly as written (a double
  * would turn 207310705731958600 into 2.073107057319586e+17 and 2.0 into 2); the validated values above stay
  * in r->doc. */
 static int use_exact_numbers(ApiRequest *r, const char *body, size_t len, ApiError *e) {
-    r->render_doc = chat_json_parse(body, len, NULL);
+    char msg[300], where[96];
+    r->render_doc = json_parse_body(body, len, true, msg, sizeof msg, where, sizeof where);
     cJSON *msgs = r->render_doc ? cJSON_GetObjectItemCaseSensitive(r->render_doc, "messages") : NULL;
     if (!msgs) return api_error(e, 500, "server_error", NULL, NULL, "out of memory parsing the request");
-    for (cJSON *m = msgs->child; m; m = m->next) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        if (cJSON_IsString(role) && !strcmp(role->valuestring, "developer"))
-            cJSON_ReplaceItemInObjectCaseSensitive(m, "role", cJSON_CreateString("system"));
-    }
+    for (cJSON *m = msgs->child; m; m = m->next) normalise_for_render(m);
     r->messages = msgs;
     if (r->tools) r->tools = cJSON_GetObjectItemCaseSensitive(r->render_doc, "tools");
     return 0;
@@ -533,17 +586,9 @@ int api_parse(bool chat, const char *body, size_t len, const ApiDefaults *d, Api
     memset(r, 0, sizeof *r);
     r->chat = chat;
     if (len == 0) return BAD(NULL, "the request body is empty: a JSON object is expected");
-    const char *end = NULL;
-    r->doc = cJSON_ParseWithLengthOpts(body, len, &end, false);
-    if (!r->doc) {
-        size_t off = end && end >= body ? (size_t)(end - body) : 0;
-        return BAD(NULL, "the request body is not valid JSON (error near byte %zu)", off);
-    }
-    for (const char *p = end; p && p < body + len; p++)
-        if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
-            api_request_free(r);
-            return BAD(NULL, "the request body has data after the JSON value (byte %zu)", (size_t)(p - body));
-        }
+    char msg[300], where[96];
+    if (!(r->doc = json_parse_body(body, len, false, msg, sizeof msg, where, sizeof where)))
+        return BAD(where[0] ? where : NULL, "%s", msg);
     if (!cJSON_IsObject(r->doc)) {
         api_request_free(r);
         return BAD(NULL, "the request body must be a JSON object");
@@ -558,6 +603,8 @@ void api_request_free(ApiRequest *r) {
     cJSON_Delete(r->doc);
     cJSON_Delete(r->render_doc);
     free(r->bias);
-    free(r->prompt_ids);
+    for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i].ids);
+    free(r->prompts);
+    responses_req_free(r->responses);
     memset(r, 0, sizeof *r);
 }

@@ -43,6 +43,17 @@ typedef struct ApiDefaults {
     int completion_max_tokens; /* OpenAI's default for /v1/completions is 16 */
 } ApiDefaults;
 
+enum { API_MAX_PROMPTS = 256 };
+
+/* One /v1/completions prompt: text (JSON_NUL for NUL characters), or token ids. */
+typedef struct ApiPrompt {
+    const char *text; /* points into the request document, or NULL */
+    int32_t *ids;     /* malloc'd, when text is NULL */
+    size_t n_ids;
+} ApiPrompt;
+
+typedef struct ResponsesReq ResponsesReq; /* responses.c: what a /v1/responses request echoes and stores */
+
 typedef struct ApiRequest {
     bool chat;
     cJSON *doc; /* the body; the pointers below point into it (messages and tools: into render_doc) */
@@ -58,6 +69,7 @@ typedef struct ApiRequest {
     int n_bias;
     bool cache_prompt;
     bool ignore_eos; /* extension: end-of-generation tokens are never sampled (benchmarks) */
+    int logprobs;    /* -1: none; else alternatives per token (chat: top_logprobs; completions: logprobs) */
     /* chat */
     cJSON *messages;
     const cJSON *tools; /* NULL when absent, empty or tool_choice is "none" */
@@ -66,14 +78,20 @@ typedef struct ApiRequest {
     int enable_thinking;   /* -1 default, 0, 1 */
     RespFormat response_format;
     const cJSON *schema; /* RF_JSON_SCHEMA (may be NULL: any object) */
-    /* completion */
-    const char *prompt; /* text prompt, or */
-    int32_t *prompt_ids; /* a token prompt (malloc'd) */
-    size_t n_prompt_ids;
+    /* completion: one choice per prompt */
+    ApiPrompt *prompts; /* malloc'd */
+    int n_prompts;
+    /* /v1/responses */
+    ResponsesReq *responses;
 } ApiRequest;
 
 /* Parses and validates a body. On failure *e holds the 4xx to send; r is left empty. */
 int api_parse(bool chat, const char *body, size_t len, const ApiDefaults *d, ApiRequest *r, ApiError *e);
 void api_request_free(ApiRequest *r);
+
+/* Helpers shared with responses.c. */
+const char *api_type_name(const cJSON *v); /* "a string", "an object", ... */
+/* Refuses members of obj not in allowed (top: OpenAI's wording for top-level fields). */
+int api_check_keys(const cJSON *obj, const char *const *allowed, const char *where, bool top, ApiError *e);
 
 #endif

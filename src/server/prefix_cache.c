@@ -242,6 +242,32 @@ static int read_header(FILE *f, const PrefixCache *pc, CkptHeader *h, uint64_t f
     return 0;
 }
 
+/* Opens a checkpoint file for reading only when it is a regular file: a FIFO would block open() (and the
+ * start-up with it), a device or a symlink has no business in the directory. lstat first, then open
+ * without following links and without blocking, then check again on the descriptor (the name may have
+ * been swapped in between). NULL with *why set otherwise. */
+static FILE *open_regular(const char *path, struct stat *sb, const char **why) {
+    struct stat ls;
+    *why = "cannot be read";
+    if (lstat(path, &ls) != 0) return NULL;
+    if (!S_ISREG(ls.st_mode)) {
+        *why = "is not a regular file";
+        return NULL;
+    }
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode) || sb->st_ino != ls.st_ino || sb->st_dev != ls.st_dev) {
+        *why = "is not a regular file";
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) close(fd);
+    return f;
+}
+
 static void scan_dir(PrefixCache *pc) {
     DIR *d = opendir(pc->dir);
     if (!d) return;
@@ -253,10 +279,15 @@ static void scan_dir(PrefixCache *pc) {
         if (n < 8 || strcmp(de->d_name + n - 7, ".dlckpt") != 0) continue;
         snprintf(path, sizeof path, "%s/%s", pc->dir, de->d_name);
         struct stat sb;
-        FILE *f = fopen(path, "rb");
-        if (!f) continue;
+        const char *why;
+        FILE *f = open_regular(path, &sb, &why);
+        if (!f) {
+            pc->st.ignored_files++;
+            srv_log(LOG_WARN, "prefix cache: ignoring %s: it %s", path, why);
+            continue;
+        }
         CkptHeader h;
-        int rc = fstat(fileno(f), &sb) == 0 ? read_header(f, pc, &h, (uint64_t)sb.st_size) : -1;
+        int rc = read_header(f, pc, &h, (uint64_t)sb.st_size);
         fclose(f);
         if (rc < 0) {
             corrupt++;
@@ -348,14 +379,14 @@ static void *writer_main(void *arg) {
 
 /* Loads a disk checkpoint and checks it against tokens; NULL (with a warning) when it does not verify. */
 static Blob *disk_load(PrefixCache *pc, DiskEntry *d, const int32_t *tokens) {
-    FILE *f = fopen(d->path, "rb");
     struct stat sb;
     CkptHeader h;
     Blob *blob = NULL;
     int32_t *tk = NULL;
     void *data = NULL;
-    const char *why = "cannot be read";
-    if (f && fstat(fileno(f), &sb) == 0) {
+    const char *why;
+    FILE *f = open_regular(d->path, &sb, &why);
+    if (f) {
         int rc = read_header(f, pc, &h, (uint64_t)sb.st_size);
         if (rc != 0 || h.key != d->key || h.n_tokens != d->pos) {
             why = rc > 0 ? "is stale" : "has a corrupt header";
@@ -406,6 +437,12 @@ PrefixCache *pcache_new(const PrefixCacheConfig *cfg, Err *err) {
         }
         if (mkdir(pc->dir, 0700) != 0 && errno != EEXIST) {
             err_set(err, "cannot create the state directory %s: %s", pc->dir, strerror(errno));
+            pcache_free(pc);
+            return NULL;
+        }
+        struct stat ds;
+        if (stat(pc->dir, &ds) != 0 || !S_ISDIR(ds.st_mode)) {
+            err_set(err, "the state directory %s is not a directory", pc->dir);
             pcache_free(pc);
             return NULL;
         }

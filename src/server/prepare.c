@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/json_io.h"
 #include "server/server_internal.h"
 
 static bool format_has_thinking(ChatFormat f) { return f == CHAT_FORMAT_QWEN3 || f == CHAT_FORMAT_QWEN35; }
 
-static int render_chat(Server *s, const ApiRequest *req, char **text, size_t *len, bool *forced, ApiError *e) {
+int render_chat(Server *s, const ApiRequest *req, char **text, size_t *len, bool *forced, ApiError *e) {
     if (!s->have_template)
         return api_error(e, 400, "invalid_request_error", NULL, NULL,
                          "this model has no usable chat template: use /v1/completions, or start the server with "
@@ -44,30 +45,41 @@ static int attach_constraint(Server *s, const ApiRequest *req, Job *j, ApiError 
     } else {
         return 0;
     }
-    if (!j->constraint) return api_error(e, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
+    if (!j->constraint) {
+        bool json = req->response_format != RF_TEXT;
+        return api_error(e, 400, "invalid_request_error", json ? "response_format" : "tools", NULL, "%s%s",
+                         json && req->response_format == RF_JSON_SCHEMA ? "response_format.json_schema.schema: " : "",
+                         err.msg);
+    }
     return 0;
 }
 
-int prepare_job(Server *s, const ApiRequest *req, Job **out, bool *starts_in_reasoning, ApiError *e) {
+/* Text to ids: JSON_NUL stands for a NUL character (json_io.h), tokenized as one; nothing is cut. */
+static int tokenize_text(Server *s, char *text, size_t len, int32_t **ids, size_t *n, ApiError *e) {
+    DlError derr = {{0}};
+    len = json_nul_decode(text, len);
+    if (dl_tokenize(s->engine, text, len, true, ids, n, &derr))
+        return api_error(e, 500, "server_error", NULL, NULL, "tokenizer: %s", derr.msg);
+    return 0;
+}
+
+int prepare_job(Server *s, const ApiRequest *req, int index, Job **out, bool *starts_in_reasoning, ApiError *e) {
     *out = NULL;
     *starts_in_reasoning = false;
     Job *j = job_new();
     if (!j) return api_error(e, 500, "server_error", NULL, NULL, "out of memory");
     int32_t *ids = NULL;
     size_t n = 0;
-    DlError derr = {{0}};
+    const ApiPrompt *prompt = req->chat ? NULL : &req->prompts[index];
     if (req->chat) {
         char *text = NULL;
         size_t len = 0;
         bool forced = false;
         if (render_chat(s, req, &text, &len, &forced, e)) goto fail;
         *starts_in_reasoning = !forced && format_has_thinking(s->tmpl.format) && chat_prompt_opens_reasoning(text, len);
-        int rc = dl_tokenize(s->engine, text, len, true, &ids, &n, &derr);
+        int rc = tokenize_text(s, text, len, &ids, &n, e);
         free(text);
-        if (rc) {
-            api_error(e, 500, "server_error", NULL, NULL, "tokenizer: %s", derr.msg);
-            goto fail;
-        }
+        if (rc) goto fail;
         if (attach_constraint(s, req, j, e)) goto fail;
         const int32_t im_start = dl_token_id(s->engine, "<|im_start|>");
         for (size_t i = n; i-- > 0 && im_start >= 0;)
@@ -75,19 +87,20 @@ int prepare_job(Server *s, const ApiRequest *req, Job **out, bool *starts_in_rea
                 j->n_stable = i;
                 break;
             }
-    } else if (req->prompt) {
-        if (dl_tokenize(s->engine, req->prompt, strlen(req->prompt), true, &ids, &n, &derr)) {
-            api_error(e, 500, "server_error", NULL, NULL, "tokenizer: %s", derr.msg);
-            goto fail;
-        }
+    } else if (prompt->text) {
+        char *text = strdup(prompt->text);
+        int rc = text ? tokenize_text(s, text, strlen(text), &ids, &n, e)
+                      : api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+        free(text);
+        if (rc) goto fail;
     } else {
-        ids = malloc(sizeof *ids * req->n_prompt_ids);
+        ids = malloc(sizeof *ids * prompt->n_ids);
         if (!ids) {
             api_error(e, 500, "server_error", NULL, NULL, "out of memory");
             goto fail;
         }
-        memcpy(ids, req->prompt_ids, sizeof *ids * req->n_prompt_ids);
-        n = req->n_prompt_ids;
+        memcpy(ids, prompt->ids, sizeof *ids * prompt->n_ids);
+        n = prompt->n_ids;
     }
     const int n_ctx = s->info->n_ctx;
     if (n == 0) {
@@ -114,6 +127,7 @@ int prepare_job(Server *s, const ApiRequest *req, Job **out, bool *starts_in_rea
     j->max_tokens = req->max_tokens > 0 && req->max_tokens < room ? req->max_tokens : room;
     j->sp = req->sp;
     j->use_cache = req->cache_prompt;
+    j->logprobs = req->logprobs;
     if (stop_init(&j->stop, req->stop, req->n_stop)) {
         api_error(e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail;

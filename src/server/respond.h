@@ -1,7 +1,11 @@
 /* respond.h — a job's generated text to OpenAI responses: SSE chunks while streaming, or one JSON body.
  *
- * For chat completions the text goes through the ChatParser of src/chat (reasoning_content, content,
- * tool_calls); completions pass the text through. Runs on the HTTP thread of the request. */
+ * One Responder per choice (a /v1/completions request with several prompts has one choice per prompt;
+ * chat has one). For chat completions the text goes through the ChatParser of src/chat
+ * (reasoning_content, content, tool_calls); completions pass the text through; the Responses API
+ * (kind RESP_RESPONSES) is formatted by responses.c from the same parser. With logprobs, the entries of
+ * the tokens behind each piece of text travel with it (OpenAI's shapes: chat {"content": [...]},
+ * completions {"tokens", "token_logprobs", "top_logprobs", "text_offset"}). Runs on the HTTP thread. */
 #ifndef DL_SERVER_RESPOND_H
 #define DL_SERVER_RESPOND_H
 
@@ -9,6 +13,7 @@
 #include <stddef.h>
 
 #include "chat/chat.h"
+#include "deltallm.h"
 #include "server/job.h"
 #include "server/openai.h"
 #include "server/util.h"
@@ -19,31 +24,61 @@ typedef struct JobResult {
     double queue_ms, prompt_ms, gen_ms;
 } JobResult;
 
+typedef enum RespKind { RESP_CHAT, RESP_COMPLETION, RESP_RESPONSES } RespKind;
+
+typedef struct ResponsesState ResponsesState; /* responses.c */
+
 typedef struct Responder {
-    bool chat, stream, include_usage;
+    RespKind kind;
+    bool chat; /* kind != RESP_COMPLETION: the text goes through the chat parser */
+    bool stream, include_usage;
+    int index; /* the choice */
     const char *model;
+    const DlEngine *engine; /* token pieces for logprobs */
     char id[48];
     long created;
     ChatParser *parser;
     int n_calls_sent;
     bool role_sent;
-    SBuf text; /* completions: everything so far (non-streaming) */
+    SBuf text;          /* completions: everything so far (non-streaming) */
+    int logprobs;       /* -1: none; else the number of alternatives per token */
+    TokenLogprob *lp;   /* entries not yet sent (streaming) or all of them (non-streaming) */
+    size_t n_lp, cap_lp;
+    size_t text_offset; /* completions: bytes of text before the next entry */
+    ResponsesState *rs; /* RESP_RESPONSES */
 } Responder;
 
-/* chat: fmt, starts_in_reasoning and the request's tools configure the parser. */
-int resp_init(Responder *r, const ApiRequest *req, ChatFormat fmt, bool starts_in_reasoning, const char *model,
-              Err *err);
+/* chat: fmt, starts_in_reasoning and the request's tools configure the parser. id: shared by the choices of
+ * one request (NULL: a new one). */
+int resp_init(Responder *r, const ApiRequest *req, RespKind kind, int index, ChatFormat fmt, bool starts_in_reasoning,
+              const char *model, const DlEngine *engine, const char *id, Err *err);
 void resp_free(Responder *r);
 
-/* Streaming: the SSE events for new text (appended to out). */
-int resp_stream_text(Responder *r, const char *text, size_t n, SBuf *out, Err *err);
-/* Streaming: the last events (remaining parsed output, the finish chunk, usage, [DONE]). */
-int resp_stream_end(Responder *r, const JobResult *res, SBuf *out, Err *err);
+/* Streaming: the events for new text and the logprobs of its tokens (appended to out). */
+int resp_stream_text(Responder *r, const char *text, size_t n, const TokenLogprob *lp, size_t n_lp, SBuf *out,
+                     Err *err);
+/* Streaming: the choice is complete (remaining parsed output, its finish chunk). total: the usage of the
+ * whole request when this is the last choice to finish (it then carries the usage, unless include_usage). */
+int resp_stream_finish(Responder *r, const JobResult *res, const JobResult *total, SBuf *out, Err *err);
+/* Streaming: after every choice finished — the usage chunk (include_usage) and [DONE]. */
+int resp_stream_done(Responder *r, const JobResult *total, SBuf *out, Err *err);
 /* Streaming: an error event and [DONE] (the job failed after the stream began). */
 void resp_stream_error(Responder *r, const char *message, SBuf *out);
 
-/* Non-streaming: feed text, then build the body (malloc'd JSON). */
-int resp_feed(Responder *r, const char *text, size_t n, Err *err);
-char *resp_body(Responder *r, const JobResult *res, Err *err);
+/* Non-streaming: feed text (and logprobs), then build the body of all k choices (malloc'd JSON). */
+int resp_feed(Responder *r, const char *text, size_t n, const TokenLogprob *lp, size_t n_lp, Err *err);
+char *resp_body(Responder *r, int k, const JobResult *res, const JobResult *total, Err *err);
+
+/* The request's usage: the sum over its choices (timings: the slowest choice's). */
+void resp_total(const JobResult *res, int k, JobResult *total);
+
+/* Shared with responses.c. */
+cJSON *resp_usage_object(const JobResult *res);
+cJSON *resp_timings_object(const JobResult *res);
+void resp_sse(SBuf *out, const char *event, cJSON *obj /* consumed */);
+/* Appends logprobs entries to r's pending list. */
+void resp_keep_logprobs(Responder *r, const TokenLogprob *lp, size_t n_lp);
+/* The chat form of r's pending entries ({"content": [...], "refusal": null}); empties the list. */
+cJSON *resp_chat_logprobs(Responder *r);
 
 #endif

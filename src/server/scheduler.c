@@ -17,6 +17,7 @@ Job *job_new(void) {
     atomic_init(&j->cancel, false);
     atomic_init(&j->refs, 1);
     j->use_cache = true;
+    j->logprobs = -1;
     return j;
 }
 
@@ -28,6 +29,7 @@ void job_unref(Job *j) {
     stop_free(&j->stop);
     constraint_free(j->constraint);
     free(j->bias);
+    free(j->lp);
     sbuf_free(&j->text);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
@@ -48,6 +50,7 @@ typedef struct Slot {
     DlDetok *detok;
     uint64_t *keys; /* prefix keys of the prompt, one per checkpoint interval */
     int32_t token;  /* sampled, to be decoded */
+    bool truncating; /* constrained, and the shortest answer does not fit max_tokens: cut, not closed */
     uint64_t order; /* admission order */
     SBuf out;       /* scratch for released text */
 } Slot;
@@ -69,6 +72,7 @@ struct Scheduler {
     bool stopping;
     uint64_t order;
     SchedStats st;
+    atomic_ullong n_forward; /* forward passes (scheduler thread writes, readers load) */
 };
 
 /* ------------------------------------------------------------------------------------------ output */
@@ -78,6 +82,13 @@ static void job_push_text(Job *j, const char *text, size_t n) {
     pthread_mutex_lock(&j->mu);
     sbuf_put(&j->text, text, n);
     if (j->notify_text) pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* The timestamps are read by other threads (sched_slots, the HTTP side): written under the job's lock. */
+static void job_set_time(Job *j, double *field) {
+    pthread_mutex_lock(&j->mu);
+    *field = now_s();
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -101,15 +112,20 @@ static void slot_release(Scheduler *s, Slot *sl) {
     sl->detok = NULL;
     sl->keys = NULL;
     sl->out.n = 0;
+    Job *j = sl->job;
     pthread_mutex_lock(&s->mu);
-    if (sl->job) {
+    if (j) {
+        double now = now_s(), admit = j->t_admit > 0 ? j->t_admit : now;
+        double prompt_done = j->t_prompt_done > 0 ? j->t_prompt_done : now;
         s->st.jobs_done++;
-        s->st.tokens_generated += (uint64_t)sl->job->n_gen;
+        s->st.tokens_generated += (uint64_t)j->n_gen;
+        s->st.prompt_seconds += prompt_done - admit;
+        if (j->t_prompt_done > 0) s->st.gen_seconds += now - j->t_prompt_done;
     }
     sl->busy = false;
+    sl->job = NULL; /* under mu: sched_slots reads it */
     pthread_mutex_unlock(&s->mu);
-    if (sl->job) job_unref(sl->job);
-    sl->job = NULL;
+    job_unref(j);
     sl->state = SLOT_FREE;
 }
 
@@ -132,10 +148,9 @@ static bool keep_checkpoint(const Scheduler *s, size_t b, const Job *j) {
 
 static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     DlError e = {{0}};
-    sl->job = j;
-    sl->order = ++s->order;
+    sl->order = ++s->order; /* sl->job was set at admission, under the lock */
     sl->n_done = 0;
-    j->t_admit = now_s();
+    job_set_time(j, &j->t_admit);
     sl->smp = dl_sampler_new(s->cfg.engine, &j->sp, &e);
     sl->detok = sl->smp ? dl_detok_new(s->cfg.engine, false, &e) : NULL;
     size_t nk = j->n_prompt / (size_t)s->cfg.chunk;
@@ -168,7 +183,7 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     s->st.tokens_cached += sl->n_done;
     pthread_mutex_unlock(&s->mu);
     sl->state = sl->n_done == j->n_prompt ? SLOT_GEN : SLOT_PREFILL;
-    if (sl->state == SLOT_GEN) j->t_prompt_done = now_s();
+    if (sl->state == SLOT_GEN) job_set_time(j, &j->t_prompt_done);
 }
 
 /* ------------------------------------------------------------------------------------------ prefill */
@@ -179,6 +194,7 @@ static void prefill_step(Scheduler *s, Slot *sl) {
     const size_t seg = (size_t)s->cfg.segment, K = (size_t)s->cfg.chunk;
     size_t end = (sl->n_done / seg + 1) * seg;
     if (end > j->n_prompt) end = j->n_prompt;
+    s->n_forward++;
     if (dl_session_eval(sl->sess, j->prompt + sl->n_done, end - sl->n_done, &e)) {
         srv_log(LOG_ERROR, "job %llu: prefill failed: %s", (unsigned long long)j->id, e.msg);
         slot_fail(s, sl, FINISH_ERROR, e.msg);
@@ -200,7 +216,7 @@ static void prefill_step(Scheduler *s, Slot *sl) {
     }
     if (sl->n_done == j->n_prompt) {
         sl->state = SLOT_GEN;
-        j->t_prompt_done = now_s();
+        job_set_time(j, &j->t_prompt_done);
     }
 }
 
@@ -246,34 +262,132 @@ static int32_t sample(Scheduler *s, Slot *sl) {
     return dl_sampler_sample(sl->smp, s->work); /* = sampling from the masked distribution */
 }
 
-/* Emits what the detokenizer and the stop filter still hold, then the constraint's completion. */
-static void flush_text(Slot *sl, bool complete_constraint) {
+/* Records the model's logprob of t and of the job's top alternatives (log-softmax of the raw logits). */
+static void record_logprob(Scheduler *s, Slot *sl, int32_t t) {
+    Job *j = sl->job;
+    const float *l = dl_session_logits(sl->sess);
+    const int V = s->info->n_vocab;
+    TokenLogprob e;
+    memset(&e, 0, sizeof e);
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+    double sum = 0;
+    for (int v = 0; v < V; v++) sum += exp((double)l[v] - mx);
+    const double lse = mx + log(sum);
+    const int K = j->logprobs < LOGPROBS_MAX_TOP ? j->logprobs : LOGPROBS_MAX_TOP;
+    for (int v = 0; v < V && K > 0; v++) {
+        if (e.n_top == K && l[v] <= e.top_logprob[K - 1]) continue;
+        int at = e.n_top < K ? e.n_top++ : K - 1; /* insertion into the sorted top list */
+        while (at > 0 && e.top_logprob[at - 1] < l[v]) {
+            e.top_logprob[at] = e.top_logprob[at - 1], e.top_id[at] = e.top_id[at - 1];
+            at--;
+        }
+        e.top_logprob[at] = l[v], e.top_id[at] = v;
+    }
+    for (int i = 0; i < e.n_top; i++) e.top_logprob[i] = (float)(e.top_logprob[i] - lse);
+    e.id = t;
+    e.logprob = (float)(l[t] - lse);
+    pthread_mutex_lock(&j->mu);
+    if (j->n_lp == j->cap_lp) {
+        size_t cap = j->cap_lp ? j->cap_lp * 2 : 16;
+        TokenLogprob *p = realloc(j->lp, cap * sizeof *p);
+        if (p) j->lp = p, j->cap_lp = cap;
+    }
+    if (j->n_lp < j->cap_lp) j->lp[j->n_lp++] = e;
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Emits what the detokenizer and the stop filter still hold. */
+static void flush_text(Slot *sl) {
     Job *j = sl->job;
     const char *t;
     size_t n;
     dl_detok_flush(sl->detok, &t, &n);
     sl->out.n = 0;
-    if (j->constraint) {
-        sbuf_put(&sl->out, t, n);
-        if (complete_constraint) constraint_completion(j->constraint, &sl->out);
-    } else if (!stop_feed(&j->stop, t, n, &sl->out)) {
-        stop_flush(&j->stop, &sl->out);
-    }
+    if (j->constraint) sbuf_put(&sl->out, t, n);
+    else if (!stop_feed(&j->stop, t, n, &sl->out)) stop_flush(&j->stop, &sl->out);
     job_push_text(j, sl->out.p, sl->out.n);
+}
+
+/* Tokens the job may still emit: max_tokens and the context. */
+static int budget_left(const Slot *sl) {
+    int by_max = sl->job->max_tokens - sl->job->n_gen;
+    int by_ctx = dl_session_n_ctx(sl->sess) - dl_session_n_past(sl->sess);
+    return by_max < by_ctx ? by_max : by_ctx;
+}
+
+/* The number of tokens text takes, as the tokenizer writes it (ids: the tokens, malloc'd, when wanted). */
+static size_t count_tokens(const Scheduler *s, const char *text, size_t n, int32_t **ids) {
+    int32_t *v = NULL;
+    size_t k = 0;
+    DlError e;
+    if (n && dl_tokenize(s->cfg.engine, text, n, false, &v, &k, &e) != 0) k = n; /* cannot fail on valid text */
+    if (ids) *ids = v;
+    else free(v);
+    return k;
+}
+
+/* Ends a constrained job inside its budget: the first `budget` tokens of the shortest completion of what was
+ * generated (all of it when it fits: the answer is then valid JSON / a whole call), counted as generated. */
+static void close_constraint(Scheduler *s, Slot *sl, int budget) {
+    Job *j = sl->job;
+    SBuf comp = {0};
+    constraint_completion(j->constraint, &comp);
+    int32_t *ids = NULL;
+    size_t n = count_tokens(s, comp.p, comp.n, &ids), k = budget > 0 && (size_t)budget < n ? (size_t)budget : n;
+    if (!ids) k = 0;
+    sl->out.n = 0;
+    for (size_t i = 0; i < k; i++) {
+        const char *text;
+        size_t tn;
+        DlError e;
+        if (dl_detok_push(sl->detok, ids[i], &text, &tn, &e) == 0) sbuf_put(&sl->out, text, tn);
+    }
+    pthread_mutex_lock(&j->mu);
+    j->n_gen += (int)k;
+    pthread_mutex_unlock(&j->mu);
+    job_push_text(j, sl->out.p, sl->out.n);
+    free(ids);
+    sbuf_free(&comp);
+    flush_text(sl);
+    slot_fail(s, sl, FINISH_LENGTH, NULL);
+}
+
+/* A constrained job's next token t must leave room for the completion it implies: when the tokens after it
+ * would not fit the budget, the answer closes now instead (and stays valid within max_tokens). A job whose
+ * shortest answer is already longer than its budget is cut at max_tokens (sl->truncating). */
+static bool constraint_fits(Scheduler *s, Slot *sl, int32_t t) {
+    Job *j = sl->job;
+    int budget = budget_left(sl);
+    if (!j->n_gen) {
+        SBuf comp = {0};
+        constraint_completion(j->constraint, &comp);
+        sl->truncating = count_tokens(s, comp.p, comp.n, NULL) > (size_t)budget;
+        sbuf_free(&comp);
+    }
+    if (sl->truncating) return true;
+    SBuf after = {0};
+    bool ok = constraint_completion_after(j->constraint, s->piece[t], s->piece_len[t], &after) &&
+              count_tokens(s, after.p, after.n, NULL) <= (size_t)(budget - 1);
+    sbuf_free(&after);
+    return ok;
 }
 
 /* Handles one sampled token; returns true when the slot goes on (the token must be decoded). */
 static bool emit_token(Scheduler *s, Slot *sl, int32_t t) {
     Job *j = sl->job;
     DlError e = {{0}};
-    if (t < 0) { /* the constraint is stuck: close it */
-        flush_text(sl, true);
-        slot_fail(s, sl, FINISH_STOP, NULL);
+    if (t < 0) { /* the constraint admits no token: close it */
+        close_constraint(s, sl, budget_left(sl));
         return false;
     }
     if (!j->constraint && (s->tok_flags[t] & 1)) {
-        flush_text(sl, false);
+        flush_text(sl);
         slot_fail(s, sl, FINISH_STOP, NULL);
+        return false;
+    }
+    if (j->constraint && !constraint_fits(s, sl, t)) {
+        close_constraint(s, sl, budget_left(sl));
         return false;
     }
     const char *text;
@@ -298,12 +412,12 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t) {
     }
     job_push_text(j, sl->out.p, sl->out.n);
     if (stopped) {
-        if (j->constraint) flush_text(sl, false);
+        if (j->constraint) flush_text(sl);
         slot_fail(s, sl, FINISH_STOP, NULL);
         return false;
     }
-    if (j->n_gen >= j->max_tokens || dl_session_n_past(sl->sess) >= dl_session_n_ctx(sl->sess)) {
-        flush_text(sl, true);
+    if (budget_left(sl) <= 0) {
+        flush_text(sl);
         slot_fail(s, sl, FINISH_LENGTH, NULL);
         return false;
     }
@@ -324,13 +438,16 @@ static void decode_step(Scheduler *s) {
             sl->job->started = true;
             pthread_mutex_unlock(&sl->job->mu);
         }
-        if (!emit_token(s, sl, sample(s, sl))) continue;
+        int32_t t = sample(s, sl);
+        if (t >= 0 && sl->job->logprobs >= 0) record_logprob(s, sl, t);
+        if (!emit_token(s, sl, t)) continue;
         sess[n] = sl->sess;
         toks[n] = sl->token;
         who[n++] = sl;
     }
     if (!n) return;
     DlError e = {{0}};
+    s->n_forward++;
     if (dl_decode_batch(sess, toks, n, &e)) {
         srv_log(LOG_ERROR, "decode failed: %s", e.msg);
         for (int i = 0; i < n; i++) slot_fail(s, who[i], FINISH_ERROR, e.msg);
@@ -364,6 +481,7 @@ static void *sched_main(void *arg) {
             j->next = NULL;
             s->slots[i].state = SLOT_PREFILL; /* reserved */
             s->slots[i].busy = true;
+            s->slots[i].job = j;
             admit[n_admit] = j;
             into[n_admit++] = &s->slots[i];
         }
@@ -372,8 +490,6 @@ static void *sched_main(void *arg) {
         for (int i = 0; i < n_admit; i++) {
             if (atomic_load(&admit[i]->cancel)) {
                 job_finish(admit[i], FINISH_CANCELLED, NULL);
-                job_unref(admit[i]);
-                into[i]->job = NULL;
                 slot_release(s, into[i]);
                 continue;
             }
@@ -538,5 +654,33 @@ void sched_stats(Scheduler *s, SchedStats *st) {
     int busy = 0;
     for (int i = 0; i < s->cfg.n_slots; i++) busy += s->slots[i].busy;
     st->busy = busy;
+    st->forward_passes = atomic_load(&s->n_forward);
     pthread_mutex_unlock(&s->mu);
+}
+
+int sched_slots(Scheduler *s, SlotInfo *out, int cap) {
+    int n = s->cfg.n_slots < cap ? s->cfg.n_slots : cap;
+    double now = now_s();
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < n; i++) {
+        const Slot *sl = &s->slots[i];
+        SlotInfo *o = &out[i];
+        memset(o, 0, sizeof *o);
+        o->id = i;
+        o->n_ctx = dl_session_n_ctx(sl->sess);
+        Job *j = sl->busy ? sl->job : NULL;
+        if (!j) continue;
+        pthread_mutex_lock(&j->mu);
+        o->state = j->t_prompt_done > 0 ? 2 : 1;
+        o->job_id = j->id;
+        o->n_prompt = (int)j->n_prompt;
+        o->n_cached = j->n_cached;
+        o->n_gen = j->n_gen;
+        o->n_past = j->t_prompt_done > 0 ? (int)j->n_prompt + j->n_gen : j->n_cached;
+        o->max_tokens = j->max_tokens;
+        o->seconds = j->t_admit > 0 ? now - j->t_admit : 0;
+        pthread_mutex_unlock(&j->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }

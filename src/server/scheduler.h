@@ -52,7 +52,21 @@ void sched_cancel(Scheduler *s, Job *job);
 typedef struct SchedStats {
     int n_slots, busy, queued, queue_max;
     uint64_t jobs_done, tokens_generated, tokens_prompt, tokens_cached;
+    uint64_t forward_passes;            /* prefill segments + batched decode steps */
+    double prompt_seconds, gen_seconds; /* time finished jobs spent in prefill / generating */
 } SchedStats;
 void sched_stats(Scheduler *s, SchedStats *st);
+
+/* What one slot is doing (for /slots). */
+typedef struct SlotInfo {
+    int id;
+    int state;        /* 0 idle, 1 reading the prompt, 2 generating */
+    uint64_t job_id;  /* 0 when idle */
+    int n_ctx, n_past;
+    int n_prompt, n_cached, n_gen, max_tokens;
+    double seconds;   /* since the job was admitted */
+} SlotInfo;
+/* Fills out[0..n_slots) (n_slots ≤ cap); returns the number of slots. */
+int sched_slots(Scheduler *s, SlotInfo *out, int cap);
 
 #endif

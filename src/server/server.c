@@ -20,7 +20,9 @@ void server_config_init(ServerConfig *c) {
     c->queue_max = 64;
     c->max_body_bytes = (size_t)8 << 20;
     c->timeout_s = 600;
+    c->read_timeout_s = 60;
     c->max_connections = 256;
+    c->max_connections_per_ip = 32;
     c->temperature = 1.0f;
     c->top_p = 1.0f;
     c->min_p = 0.0f;
@@ -111,7 +113,24 @@ static int setup_template(Server *s, Err *err) {
     return 0;
 }
 
+int server_read_key_file(const char *path, char **key, Err *err) {
+    *key = NULL;
+    char *text = read_text_file(path, err);
+    if (!text) return -1;
+    /* the first line, without the whitespace around it (a trailing newline, a CR, spaces) */
+    char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    size_t n = strcspn(p, "\r\n");
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
+    if (n) *key = strndup(p, n);
+    free(text);
+    if (!n) return err_set(err, "%s holds no API key (the file is empty)", path);
+    return *key ? 0 : err_set(err, "out of memory");
+}
+
 Server *server_start(const ServerConfig *c, Err *err) {
+    if (c->api_key && !c->api_key[0])
+        return err_set(err, "the API key is empty: every request would be refused (omit --api-key for none)"), NULL;
     Server *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, "out of memory"), NULL;
     s->cfg = *c;
@@ -145,6 +164,10 @@ Server *server_start(const ServerConfig *c, Err *err) {
     srv_log(LOG_INFO, "model %s: %s, %d layers, vocab %d, context %d per slot, %d slot(s), %d threads, kernels %s",
             c->model_path, s->info->arch, s->info->n_layer, s->info->n_vocab, s->info->n_ctx, c->parallel,
             s->info->n_threads, s->info->ops);
+    if (s->info->n_ctx_train > 0 && s->info->n_ctx > s->info->n_ctx_train)
+        srv_log(LOG_WARN, "the context per slot (%d tokens, %.1f MiB of state per slot) is larger than the model was "
+                          "trained for (%d): output beyond %d tokens may degrade",
+                s->info->n_ctx, s->info->session_bytes / 1048576.0, s->info->n_ctx_train, s->info->n_ctx_train);
     if (setup_template(s, err)) goto fail;
     if (c->alias) {
         s->model_id = strdup(c->alias);
@@ -186,6 +209,7 @@ Server *server_start(const ServerConfig *c, Err *err) {
                       .cache = s->cache,
                       .dense = c->cache_dense};
     if (!(s->sched = sched_new(&sc, err))) goto fail;
+    if (!(s->store = rstore_new(4096, (size_t)64 << 20))) goto oom;
     if (http_start(s, err)) goto fail;
     return s;
 oom:
@@ -206,6 +230,7 @@ void server_stop(Server *s) {
     if (s->cache) pcache_flush(s->cache);
     pcache_free(s->cache);
     dl_engine_close(s->engine);
+    rstore_free(s->store);
     free(s->model_id);
     free(s->api_key);
     free(s);

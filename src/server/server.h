@@ -22,7 +22,7 @@ typedef struct ServerConfig {
     bool mlock;       /* read every weight page and lock them in memory before serving */
     void (*load_progress)(void *user, const char *phase, uint64_t done, uint64_t total); /* DlProgressFn */
     void *load_progress_user;
-    const char *api_key; /* NULL: no authentication */
+    const char *api_key; /* NULL: no authentication; "" is refused */
     const char *alias;   /* model id in responses; NULL: the file name without .gguf */
     const char *chat_template_file; /* overrides the GGUF's template */
     const char *chat_format;        /* overrides the detected format: chatml, qwen3, qwen3-coder, qwen35 */
@@ -35,7 +35,11 @@ typedef struct ServerConfig {
     int queue_max;
     size_t max_body_bytes;
     int timeout_s; /* idle HTTP connection timeout */
+    double read_timeout_s; /* a request's headers and body must arrive within this (0: no deadline) */
     int max_connections;
+    int max_connections_per_ip; /* 0: no limit */
+    const char *cors_origin; /* NULL: no CORS headers; "*" or a comma-separated list of origins */
+    bool metrics;            /* serve /metrics */
     float temperature, top_p, min_p; /* defaults for requests that do not say */
     int top_k;
     int n_predict; /* default max_tokens for chat (-1: until the context is full) */
@@ -47,6 +51,10 @@ typedef struct ServerConfig {
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);
+
+/* An API key from a file: its first line without surrounding whitespace (*key malloc'd). An empty file
+ * is an error. */
+int server_read_key_file(const char *path, char **key, Err *err);
 
 typedef struct Server Server;
 

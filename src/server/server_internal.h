@@ -4,13 +4,22 @@
 #define DL_SERVER_SERVER_INTERNAL_H
 
 #include <microhttpd.h>
+#include <stdatomic.h>
 
 #include "chat/chat.h"
 #include "deltallm.h"
+#include "server/conn_guard.h"
 #include "server/openai.h"
 #include "server/prefix_cache.h"
+#include "server/responses.h"
 #include "server/scheduler.h"
 #include "server/server.h"
+
+/* Request counters for /metrics (atomics: every HTTP thread adds to them). */
+typedef struct ServerCounters {
+    atomic_ullong requests[16]; /* by Route */
+    atomic_ullong status_4xx, status_5xx, read_timeouts;
+} ServerCounters;
 
 struct Server {
     ServerConfig cfg;
@@ -27,11 +36,19 @@ struct Server {
     struct MHD_Daemon *daemon;
     int port;
     double started;
+    ConnGuard *guard;       /* NULL when there is no read deadline */
+    ResponsesStore *store;  /* /v1/responses conversations (previous_response_id) */
+    ServerCounters counters;
 };
 
-/* prepare.c: a validated request to a job (prompt tokens, sampling, stop strings, constraint). On
- * failure *e holds the 4xx. *starts_in_reasoning: for the chat parser. */
-int prepare_job(Server *s, const ApiRequest *req, Job **job, bool *starts_in_reasoning, ApiError *e);
+/* prepare.c: a validated request to a job (prompt tokens, sampling, stop strings, constraint); index: which
+ * of a completion request's prompts (0 for chat). On failure *e holds the 4xx. *starts_in_reasoning: for
+ * the chat parser. */
+int prepare_job(Server *s, const ApiRequest *req, int index, Job **job, bool *starts_in_reasoning, ApiError *e);
+
+/* prepare.c: the chat prompt of a request, as the model's template renders it (malloc'd, JSON_NUL for NULs).
+ * *forced: the output is constrained (forced tool call, JSON). */
+int render_chat(Server *s, const ApiRequest *req, char **text, size_t *len, bool *forced, ApiError *e);
 
 /* http.c */
 int http_start(Server *s, Err *err);

@@ -148,9 +148,36 @@ void random_alnum(char *out, size_t n) {
 /* ------------------------------------------------------------------------------------------ log */
 
 static bool log_verbose;
+static FILE *log_file;
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void srv_log_verbose(bool on) { log_verbose = on; }
+
+void srv_log_stream(FILE *f) {
+    pthread_mutex_lock(&log_mu);
+    log_file = f;
+    pthread_mutex_unlock(&log_mu);
+}
+
+void log_escape(SBuf *out, const char *text, size_t n) {
+    const unsigned char *p = (const unsigned char *)text;
+    size_t run = 0; /* start of bytes copied as they are */
+    for (size_t i = 0; i < n;) {
+        size_t k = p[i] >= 0x20 && p[i] < 0x7f ? 1 : p[i] >= 0x80 ? utf8_seq_len(p + i, n - i) : 0;
+        if (k == 2 && p[i] == 0xC2 && p[i + 1] < 0xA0) k = 0; /* C1 controls (U+0080-U+009F: CSI, ...) */
+        if (k) {
+            i += k;
+            continue;
+        }
+        sbuf_put(out, text + run, i - run);
+        if (p[i] == '\n') sbuf_puts(out, "\\n");
+        else if (p[i] == '\r') sbuf_puts(out, "\\r");
+        else if (p[i] == '\t') sbuf_puts(out, "\\t");
+        else sbuf_printf(out, "\\x%02x", p[i]);
+        run = ++i;
+    }
+    sbuf_put(out, text + run, n - run);
+}
 
 void srv_log(int level, const char *fmt, ...) {
     if (level == LOG_DEBUG && !log_verbose) return;
@@ -158,21 +185,74 @@ void srv_log(int level, const char *fmt, ...) {
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     localtime_r(&ts.tv_sec, &tm);
-    char line[2048];
-    int n = (int)strftime(line, sizeof line, "%Y-%m-%d %H:%M:%S", &tm);
-    n += snprintf(line + n, sizeof line - (size_t)n, ".%03ld %c ", ts.tv_nsec / 1000000, "EWID"[level & 3]);
+    char head[64], msg[2048];
+    size_t h = strftime(head, sizeof head, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(head + h, sizeof head - h, ".%03ld %c ", ts.tv_nsec / 1000000, "EWID"[level & 3]);
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    int m = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (m < 0) m = 0;
-    n += m;
-    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
-    line[n++] = '\n';
+    if (m >= (int)sizeof msg) m = (int)sizeof msg - 1;
+    SBuf line = {0};
+    sbuf_puts(&line, head);
+    log_escape(&line, msg, (size_t)m);
+    sbuf_put(&line, "\n", 1);
     pthread_mutex_lock(&log_mu);
-    fwrite(line, 1, (size_t)n, stderr);
-    fflush(stderr);
+    FILE *f = log_file ? log_file : stderr;
+    if (line.p) fwrite(line.p, 1, line.n, f);
+    fflush(f);
     pthread_mutex_unlock(&log_mu);
+    sbuf_free(&line);
+}
+
+/* ------------------------------------------------------------------------------------------ UTF-8 */
+
+size_t utf8_seq_len(const unsigned char *p, size_t n) {
+    if (!n) return 0;
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    size_t k;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) k = 2;
+    else if (c >= 0xE0 && c <= 0xEF) k = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) k = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return 0;
+    if (n < k || p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < k; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return k;
+}
+
+size_t utf8_invalid_at(const char *text, size_t n) {
+    const unsigned char *p = (const unsigned char *)text;
+    for (size_t i = 0; i < n;) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = utf8_seq_len(p + i, n - i);
+        if (!k) return i;
+        i += k;
+    }
+    return n;
+}
+
+void utf8_sanitize(SBuf *out, const char *text, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t bad = i + utf8_invalid_at(text + i, n - i);
+        sbuf_put(out, text + i, bad - i);
+        if (bad >= n) break;
+        sbuf_puts(out, "\xef\xbf\xbd");
+        i = bad + 1;
+    }
+}
+
+int hex_digit(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
 }
 
 bool const_time_equal(const char *a, size_t na, const char *b, size_t nb) {

@@ -2,13 +2,17 @@
  * keys and file checksums), clocks, random ids and the log.
  *
  * The log writes one line per call to stderr: "2026-01-02 03:04:05.678 I message". Levels: E (error),
- * W (warning), I (info), D (debug, only with srv_log_verbose). Thread-safe. */
+ * W (warning), I (info), D (debug, only with srv_log_verbose). Thread-safe. Messages carry client text
+ * (paths, field names, roles): every control character and every byte that is not part of valid UTF-8 is
+ * written escaped (\n, \r, \t, \xNN), so a client can neither start a forged line nor send terminal
+ * escape sequences to whoever reads the log. */
 #ifndef DL_SERVER_UTIL_H
 #define DL_SERVER_UTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ------------------------------------------------------------------------------------------ SBuf */
 
@@ -46,6 +50,22 @@ uint64_t random_u64(void);
 enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 void srv_log_verbose(bool on);
 void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Where the log goes (NULL: stderr). For tests. */
+void srv_log_stream(FILE *f);
+/* text[0..n) with control characters and invalid UTF-8 escaped as in the log, appended to out. */
+void log_escape(SBuf *out, const char *text, size_t n);
+
+/* ------------------------------------------------------------------------------------------ UTF-8 */
+
+/* Length of the valid UTF-8 sequence at p[0..n) (1-4; shortest form, no surrogates, ≤ U+10FFFF), or 0. */
+size_t utf8_seq_len(const unsigned char *p, size_t n);
+/* Offset of the first byte that is not valid UTF-8, or n when all of it is. */
+size_t utf8_invalid_at(const char *p, size_t n);
+/* Appends text to out with every invalid byte replaced by U+FFFD. */
+void utf8_sanitize(SBuf *out, const char *text, size_t n);
+
+/* The value of a hexadecimal digit, or -1. */
+int hex_digit(int c);
 
 /* Constant-time comparison of two byte strings (time depends only on the lengths). */
 bool const_time_equal(const char *a, size_t na, const char *b, size_t nb);

@@ -1,6 +1,7 @@
 // client.mjs — the official `openai` npm client against `deltallm serve`: a streamed chat completion (with
-// and without reasoning), a non-streamed completion, forced tool calls (streamed and not), a second turn
-// that sends the tool result back, the model list, and a wrong key.
+// and without reasoning), non-streamed completions (one and several prompts), forced tool calls (streamed
+// and not), a second turn that echoes the assistant message and sends the tool result back, the model list,
+// and a wrong key.
 import OpenAI from 'openai';
 import { BASE, KEY, NO_EOG, check, notOk, ok } from './lib.mjs';
 
@@ -85,6 +86,9 @@ async function main() {
     });
     check(!stopped.choices[0].text.includes(c.text.slice(2, 4) || 'zz'), 'client: stop string cuts the text',
       JSON.stringify(stopped.choices[0]));
+    const batch = await client.completions.create({ model, prompt: ['Once upon a time', 'The river', 'A'], max_tokens: 3 });
+    check(batch.choices.length === 3 && batch.choices.every((ch, i) => ch.index === i && typeof ch.text === 'string') &&
+      batch.usage.completion_tokens <= 9, 'client: one choice per prompt', JSON.stringify(batch.choices));
   }
 
   // 4. a tool call (tool_choice required: the call is constrained to the schema), then the tool result
@@ -101,7 +105,9 @@ async function main() {
     check(c.finish_reason === 'tool_calls' && call?.type === 'function' && call.function.name === 'get_weather' &&
       args && ['Paris', 'Tokyo', 'Lima'].includes(args.city) && typeof call.id === 'string',
     'client: tool call', JSON.stringify(r.choices[0]));
-    messages.push(c.message);
+    // the assistant message echoed back as other clients (Vercel AI SDK, LangChain) send it: fields of
+    // OpenAI's message types the server does not use are accepted
+    messages.push({ ...c.message, refusal: null, annotations: [], audio: null, function_call: null, parsed: null });
     messages.push({ role: 'tool', tool_call_id: call?.id || 'x', content: '{"temperature": 21}' });
     const r2 = await client.chat.completions.create({
       model, messages, tools: [weather], max_tokens: 8, temperature: 0, chat_template_kwargs: { enable_thinking: false },

@@ -15,7 +15,7 @@ const cases = [
   [C, '{}'], [C, '{"messages": []}'], [C, '{"messages": "hi"}'], [C, '{"messages": [null]}'],
   [C, '{"messages": [{"content": "hi"}]}'], [C, '{"messages": [{"role": "robot", "content": "hi"}]}'],
   [C, '{"messages": [{"role": "user"}]}'], [C, '{"messages": [{"role": "user", "content": 12}]}'],
-  [C, '{"messages": [{"role": "user", "content": "hi", "extra": 1}]}'],
+  [C, '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100000, "max_tokens": 2}'],
   [C, JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x/y.png' } }] }] })],
   [C, '{"messages": [{"role": "user", "content": [{"type": "text"}]}]}'],
   [C, '{"messages": [{"role": "tool", "content": "x"}]}'],
@@ -27,7 +27,7 @@ const cases = [
   [C, chat({ max_tokens: 0 })], [C, chat({ max_tokens: 'ten' })], [C, chat({ n: 3 })], [C, chat({ stream: 'true' })],
   [C, chat({ stop: 12 })], [C, chat({ stop: Array.from({ length: 17 }, (_, i) => `s${i}`) })],
   [C, chat({ seed: 'abc' })], [C, chat({ presence_penalty: 9 })], [C, chat({ logit_bias: { abc: 1 } })],
-  [C, chat({ frequency: 1 })], [C, chat({ logprobs: true })], [C, chat({ stream_options: { include_usage: 'yes' } })],
+  [C, chat({ frequency: 1 })], [C, chat({ logprobs: true, top_logprobs: 25 })], [C, chat({ stream_options: { include_usage: 'yes' } })],
   [C, chat({ max_tokens: 100000 })],
   // tools
   [C, chat({ tools: 'none' })], [C, chat({ tools: [{ type: 'retrieval' }] })], [C, chat({ tools: [tool('get weather')] })],

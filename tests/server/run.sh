@@ -23,7 +23,7 @@ PID=""
 
 start_server() { # $1: name of the log files
     rm -f "$TMP/$1.out"
-    "$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --parallel 4 --ctx-size 2048 --threads 2 --queue 16 \
+    "$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --parallel 4 --ctx-size 2048 --threads 1 --queue 16 \
         --api-key "$KEY" --chat-template-file "$root/tests/data/chat/Qwen3.5-4B.jinja" \
         --cache-chunk 128 --batch-size 128 --state-dir "$TMP/state" --max-body 1 \
         >"$TMP/$1.out" 2>"$TMP/$1.err" &
@@ -51,7 +51,7 @@ stop_server() {
 trap '[ -z "$PID" ] || kill "$PID" 2>/dev/null || true' EXIT
 status=0
 start_server server1
-for t in client load malformed disconnect; do
+for t in client responses load malformed disconnect; do
     node "$here/$t.mjs" || status=1
 done
 node "$here/prefix.mjs" save || status=1
