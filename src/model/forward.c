@@ -113,7 +113,8 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     const BackendSizes sizes = {
         .max_rows = (int)R,
         /* widest activation row any matmul sees, for the quantized-activation scratch */
-        .max_cols = max64(max64((int64_t)E, (int64_t)val), max64((int64_t)HD, (int64_t)maxF)),
+        .max_cols = max64(max64(max64((int64_t)E, (int64_t)val), max64((int64_t)HD, (int64_t)maxF)),
+                          m->n_mtp ? 2 * (int64_t)E : 0), /* an MTP block's eh_proj reads [embedding | hidden] */
         .max_ctx = opt.max_ctx,
         .head_dim = c->head_dim,
         .gqa_group = c->n_head / c->n_head_kv,
@@ -271,7 +272,7 @@ void forward_layers(Forward *f, int l0, int l1) {
     Bufs *b = &f->b;
     const int rows = f->rows, E = c->n_embd;
     const VecSet rs = vs_rows(rows, E);
-    ASSERT(l0 >= 0 && l0 <= l1 && l1 <= c->n_layer);
+    ASSERT(l0 >= 0 && l0 <= l1 && l1 <= c->n_layer + m->n_mtp); /* MTP blocks follow the trunk */
     for (int s = 0; s < f->n_seqs; s++) ASSERT(f->seqs[s].state->l0 <= l0 && l1 <= f->seqs[s].state->l1);
     for (int il = l0; il < l1; il++) {
         be->vt->rms_norm(be, b->x, b->h, m->layers[il].attn_norm, &rs, c->rms_eps);
@@ -289,12 +290,12 @@ void forward_layers(Forward *f, int l0, int l1) {
     }
 }
 
-void forward_head(Forward *f) {
+void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1) {
     const Model *m = f->m;
     Backend *be = f->be;
     Bufs *b = &f->b;
     const int64_t E = m->cfg.n_embd;
-    const int V = f->v1 ? f->v1 - f->v0 : m->cfg.n_vocab;
+    const int V = v1 ? v1 - v0 : m->cfg.n_vocab;
     double t0 = fwd_now();
     /* the rows that want logits, gathered and normed into h */
     int n = 0;
@@ -306,9 +307,9 @@ void forward_head(Forward *f) {
     be->vt->upload(be, b->hrows, f->hx.hrows, sizeof(int32_t) * (size_t)n);
     be->vt->gather_rows(be, b->h, b->x, b->hrows, n, (int)E);
     const VecSet hs = vs_rows(n, (int)E);
-    be->vt->rms_norm(be, b->h, b->h, m->output_norm, &hs, m->cfg.rms_eps);
+    be->vt->rms_norm(be, b->h, b->h, norm, &hs, m->cfg.rms_eps);
     fwd_dump(f, "result_norm", -1, b->h, E, n, 1, 1);
-    MatArgs a = {m->output, -1, NULL, f->v0, f->v1, b->h, b->head, n};
+    MatArgs a = {out, -1, NULL, v0, v1, b->h, b->head, n};
     BView direct;
     const bool one = f->n_seqs == 1;
     if (one && be->vt->wrap_host(be, f->seqs[0].logits, sizeof(float) * (size_t)n * V, &direct)) {
@@ -328,6 +329,8 @@ void forward_head(Forward *f) {
     if (fwd_dumping(f, -1)) dump_tensor(f->dump, "result_output", -1, f->seqs[0].logits, V, n, 1, 1);
     fwd_phase(f, PH_HEAD, &t0);
 }
+
+void forward_head(Forward *f) { fwd_head(f, f->m->output_norm, f->m->output, f->v0, f->v1); }
 
 int forward_end(Forward *f, Err *err) {
     Err e = {{0}};

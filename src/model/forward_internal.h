@@ -122,6 +122,11 @@ void fwd_prof_op(Forward *f, const char *name, double seconds);
 void fwd_prof_begin(Forward *f); /* a forward pass starts / ends: totals and page faults */
 void fwd_prof_end(Forward *f);
 
+/* The head over the rows that want logits: gathered into b->h, normed with norm (they stay there, normed),
+ * multiplied by out for vocabulary columns [v0, v1) (0, 0: all) into each sequence's logits. forward_head
+ * is the model's output_norm and output; an MTP block passes its own. */
+void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1);
+
 void layer_deltanet(Forward *f, Bufs *b, int il);
 void layer_attention(Forward *f, Bufs *b, int il);
 void layer_ffn(Forward *f, Bufs *b, int il);
