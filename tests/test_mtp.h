@@ -9,5 +9,8 @@
  * p = 0), *n_rows = T; otherwise (as tools/train trains it) row t is token t + 1 with hidden row t, *n_rows =
  * T − 1. Returns [*n_rows][n_vocab] logits (malloc'ed), or NULL (recorded as a failure). */
 float *mtp_teacher_forced(const Model *m, const int32_t *ids, int T, MatMode mode, bool llama_rows, int *n_rows);
+/* The path of a model for the llama.cpp comparisons (tests/data/mtp/NAME.*): "tinybible" (the trained model), or
+ * a test model NAME with an MTP block added (synth_add_mtp, seed 1) in the scratch directory; NULL on failure. */
+const char *mtp_test_model(const char *name);
 
 #endif
