@@ -104,7 +104,6 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         {&b->rl, nE, false},       {&b->ew, kE, false},       {&b->es, kE, false},
         {&b->gidx, kE, false},     {&b->sidx, kE, false},     {&b->gx, c->moe ? E : 0, false},
         {&b->eo, kE * E, false},   {&b->sgate, 1, false},
-        {&b->head, opt.max_seqs > 1 ? (size_t)opt.max_seqs * (size_t)c->n_vocab : 0, true},
         {&b->ids, 1, false},       {&b->pos, 1, false},       {&b->hrows, 1, false},
     };
     const size_t n_specs = sizeof specs / sizeof specs[0];
@@ -132,6 +131,10 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         forward_free(f);
         return NULL;
     }
+    if (opt.max_seqs > 1 && forward_reserve_out(f, opt.max_seqs, err)) {
+        forward_free(f);
+        return NULL;
+    }
     size_t at = 0;
     for (size_t i = 0; i < n_specs; i++) {
         const size_t n = ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * 4);
@@ -141,8 +144,20 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     return f;
 }
 
+int forward_reserve_out(Forward *f, int rows, Err *err) {
+    if (rows <= f->max_out) return 0;
+    BBuf *mem = f->be->vt->alloc(f->be, sizeof(float) * (size_t)rows * (size_t)f->m->cfg.n_vocab, err);
+    if (!mem) return err_prefix(err, "logits staging for %d rows", rows), -1;
+    if (f->head_mem) f->be->vt->free(f->be, f->head_mem);
+    f->head_mem = mem;
+    f->b.head = (BView){mem, 0};
+    f->max_out = rows;
+    return 0;
+}
+
 void forward_free(Forward *f) {
     if (!f) return;
+    if (f->head_mem) f->be->vt->free(f->be, f->head_mem);
     if (f->mem) f->be->vt->free(f->be, f->mem);
     if (f->own_be) backend_destroy(f->be);
     free(f->host_mem);
@@ -220,9 +235,9 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
         if (q->n_tokens > q->state->n_ctx - q->state->n_past)
             return err_set(err, "context full: %d tokens + %d new exceed the context size %d", q->state->n_past,
                            q->n_tokens, q->state->n_ctx);
-        if (q->tentative && q->n_tokens > q->state->rb.cap)
-            return err_set(err, "a tentative batch of %d tokens (the state has rollback room for %d)", q->n_tokens,
-                           q->state->rb.cap);
+        if (q->tentative && (q->state->rb.n > 0 ? q->state->rb.n : 0) + q->n_tokens > q->state->rb.cap)
+            return err_set(err, "a tentative batch of %d tokens (the state has rollback room for %d)",
+                           (q->state->rb.n > 0 ? q->state->rb.n : 0) + q->n_tokens, q->state->rb.cap);
         if (q->tokens)
             for (int t = 0; t < q->n_tokens; t++)
                 if (q->tokens[t] < 0 || q->tokens[t] >= c->n_vocab)
@@ -233,8 +248,8 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
         rows += q->n_tokens;
         n_out += q->n_out;
     }
-    if (n_seqs > 1 && n_out > f->max_seqs)
-        return err_set(err, "%d logit rows requested from a multi-sequence batch (at most %d)", n_out, f->max_seqs);
+    if (n_seqs > 1 && n_out > f->max_out)
+        return err_set(err, "%d logit rows requested from a multi-sequence batch (at most %d)", n_out, f->max_out);
     f->seqs = seqs;
     f->n_seqs = n_seqs;
     f->rows = rows;
@@ -341,7 +356,9 @@ int forward_end(Forward *f, Err *err) {
     if (rc) return err_set(err, "%s", e.msg);
     for (int s = 0; s < f->n_seqs; s++) {
         SeqState *st = f->seqs[s].state;
-        if (f->seqs[s].tentative) {
+        if (f->seqs[s].tentative && st->rb.n > 0) { /* extends the unresolved tentative batch */
+            st->rb.n += f->seqs[s].n_tokens;
+        } else if (f->seqs[s].tentative) {
             st->rb.n = f->seqs[s].n_tokens;
             st->rb.pos0 = st->n_past;
         } else {

@@ -195,6 +195,10 @@ typedef struct BatchSeq {
     bool tentative;
 } BatchSeq;
 
+/* Room for `rows` rows of logits in a multi-sequence batch (at first max_seqs: one per sequence; speculative
+ * decoding's verify batches want every row of each sequence). */
+int forward_reserve_out(Forward *f, int rows, Err *err);
+
 /* Runs the tokens of n_seqs sequences (Σ n_tokens ≤ max_batch, n_seqs ≤ max_seqs) through the model in one
  * pass: the matrix products see all rows at once, the recurrences and attention run per sequence. Each
  * state advances by its n_tokens. Fails with every state untouched if a context would overflow, a token id
@@ -223,7 +227,9 @@ void forward_hidden_write(Forward *f, const float *src);
 int forward_set_head_range(Forward *f, int v0, int v1, Err *err);
 
 /* After a tentative batch of n tokens of s: keeps its first k (0 ≤ k ≤ n), leaving s exactly as the
- * batch's arithmetic had it after token k (recurrent state, conv window, KV length). */
+ * batch's arithmetic had it after token k (recurrent state, conv window, KV length). Tentative batches that
+ * follow an unresolved one extend it (a draft model's one-token steps): n is then their sum, and keep(k)
+ * replays k tokens of them all. */
 int forward_keep(Forward *f, SeqState *s, int k, Err *err);
 
 /* The expert-provider hook: between routing and the expert matmuls of an MoE layer, the forward pass tells
