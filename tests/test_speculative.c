@@ -8,6 +8,7 @@
 #include "test_mtp.h"
 
 #include "deltallm.h"
+#include "engine/spec_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -159,4 +160,74 @@ TEST(speculative, greedy_identical_mtp_default) {
         test_note("%s default: greedy identical with forced drafts of 1, 3, 6; acceptance at draft-max 3 %.1f%%",
                   mtp_models[i], 100 * a);
     }
+}
+
+/* ---- rollback: the state after each step ----------------------------------------------------------------- */
+
+static void *snapshot(DlSession *s, size_t *n) {
+    DlError err = {{0}};
+    *n = dl_session_snapshot_size(s);
+    void *b = malloc(*n);
+    if (dl_session_snapshot(s, b, *n, &err)) CHECK_MSG(false, "%s", err.msg);
+    return b;
+}
+
+/* The MTP block's K rows [0, n) of a session (its KV state, layer N). */
+static float *mtp_rows(DlSession *s, int n) {
+    SeqState *kv = s->spec->kv;
+    const StateSeg *g = &kv->segs[kv->seg_k[kv->l0]];
+    float *h = malloc(g->row_bytes * (size_t)(n > 0 ? n : 1));
+    kv->be->vt->download(kv->be, h, g->view, g->row_bytes * (size_t)n);
+    return h;
+}
+
+/* After every step (forced drafts, so most steps reject some), the session is bit for bit the one that
+ * evaluated the kept tokens as one batch: the trunk's state (snapshot), and the MTP block's KV rows. */
+static void rollback_case(const char *name, const char *path) {
+    DlEngine *e = open_model(path, true, 1);
+    if (!e) return;
+    DlError err = {{0}};
+    DlSession *s = dl_session_new(e, &err), *r = dl_session_new(e, &err);
+    DlSampler *smp = sampler(e, 0, 1);
+    DlDraftParams dp;
+    dl_draft_params_init(&dp);
+    dp.n_max = 4, dp.p_min = 0;
+    REQUIRE(s && r && smp && dl_session_set_draft(s, &dp, &err) == 0 && dl_session_set_draft(r, &dp, &err) == 0);
+    int32_t prompt[64];
+    const int np = prompt_of(e, prompt, 12);
+    REQUIRE(dl_session_eval(s, prompt, (size_t)np, &err) == 0 && dl_session_eval(r, prompt, (size_t)np, &err) == 0);
+    int32_t t = dl_sampler_sample(smp, dl_session_logits(s)), out[8], kept[8];
+    int steps = 0, partial = 0, bad = 0, mtp_bad = 0;
+    for (; steps < 12; steps++) {
+        const int k = dl_session_speculate(s, smp, t, out, 8, &err);
+        REQUIRE_MSG(k >= 1, "%s", err.msg);
+        kept[0] = t;
+        memcpy(kept + 1, out, sizeof(int32_t) * (size_t)(k - 1));
+        partial += k < dp.n_max + 1;
+        REQUIRE(dl_session_eval(r, kept, (size_t)k, &err) == 0);
+        size_t na, nb;
+        void *a = snapshot(s, &na), *b = snapshot(r, &nb);
+        bad += !(na == nb && memcmp(a, b, na) == 0);
+        free(a), free(b);
+        /* the MTP rows both have seen (the step leaves the kept tokens pending for the next draft) */
+        const int m = s->spec->off + s->spec->kv->n_past < r->spec->off + r->spec->kv->n_past ? s->spec->kv->n_past : r->spec->kv->n_past;
+        float *ka = mtp_rows(s, m), *kb = mtp_rows(r, m);
+        mtp_bad += memcmp(ka, kb, s->spec->kv->segs[0].row_bytes * (size_t)m) != 0;
+        free(ka), free(kb);
+        t = out[k - 1];
+    }
+    const bool ok = CHECK_MSG(bad == 0 && mtp_bad == 0, "%s: the state differs after %d of %d steps (MTP KV: %d)", name,
+                              bad, steps, mtp_bad);
+    CHECK_MSG(partial > 0, "%s: no step rejected a draft", name);
+    if (ok) test_note("%s exact: %d steps (%d cut back), the state after each bitwise that of the kept tokens alone", name, steps,
+              partial);
+    dl_sampler_free(smp);
+    dl_session_free(s), dl_session_free(r);
+    dl_engine_close(e);
+}
+
+TEST(speculative, rollback_bitwise_exact) {
+    rollback_case("tinybible", mtp_test_model("tinybible"));
+    rollback_case("m4-qwen35moe-q8_0", mtp_test_model("m4-qwen35moe-q8_0"));
+    rollback_case("m1-qwen3next-legacy-f32", mtp_test_model("m1-qwen3next-legacy-f32"));
 }
