@@ -253,7 +253,7 @@ typedef struct DlDraftStats {
     uint64_t drafted_at[DL_DRAFT_MAX];  /* drafts verified at position i of a step */
     uint64_t accepted_at[DL_DRAFT_MAX]; /* and accepted there */
     uint64_t draft_passes;             /* drafter forward passes */
-    double draft_s, verify_s, keep_s;  /* time drafting, verifying (the batched pass), rolling back */
+    double draft_s, verify_s, keep_s;  /* time drafting, verifying (the batched pass), rolling back (the keep alone) */
 } DlDraftStats;
 /* The session's counts since dl_session_set_draft. */
 void dl_session_draft_stats(const DlSession *s, DlDraftStats *st);
