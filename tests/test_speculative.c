@@ -52,11 +52,13 @@ static int prompt_of(const DlEngine *e, int32_t *ids, int n) {
     return n;
 }
 
+static int sample_tokens_topk; /* top-k of the samplers (0: off) */
+
 static DlSampler *sampler(const DlEngine *e, float temp, uint64_t seed) {
     DlSamplingParams sp;
     dl_sampling_params_init(&sp);
     sp.temperature = temp;
-    sp.top_k = 0, sp.top_p = 1.0f, sp.min_p = 0.0f;
+    sp.top_k = sample_tokens_topk, sp.top_p = 1.0f, sp.min_p = 0.0f;
     sp.seed = seed;
     DlError err = {{0}};
     DlSampler *s = dl_sampler_new(e, &sp, &err);
@@ -230,4 +232,185 @@ TEST(speculative, rollback_bitwise_exact) {
     rollback_case("tinybible", mtp_test_model("tinybible"));
     rollback_case("m4-qwen35moe-q8_0", mtp_test_model("m4-qwen35moe-q8_0"));
     rollback_case("m1-qwen3next-legacy-f32", mtp_test_model("m1-qwen3next-legacy-f32"));
+}
+
+/* ---- a draft model ---------------------------------------------------------------------------------------- */
+
+/* Greedy, a draft model (--model-draft) of the same vocabulary: the trained model drafting for itself (every
+ * draft accepted: the longest chains of tentative draft steps, kept whole) and a random model drafting for
+ * another (every draft rejected: the draft model cut back to the first token each step). */
+static void draft_model_case(const char *name, const char *trunk, const char *drafter, bool exact) {
+    DlEngine *e = open_model(trunk, exact, 1);
+    if (!e) return;
+    DlError err = {{0}};
+    REQUIRE_MSG(dl_engine_open_draft(e, drafter, &err) == 0, "%s", err.msg);
+    enum { N = 40 };
+    int32_t prompt[64], plain[N], spec[N];
+    const int np = prompt_of(e, prompt, 12);
+    REQUIRE(generate(e, NULL, 0, 1, prompt, np, plain, N, NULL) == N);
+    static const int nmax[] = {1, 3, 6};
+    for (size_t k = 0; k < sizeof nmax / sizeof nmax[0]; k++) {
+        DlDraftParams dp;
+        dl_draft_params_init(&dp);
+        dp.n_max = nmax[k], dp.p_min = 0;
+        DlDraftStats st;
+        const int got = generate(e, &dp, 0, 1, prompt, np, spec, N, &st);
+        const int d = first_diff(plain, spec, N);
+        CHECK_MSG(got == N && d < 0, "%s %s, draft-max %d: tokens differ from plain decoding at %d", name,
+                  exact ? "exact" : "default", nmax[k], d);
+        if (k == 1)
+            test_note("%s %s: greedy identical with forced drafts of 1, 3, 6; draft-max 3: %llu of %llu drafts accepted",
+                      name, exact ? "exact" : "default", (unsigned long long)st.accepted, (unsigned long long)st.drafted);
+    }
+    dl_engine_close(e);
+}
+
+TEST(speculative, greedy_identical_draft_model) {
+    const char *tiny = mtp_test_model("tinybible");
+    draft_model_case("tinybible drafting for itself", tiny, tiny, true);
+    draft_model_case("tinybible drafting for itself", tiny, tiny, false);
+    draft_model_case("m4 drafting for m1", test_data("models/m1-qwen3next-legacy-f32.gguf"),
+                     test_data("models/m4-qwen35moe-q8_0.gguf"), true);
+    draft_model_case("m4 drafting for m1", test_data("models/m1-qwen3next-legacy-f32.gguf"),
+                     test_data("models/m4-qwen35moe-q8_0.gguf"), false);
+}
+
+/* ---- sampling --------------------------------------------------------------------------------------------- */
+
+/* Exact mode, where a verify batch computes each row as a single token does: sampling with drafts gives the
+ * very tokens plain sampling gives for the same seed (the step draws each position from the same logits with
+ * the same random draws). */
+TEST(speculative, sampling_same_tokens_exact) {
+    static const char *const names[] = {"tinybible", "m1-qwen3next-legacy-f32"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        DlEngine *e = open_model(mtp_test_model(names[i]), true, 1);
+        if (!e) continue;
+        enum { N = 32, SEEDS = 6 };
+        int32_t prompt[64], plain[N], spec[N];
+        const int np = prompt_of(e, prompt, 12);
+        DlDraftParams dp;
+        dl_draft_params_init(&dp);
+        dp.n_max = 3, dp.p_min = 0;
+        int same = 0;
+        uint64_t drafted = 0, accepted = 0;
+        for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+            DlDraftStats st;
+            generate(e, NULL, 0.8f, seed, prompt, np, plain, N, NULL);
+            generate(e, &dp, 0.8f, seed, prompt, np, spec, N, &st);
+            const int d = first_diff(plain, spec, N);
+            same += CHECK_MSG(d < 0, "%s, seed %llu: sampled tokens differ from plain sampling at %d", names[i],
+                              (unsigned long long)seed, d);
+            drafted += st.drafted, accepted += st.accepted;
+        }
+        CHECK_MSG(drafted > accepted, "%s: no rejection", names[i]);
+        test_note("%s exact, temperature 0.8: %d of %d seeds give plain sampling's %d tokens (%llu of %llu drafts accepted)",
+                  names[i], same, SEEDS, N, (unsigned long long)accepted, (unsigned long long)drafted);
+        dl_engine_close(e);
+    }
+}
+
+/* Chi-square homogeneity of two samples of tokens: per position, the categories seen at least 8 times in both
+ * together (the rest pooled); the statistic and its degrees of freedom are summed over positions. */
+enum { CHI_POS = 3, CHI_MAXCAT = 64 };
+typedef struct TokenSample {
+    int n;
+    int32_t (*tok)[CHI_POS];
+} TokenSample;
+
+static double chi_square(const TokenSample *a, const TokenSample *b, int *df) {
+    double chi = 0;
+    *df = 0;
+    for (int p = 0; p < CHI_POS; p++) {
+        int32_t cat[CHI_MAXCAT];
+        int na[CHI_MAXCAT + 1] = {0}, nb[CHI_MAXCAT + 1] = {0}, nc = 0;
+        for (int s = 0; s < 2; s++) { /* the categories: tokens seen ≥ 8 times in both samples */
+            const TokenSample *x = s ? b : a;
+            for (int i = 0; i < x->n; i++) {
+                const int32_t t = x->tok[i][p];
+                int seen = 0, known = 0;
+                for (int c = 0; c < nc; c++) known |= cat[c] == t;
+                if (known) continue;
+                for (int k = 0; k < a->n; k++) seen += a->tok[k][p] == t;
+                for (int k = 0; k < b->n; k++) seen += b->tok[k][p] == t;
+                if (seen >= 8 && nc < CHI_MAXCAT) cat[nc++] = t;
+            }
+        }
+        for (int s = 0; s < 2; s++) {
+            const TokenSample *x = s ? b : a;
+            int *cnt = s ? nb : na;
+            for (int i = 0; i < x->n; i++) {
+                int c = 0;
+                while (c < nc && cat[c] != x->tok[i][p]) c++;
+                cnt[c]++; /* c == nc: the pooled rest */
+            }
+        }
+        const int ncat = nc + (na[nc] + nb[nc] > 0);
+        const double N = a->n + b->n;
+        for (int c = 0; c < ncat; c++) {
+            const double tot = na[c] + nb[c], ea = tot * a->n / N, eb = tot * b->n / N;
+            chi += (na[c] - ea) * (na[c] - ea) / ea + (nb[c] - eb) * (nb[c] - eb) / eb;
+        }
+        *df += ncat - 1;
+    }
+    return chi;
+}
+
+/* The chi-square quantile at 1 - 1e-3 (Wilson–Hilferty). */
+static double chi_critical(int df) {
+    const double k = df, z = 3.0902;
+    const double c = 1 - 2 / (9 * k) + z * sqrt(2 / (9 * k));
+    return k * c * c * c;
+}
+
+/* Tokens 1..3 after the prompt (token 0 comes from the prompt's logits, not from a step) for seeds [s0, s0 + n). */
+static void sample_tokens(DlEngine *e, const DlDraftParams *dp, float temp, uint64_t s0, const int32_t *prompt, int np,
+                          TokenSample *out, int n, DlDraftStats *acc) {
+    out->n = n;
+    for (int i = 0; i < n; i++) {
+        int32_t t[CHI_POS + 1];
+        DlDraftStats st;
+        generate(e, dp, temp, s0 + (uint64_t)i, prompt, np, t, CHI_POS + 1, dp ? &st : NULL);
+        memcpy(out->tok[i], t + 1, sizeof out->tok[i]);
+        if (dp) acc->drafted += st.drafted, acc->accepted += st.accepted;
+    }
+}
+
+/* Sampling in the default arithmetic (where a verify batch may round differently from single tokens, so that
+ * the same seed need not give the same tokens): the tokens drafting samples are distributed as plain sampling's
+ * — two samples of many seeds each (different seeds on each side), chi-square test of homogeneity at the 0.1%
+ * level, on the trained model (4096 tokens, top-k 6 at temperature 1: a handful of candidates per position;
+ * forced drafts of 3, so that drafts are accepted and rejected and tokens come from every position of a step).
+ * The same test tells plain sampling at temperature 1 from plain sampling at 0.7, so it can fail. */
+TEST(speculative, sampling_no_bias_chi_square) {
+    DlEngine *e = open_model(mtp_test_model("tinybible"), false, 1);
+    if (!e) return;
+    enum { N = 400 };
+    int32_t prompt[64];
+    const int np = prompt_of(e, prompt, 12);
+    TokenSample plain = {0, malloc(sizeof(int32_t[CHI_POS]) * N)}, spec = {0, malloc(sizeof(int32_t[CHI_POS]) * N)},
+                cold = {0, malloc(sizeof(int32_t[CHI_POS]) * N)};
+    REQUIRE(plain.tok && spec.tok && cold.tok);
+    DlDraftParams dp;
+    dl_draft_params_init(&dp);
+    dp.n_max = 3, dp.p_min = 0;
+    DlDraftStats acc = {0};
+    sample_tokens_topk = 6;
+    sample_tokens(e, NULL, 1.0f, 1, prompt, np, &plain, N, NULL);
+    sample_tokens(e, &dp, 1.0f, 1000001, prompt, np, &spec, N, &acc);
+    sample_tokens(e, NULL, 0.7f, 2000001, prompt, np, &cold, N, NULL);
+    sample_tokens_topk = 0;
+    int df, df_cold;
+    const double chi = chi_square(&plain, &spec, &df), chi_cold = chi_square(&plain, &cold, &df_cold);
+    CHECK_MSG(chi < chi_critical(df), "drafting's samples differ from plain sampling's: chi-square %.1f, %d df (critical %.1f)",
+              chi, df, chi_critical(df));
+    CHECK_MSG(chi_cold > chi_critical(df_cold), "the test does not tell temperature 1 from 0.7: chi-square %.1f, %d df",
+              chi_cold, df_cold);
+    CHECK_MSG(acc.drafted > acc.accepted && acc.accepted > 0, "%llu of %llu drafts accepted",
+              (unsigned long long)acc.accepted, (unsigned long long)acc.drafted);
+    test_note("tinybible default, top-k 6, %d seeds each: drafting vs plain chi-square %.1f on %d df (critical %.1f at 0.1%%); "
+              "plain at temperature 0.7 vs 1: %.1f on %d df; %llu of %llu drafts accepted",
+              N, chi, df, chi_critical(df), chi_cold, df_cold, (unsigned long long)acc.accepted,
+              (unsigned long long)acc.drafted);
+    free(plain.tok), free(spec.tok), free(cold.tok);
+    dl_engine_close(e);
 }

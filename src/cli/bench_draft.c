@@ -106,7 +106,14 @@ static int bench_one(const BenchDraft *b, const char *model, int threads, Row *R
     R->same = true;
     for (int r = 0; r < b->reps; r++) {
         const double a = gen(plain, smp, prompt, (int)np, ta, b->n_gen, false, &err);
+        if (b->profile) dl_engine_profile(e, true);
         const double d = a < 0 ? -1 : gen(spec, smp, prompt, (int)np, tb, b->n_gen, true, &err);
+        if (b->profile) {
+            char rep[1 << 14];
+            dl_engine_profile_report(e, rep, sizeof rep);
+            fprintf(stderr, "== %s, %d threads, drafting run %d ==\n%s\n", model, info->n_threads, r + 1, rep);
+            dl_engine_profile(e, false);
+        }
         if (d < 0) goto done;
         tp += a, td += d;
         R->same = R->same && memcmp(ta, tb, sizeof(int32_t) * (size_t)b->n_gen) == 0;

@@ -14,7 +14,7 @@ typedef struct BenchDraft {
     const long long *threads;
     int n_threads;
     int n_gen, reps, n_batch;
-    bool exact, json, prefetch, mlock;
+    bool exact, json, prefetch, mlock, profile; /* profile: the forward passes of the drafting runs, on stderr */
     const char *prompt; /* NULL: 32 random tokens (acceptance is then what random weights give) */
     DraftOptions draft;
     CliEngine engine;

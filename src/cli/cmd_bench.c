@@ -144,7 +144,7 @@ int cmd_bench(int argc, char **argv) {
         if (n_tg != 1 || tg[0] < 2 || tg[0] > 65536)
             return cli_usage_error("bench", "--draft: -n takes one count of 2 to 65536 tokens");
         BenchDraft bd = {models, n_models, thr, n_thr, n_given ? (int)tg[0] : 128, (int)reps, (int)batch, exact, json,
-                         prefetch, mlock_, prompt, dro, eo};
+                         prefetch, mlock_, profile, prompt, dro, eo};
         return bench_draft(&bd);
     }
     long long max_tok = 0;

@@ -8,7 +8,7 @@
 void draft_options_init(DraftOptions *o) {
     DlDraftParams p;
     dl_draft_params_init(&p);
-    *o = (DraftOptions){.n_max = -1, .n_min = p.n_min, .p_min = p.p_min, .model = NULL};
+    *o = (DraftOptions){.n_max = -1, .n_min = p.n_min, .n_vocab = 0, .p_min = p.p_min, .model = NULL};
 }
 
 const char draft_options_help[] =
@@ -16,17 +16,19 @@ const char draft_options_help[] =
     "                           drafting, 0 = off) with the model's MTP block, or with --model-draft\n"
     "  -md, --model-draft F     a smaller model of the same vocabulary drafts (turns drafting on)\n"
     "  --draft-min N            verify no drafts in a step that drafted fewer than N (default 0)\n"
-    "  --draft-p-min P          stop drafting under this draft probability (default 0.5; 0 = always N)\n";
+    "  --draft-p-min P          stop drafting under this draft probability (default 0.5; 0 = always N)\n"
+    "  --draft-vocab N          the MTP head over the first N token ids only (multiple of 8; default all)\n";
 
 int draft_options_parse(DraftOptions *o, const char *cmd, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     const bool is_max = !strcmp(a, "--draft-max"), is_min = !strcmp(a, "--draft-min"), is_p = !strcmp(a, "--draft-p-min"),
-               is_md = !strcmp(a, "-md") || !strcmp(a, "--model-draft");
-    if (!is_max && !is_min && !is_p && !is_md) return 0;
+               is_md = !strcmp(a, "-md") || !strcmp(a, "--model-draft"), is_v = !strcmp(a, "--draft-vocab");
+    if (!is_max && !is_min && !is_p && !is_md && !is_v) return 0;
     if (!v) return cli_usage_error(cmd, "%s needs a value", a), -1;
     ++*i;
     if (is_md) o->model = v;
     else if (is_p) return cli_parse_float(cmd, a, v, 0, 1, &o->p_min) ? -1 : 1;
+    else if (is_v) return cli_parse_int(cmd, a, v, 0, 1 << 24, &o->n_vocab) ? -1 : 1;
     else if (cli_parse_int(cmd, a, v, 0, DL_DRAFT_MAX, is_max ? &o->n_max : &o->n_min)) return -1;
     return 1;
 }
@@ -37,6 +39,7 @@ bool draft_options_on(const DraftOptions *o, DlDraftParams *p) {
     if (o->n_max > 0) p->n_max = (int)o->n_max;
     p->n_min = (int)o->n_min;
     p->p_min = (float)o->p_min;
+    p->n_vocab = (int)o->n_vocab;
     return true;
 }
 
