@@ -509,11 +509,11 @@ TEST(server, sse_chunks) {
 
 /* ------------------------------------------------------------------------------------------ scheduler */
 
-static DlEngine *open_engine(int n_seq, int n_batch) {
+static DlEngine *open_engine_at(const char *path, int n_ctx, int n_seq, int n_batch) {
     DlEngineParams p;
     dl_engine_params_init(&p);
-    p.model_path = test_data(MODEL);
-    p.n_ctx = 2048;
+    p.model_path = path;
+    p.n_ctx = n_ctx;
     p.n_batch = n_batch;
     p.n_seq_max = n_seq;
     p.n_threads = 1;
@@ -522,6 +522,8 @@ static DlEngine *open_engine(int n_seq, int n_batch) {
     CHECK_MSG(en, "%s", e.msg);
     return en;
 }
+
+static DlEngine *open_engine(int n_seq, int n_batch) { return open_engine_at(test_data(MODEL), 2048, n_seq, n_batch); }
 
 static Job *make_job(const int32_t *prompt, size_t n, int max_tokens, bool cache) {
     Job *j = job_new();
@@ -646,16 +648,8 @@ TEST(server, scheduler_cancel_and_queue) {
  * plainly in a drafting slot), a sampled job (same seed: the step samples each position as plain decoding does),
  * and jobs cut by max_tokens and by the context in the middle of a step. */
 static void drafting_case(const char *name, const char *path) {
-    DlEngineParams p;
-    dl_engine_params_init(&p);
-    p.model_path = path;
-    p.n_ctx = 160;
-    p.n_batch = 64;
-    p.n_seq_max = 2;
-    p.n_threads = 1;
-    DlError de = {{0}};
-    DlEngine *en = dl_engine_open(&p, &de);
-    REQUIRE_MSG(en, "%s", de.msg);
+    DlEngine *en = open_engine_at(path, 160, 2, 64);
+    REQUIRE(en);
     DlDraftParams dp;
     dl_draft_params_init(&dp);
     dp.n_max = 3, dp.p_min = 0;

@@ -139,6 +139,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (!n_models) return cli_usage_error("bench", "needs -m MODEL.gguf");
+    if (draft_options_check(&dro, "bench")) return 2;
     if (!draft && (prompt || dro.model || dro.n_max >= 0)) return cli_usage_error("bench", "--prompt and the draft options need --draft N");
     if (draft) {
         if (n_tg != 1 || tg[0] < 2 || tg[0] > 65536)

@@ -59,6 +59,7 @@ int cmd_run(int argc, char **argv) {
         else return cli_usage_error("run", "unknown option '%s' (see --help)", a);
     }
     if (!o.model) return cli_usage_error("run", "needs -m MODEL.gguf");
+    if (draft_options_check(&dro, "run")) return 2;
     if (!prompt == !file) return cli_usage_error("run", "needs exactly one of -p PROMPT or -f FILE");
     if (!chat && !o.think) return cli_usage_error("run", "--no-think needs --chat (it changes the chat template)");
     if (!chat && o.system_prompt) return cli_usage_error("run", "--system-prompt needs --chat");

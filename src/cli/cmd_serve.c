@@ -163,6 +163,7 @@ int cmd_serve(int argc, char **argv) {
         free(key_owned);
         return cli_usage_error("serve", "no model: -m MODEL.gguf");
     }
+    if (draft_options_check(&dro, "serve")) return free(key_owned), 2;
     if (c.n_predict == 0) c.n_predict = -1;
     const char *env_key = getenv("DELTALLM_API_KEY");
     if (!c.api_key && env_key && *env_key) c.api_key = env_key;

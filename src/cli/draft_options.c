@@ -33,6 +33,14 @@ int draft_options_parse(DraftOptions *o, const char *cmd, int argc, char **argv,
     return 1;
 }
 
+int draft_options_check(const DraftOptions *o, const char *cmd) {
+    DlDraftParams p;
+    draft_options_on(o, &p);
+    if (o->n_min > p.n_max) return cli_usage_error(cmd, "--draft-min %lld exceeds --draft-max %d", o->n_min, p.n_max);
+    if (o->n_vocab % 8) return cli_usage_error(cmd, "--draft-vocab %lld: a multiple of 8", o->n_vocab);
+    return 0;
+}
+
 bool draft_options_on(const DraftOptions *o, DlDraftParams *p) {
     dl_draft_params_init(p);
     if (o->n_max == 0 || (o->n_max < 0 && !o->model)) return false;

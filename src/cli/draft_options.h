@@ -29,6 +29,9 @@ void draft_options_init(DraftOptions *o);
  * not one; -1 for a bad or missing value (the message printed). */
 int draft_options_parse(DraftOptions *o, const char *cmd, int argc, char **argv, int *i);
 extern const char draft_options_help[];
+/* After parsing: the options together (draft-min ≤ draft-max, the vocabulary a multiple of 8); 0, or 2 after
+ * printing a usage error. */
+int draft_options_check(const DraftOptions *o, const char *cmd);
 /* Whether drafting is asked for (--draft-max ≥ 1 or --model-draft); then *p holds the parameters. */
 bool draft_options_on(const DraftOptions *o, DlDraftParams *p);
 /* Opens --model-draft on e (when given); once per engine, before its sessions draft. 0, or -1 with err set. */
