@@ -43,6 +43,8 @@ typedef enum WRole {
     W_FFN_GATE, W_FFN_UP, W_FFN_DOWN,
     W_MOE_ROUTER, W_MOE_GATE_EXPS, W_MOE_UP_EXPS, W_MOE_DOWN_EXPS,
     W_SHEXP_GATE_INP, W_SHEXP_GATE, W_SHEXP_UP, W_SHEXP_DOWN,
+    /* an MTP block (layer ≥ the trunk's): blk.N.nextn.* beside its attention and FFN entries */
+    W_NEXTN_EH_PROJ, W_NEXTN_ENORM, W_NEXTN_HNORM, W_NEXTN_HEAD_NORM, W_NEXTN_HEAD, W_NEXTN_EMBD,
     W_ROLE_COUNT
 } WRole;
 

@@ -2,7 +2,9 @@
  * one pass from an empty context) and generation (tgN: N one-token steps from an empty context), repeated,
  * mean ± standard deviation in tokens/s, as a markdown table or JSON. Decode rows also show the effective
  * weight bandwidth (weight bytes read per token × tokens/s) next to a read-bandwidth probe measured in the
- * same run, and every row the major page faults during compute (0 once the weights are resident). */
+ * same run, and every row the major page faults during compute (0 once the weights are resident).
+ * `--draft N` measures speculative decoding instead (bench_draft.c). */
+#include "cli/bench_draft.h"
 #include "cli/bwprobe.h"
 #include "cli/cli.h"
 #include "cli/cli_engine.h"
@@ -77,19 +79,31 @@ int cmd_bench(int argc, char **argv) {
     const char *models[MAX_LIST];
     int n_models = 0, n_pp = 1, n_tg = 1, n_thr = 1;
     long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512;
-    bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false;
+    bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false, draft = false, n_given = false;
+    const char *prompt = NULL;
     CliEngine eo;
     cli_engine_init(&eo);
+    DraftOptions dro;
+    draft_options_init(&dro);
     for (int i = 1; i < argc; i++) {
         const int er = cli_engine_arg("bench", argc, argv, &i, &eo);
         if (er == 2) return 2;
         if (er == 1) continue;
+        const int dr = draft_options_parse(&dro, "bench", argc, argv, &i);
+        if (dr < 0) return 2;
+        if (dr > 0) continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm bench -m MODEL.gguf [-m ...] [-p 512[,..]] [-n 128[,..]] [-t 1,2] [-r 3] [-b 512]\n"
                    "                      [--json] [--profile] [--mlock] [--no-prefetch] [--exact]\n"
+                   "       deltallm bench -m MODEL.gguf --draft N [--draft-p-min P] [--model-draft F] [--prompt TEXT]\n"
+                   "                      [-n 128] [-t 1,2] [-r 3] [--json]\n"
                    "  -p 0 or -n 0 skips that test. Weights are read into memory first (--no-prefetch: not);\n"
-                   "  --mlock also locks them.\n%s", cli_engine_help);
+                   "  --mlock also locks them.\n"
+                   "  --draft N: speculative decoding against plain decoding, greedy, n tokens after the prompt\n"
+                   "  (default: 32 random tokens): tokens/s of both, acceptance per draft position, the cost of a\n"
+                   "  drafter pass, the verify and the rollback next to a decode step of the same run.\n%s",
+                   cli_engine_help);
             return 0;
         } else if (!strcmp(a, "-m") && v) {
             if (n_models == MAX_LIST) return cli_usage_error("bench", "too many models");
@@ -98,6 +112,12 @@ int cmd_bench(int argc, char **argv) {
             if (parse_list(argv[++i], 0, 1 << 20, pp, &n_pp)) return cli_usage_error("bench", "bad -p list '%s'", v);
         } else if (!strcmp(a, "-n") && v) {
             if (parse_list(argv[++i], 0, 1 << 20, tg, &n_tg)) return cli_usage_error("bench", "bad -n list '%s'", v);
+            n_given = true;
+        } else if (!strcmp(a, "--draft") && v) {
+            if (cli_parse_int("bench", a, argv[++i], 1, DL_DRAFT_MAX, &dro.n_max)) return 2;
+            draft = true;
+        } else if (!strcmp(a, "--prompt") && v) {
+            prompt = argv[++i];
         } else if (!strcmp(a, "-t") && v) {
             if (parse_list(argv[++i], 1, 1024, thr, &n_thr)) return cli_usage_error("bench", "bad -t list '%s'", v);
         } else if (!strcmp(a, "-r") && v) {
@@ -119,6 +139,15 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (!n_models) return cli_usage_error("bench", "needs -m MODEL.gguf");
+    if (draft_options_check(&dro, "bench")) return 2;
+    if (!draft && (prompt || dro.model || dro.n_max >= 0)) return cli_usage_error("bench", "--prompt and the draft options need --draft N");
+    if (draft) {
+        if (n_tg != 1 || tg[0] < 2 || tg[0] > 65536)
+            return cli_usage_error("bench", "--draft: -n takes one count of 2 to 65536 tokens");
+        BenchDraft bd = {models, n_models, thr, n_thr, n_given ? (int)tg[0] : 128, (int)reps, (int)batch, exact, json,
+                         prefetch, mlock_, profile, prompt, dro, eo};
+        return bench_draft(&bd);
+    }
     long long max_tok = 0;
     for (int i = 0; i < n_pp; i++) max_tok = pp[i] > max_tok ? pp[i] : max_tok;
     for (int i = 0; i < n_tg; i++) max_tok = tg[i] > max_tok ? tg[i] : max_tok;

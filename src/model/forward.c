@@ -104,7 +104,6 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         {&b->rl, nE, false},       {&b->ew, kE, false},       {&b->es, kE, false},
         {&b->gidx, kE, false},     {&b->sidx, kE, false},     {&b->gx, c->moe ? E : 0, false},
         {&b->eo, kE * E, false},   {&b->sgate, 1, false},
-        {&b->head, opt.max_seqs > 1 ? (size_t)opt.max_seqs * (size_t)c->n_vocab : 0, true},
         {&b->ids, 1, false},       {&b->pos, 1, false},       {&b->hrows, 1, false},
     };
     const size_t n_specs = sizeof specs / sizeof specs[0];
@@ -113,7 +112,8 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     const BackendSizes sizes = {
         .max_rows = (int)R,
         /* widest activation row any matmul sees, for the quantized-activation scratch */
-        .max_cols = max64(max64((int64_t)E, (int64_t)val), max64((int64_t)HD, (int64_t)maxF)),
+        .max_cols = max64(max64(max64((int64_t)E, (int64_t)val), max64((int64_t)HD, (int64_t)maxF)),
+                          m->n_mtp ? 2 * (int64_t)E : 0), /* an MTP block's eh_proj reads [embedding | hidden] */
         .max_ctx = opt.max_ctx,
         .head_dim = c->head_dim,
         .gqa_group = c->n_head / c->n_head_kv,
@@ -131,6 +131,10 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         forward_free(f);
         return NULL;
     }
+    if (opt.max_seqs > 1 && forward_reserve_out(f, opt.max_seqs, err)) {
+        forward_free(f);
+        return NULL;
+    }
     size_t at = 0;
     for (size_t i = 0; i < n_specs; i++) {
         const size_t n = ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * 4);
@@ -140,8 +144,20 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     return f;
 }
 
+int forward_reserve_out(Forward *f, int rows, Err *err) {
+    if (rows <= f->max_out) return 0;
+    BBuf *mem = f->be->vt->alloc(f->be, sizeof(float) * (size_t)rows * (size_t)f->m->cfg.n_vocab, err);
+    if (!mem) return err_prefix(err, "logits staging for %d rows", rows), -1;
+    if (f->head_mem) f->be->vt->free(f->be, f->head_mem);
+    f->head_mem = mem;
+    f->b.head = (BView){mem, 0};
+    f->max_out = rows;
+    return 0;
+}
+
 void forward_free(Forward *f) {
     if (!f) return;
+    if (f->head_mem) f->be->vt->free(f->be, f->head_mem);
     if (f->mem) f->be->vt->free(f->be, f->mem);
     if (f->own_be) backend_destroy(f->be);
     free(f->host_mem);
@@ -219,9 +235,9 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
         if (q->n_tokens > q->state->n_ctx - q->state->n_past)
             return err_set(err, "context full: %d tokens + %d new exceed the context size %d", q->state->n_past,
                            q->n_tokens, q->state->n_ctx);
-        if (q->tentative && q->n_tokens > q->state->rb.cap)
-            return err_set(err, "a tentative batch of %d tokens (the state has rollback room for %d)", q->n_tokens,
-                           q->state->rb.cap);
+        if (q->tentative && (q->state->rb.n > 0 ? q->state->rb.n : 0) + q->n_tokens > q->state->rb.cap)
+            return err_set(err, "a tentative batch of %d tokens (the state has rollback room for %d)",
+                           (q->state->rb.n > 0 ? q->state->rb.n : 0) + q->n_tokens, q->state->rb.cap);
         if (q->tokens)
             for (int t = 0; t < q->n_tokens; t++)
                 if (q->tokens[t] < 0 || q->tokens[t] >= c->n_vocab)
@@ -232,8 +248,8 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
         rows += q->n_tokens;
         n_out += q->n_out;
     }
-    if (n_seqs > 1 && n_out > f->max_seqs)
-        return err_set(err, "%d logit rows requested from a multi-sequence batch (at most %d)", n_out, f->max_seqs);
+    if (n_seqs > 1 && n_out > f->max_out)
+        return err_set(err, "%d logit rows requested from a multi-sequence batch (at most %d)", n_out, f->max_out);
     f->seqs = seqs;
     f->n_seqs = n_seqs;
     f->rows = rows;
@@ -271,7 +287,7 @@ void forward_layers(Forward *f, int l0, int l1) {
     Bufs *b = &f->b;
     const int rows = f->rows, E = c->n_embd;
     const VecSet rs = vs_rows(rows, E);
-    ASSERT(l0 >= 0 && l0 <= l1 && l1 <= c->n_layer);
+    ASSERT(l0 >= 0 && l0 <= l1 && l1 <= c->n_layer + m->n_mtp); /* MTP blocks follow the trunk */
     for (int s = 0; s < f->n_seqs; s++) ASSERT(f->seqs[s].state->l0 <= l0 && l1 <= f->seqs[s].state->l1);
     for (int il = l0; il < l1; il++) {
         be->vt->rms_norm(be, b->x, b->h, m->layers[il].attn_norm, &rs, c->rms_eps);
@@ -289,12 +305,12 @@ void forward_layers(Forward *f, int l0, int l1) {
     }
 }
 
-void forward_head(Forward *f) {
+void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1) {
     const Model *m = f->m;
     Backend *be = f->be;
     Bufs *b = &f->b;
     const int64_t E = m->cfg.n_embd;
-    const int V = f->v1 ? f->v1 - f->v0 : m->cfg.n_vocab;
+    const int V = v1 ? v1 - v0 : m->cfg.n_vocab;
     double t0 = fwd_now();
     /* the rows that want logits, gathered and normed into h */
     int n = 0;
@@ -306,9 +322,9 @@ void forward_head(Forward *f) {
     be->vt->upload(be, b->hrows, f->hx.hrows, sizeof(int32_t) * (size_t)n);
     be->vt->gather_rows(be, b->h, b->x, b->hrows, n, (int)E);
     const VecSet hs = vs_rows(n, (int)E);
-    be->vt->rms_norm(be, b->h, b->h, m->output_norm, &hs, m->cfg.rms_eps);
+    be->vt->rms_norm(be, b->h, b->h, norm, &hs, m->cfg.rms_eps);
     fwd_dump(f, "result_norm", -1, b->h, E, n, 1, 1);
-    MatArgs a = {m->output, -1, NULL, f->v0, f->v1, b->h, b->head, n};
+    MatArgs a = {out, -1, NULL, v0, v1, b->h, b->head, n};
     BView direct;
     const bool one = f->n_seqs == 1;
     if (one && be->vt->wrap_host(be, f->seqs[0].logits, sizeof(float) * (size_t)n * V, &direct)) {
@@ -329,6 +345,8 @@ void forward_head(Forward *f) {
     fwd_phase(f, PH_HEAD, &t0);
 }
 
+void forward_head(Forward *f) { fwd_head(f, f->m->output_norm, f->m->output, f->v0, f->v1); }
+
 int forward_end(Forward *f, Err *err) {
     Err e = {{0}};
     int rc = f->be->vt->submit(f->be, &e);
@@ -338,7 +356,9 @@ int forward_end(Forward *f, Err *err) {
     if (rc) return err_set(err, "%s", e.msg);
     for (int s = 0; s < f->n_seqs; s++) {
         SeqState *st = f->seqs[s].state;
-        if (f->seqs[s].tentative) {
+        if (f->seqs[s].tentative && st->rb.n > 0) { /* extends the unresolved tentative batch */
+            st->rb.n += f->seqs[s].n_tokens;
+        } else if (f->seqs[s].tentative) {
             st->rb.n = f->seqs[s].n_tokens;
             st->rb.pos0 = st->n_past;
         } else {

@@ -42,7 +42,7 @@ typedef struct Bufs {
     BView gx;      /* [R][E]  gathered expert inputs */
     BView eo;      /* [R][kE][E] expert outputs */
     BView sgate;   /* [R] */
-    BView head;    /* [max_seqs][n_vocab] logits staging when several sequences want logits */
+    BView head;    /* [max_out][n_vocab] logits staging when several sequences want logits (its own buffer) */
     BView ids;     /* int32 [R] token ids */
     BView pos;     /* int32 [R] positions */
     BView hrows;   /* int32 [R] rows that want logits */
@@ -88,6 +88,8 @@ struct Forward {
     float *dump_host; /* staging for dumps */
     size_t dump_cap;
     int max_batch, max_seqs, max_ctx;
+    int max_out;          /* logit rows a multi-sequence batch may ask for (forward_reserve_out) */
+    BBuf *head_mem;       /* the staging of b.head */
     DeltaNetAlgo algo;
     int chunk_min_tokens; /* AUTO: chunked form from this many tokens of one sequence */
     int v0, v1;           /* head columns */
@@ -121,6 +123,11 @@ void fwd_phase(Forward *f, Phase ph, double *t0);
 void fwd_prof_op(Forward *f, const char *name, double seconds);
 void fwd_prof_begin(Forward *f); /* a forward pass starts / ends: totals and page faults */
 void fwd_prof_end(Forward *f);
+
+/* The head over the rows that want logits: gathered into b->h, normed with norm (they stay there, normed),
+ * multiplied by out for vocabulary columns [v0, v1) (0, 0: all) into each sequence's logits. forward_head
+ * is the model's output_norm and output; an MTP block passes its own. */
+void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1);
 
 void layer_deltanet(Forward *f, Bufs *b, int il);
 void layer_attention(Forward *f, Bufs *b, int il);

@@ -160,6 +160,10 @@ Server *server_start(const ServerConfig *c, Err *err) {
         err_set(err, "%s", de.msg);
         goto fail;
     }
+    if (c->draft && c->model_draft && dl_engine_open_draft(s->engine, c->model_draft, &de)) {
+        err_set(err, "%s", de.msg);
+        goto fail;
+    }
     s->info = dl_engine_info(s->engine);
     srv_log(LOG_INFO, "model %s: %s, %d layers, vocab %d, context %d per slot, %d slot(s), %d threads, kernels %s",
             c->model_path, s->info->arch, s->info->n_layer, s->info->n_vocab, s->info->n_ctx, c->parallel,
@@ -207,7 +211,11 @@ Server *server_start(const ServerConfig *c, Err *err) {
                       .chunk = chunk,
                       .segment = segment,
                       .cache = s->cache,
-                      .dense = c->cache_dense};
+                      .dense = c->cache_dense,
+                      .draft = c->draft ? &c->draft_params : NULL};
+    if (c->draft)
+        srv_log(LOG_INFO, "speculative decoding: up to %d drafts a step (p-min %g) by %s", c->draft_params.n_max,
+                c->draft_params.p_min, c->model_draft ? c->model_draft : "the model's MTP block");
     if (!(s->sched = sched_new(&sc, err))) goto fail;
     if (!(s->store = rstore_new(4096, (size_t)64 << 20))) goto oom;
     if (http_start(s, err)) goto fail;

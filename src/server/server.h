@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "deltallm.h"
 
 typedef struct ServerConfig {
     const char *model_path;
@@ -48,6 +49,9 @@ typedef struct ServerConfig {
     const char *backend, *isa, *deltanet;
     bool no_pack;
     bool no_webui; /* no chat page at / */
+    bool draft;              /* speculative decoding in every slot (draft_params) */
+    DlDraftParams draft_params;
+    const char *model_draft; /* a smaller model of the same vocabulary drafts (NULL: the MTP block) */
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);
