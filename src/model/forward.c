@@ -92,6 +92,18 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     for (int il = 0; il < c->n_layer; il++) legacy |= m->layers[il].legacy;
     const size_t R = (size_t)opt.max_batch;
     Bufs *b = &f->b;
+    /* a backend that cannot write into the caller's memory gets the logits in a staging buffer; one that
+     * groups experts itself (moe_ffn) gets the grouped activations and its work area */
+    BView probe;
+    float probe_host[1];
+    const bool wraps = f->be->vt->wrap_host(f->be, probe_host, sizeof probe_host, &probe);
+    const bool fused_moe = c->moe && f->be->vt->moe_ffn;
+    /* logits staging: the rows of a multi-sequence batch (at most max_seqs), or for a device, chunks of the
+     * rows that want logits (forward_head runs the head over them in turn) */
+    f->head_rows = opt.max_seqs > 1 ? opt.max_seqs : 0;
+    const int chunk = opt.max_batch < 32 ? opt.max_batch : 32;
+    if (!wraps && f->head_rows < chunk) f->head_rows = chunk;
+    const size_t Fe = (size_t)c->n_ff_exp, moe_work = fused_moe ? MOE_WORK_INTS(R, kE, nE) : 0;
     BufSpec specs[] = {
         {&b->x, E, false},         {&b->h, E, false},         {&b->tmp, E, false},
         {&b->tmp2, c->moe ? E : 0, false},                    {&b->proj, legacy ? conv + val : 0, false},
@@ -104,7 +116,9 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         {&b->rl, nE, false},       {&b->ew, kE, false},       {&b->es, kE, false},
         {&b->gidx, kE, false},     {&b->sidx, kE, false},     {&b->gx, c->moe ? E : 0, false},
         {&b->eo, kE * E, false},   {&b->sgate, 1, false},
-        {&b->head, opt.max_seqs > 1 ? (size_t)opt.max_seqs * (size_t)c->n_vocab : 0, true},
+        {&b->head, (size_t)f->head_rows * (size_t)c->n_vocab, true},
+        {&b->mg, fused_moe ? kE * Fe : 0, false},             {&b->mu, fused_moe ? kE * Fe : 0, false},
+        {&b->mwork, moe_work, true},
         {&b->ids, 1, false},       {&b->pos, 1, false},       {&b->hrows, 1, false},
     };
     const size_t n_specs = sizeof specs / sizeof specs[0];
@@ -315,14 +329,20 @@ void forward_head(Forward *f) {
         a.y = direct; /* straight into the caller's buffer */
         f->be->vt->matmul(be, &a);
     } else {
-        /* several sequences (or a device): one pass over the head weights into the staging rows, then each
-         * sequence's rows out */
-        f->be->vt->matmul(be, &a);
-        for (int s = 0, r = 0; s < f->n_seqs; s++) {
-            const BatchSeq *q = &f->seqs[s];
-            if (q->n_out)
-                be->vt->download(be, q->logits, bv_f32(b->head, (int64_t)r * V), sizeof(float) * (size_t)q->n_out * V);
-            r += q->n_out;
+        /* several sequences (or a device): the head over the staging rows (all of a multi-sequence batch's at
+         * once: one pass over the head weights; a device's in chunks), then each sequence's rows out */
+        for (int r0 = 0; r0 < n; r0 += f->head_rows) {
+            a.x = bv_f32(b->h, (int64_t)r0 * E);
+            a.T = n - r0 < f->head_rows ? n - r0 : f->head_rows;
+            f->be->vt->matmul(be, &a);
+            for (int s = 0, r = 0; s < f->n_seqs; s++) { /* rows [r, r + n_out) are sequence s's */
+                const BatchSeq *q = &f->seqs[s];
+                const int lo = r > r0 ? r : r0, hi = r + q->n_out < r0 + a.T ? r + q->n_out : r0 + (int)a.T;
+                if (lo < hi)
+                    be->vt->download(be, (float *)q->logits + (size_t)(lo - r) * V, bv_f32(b->head, (int64_t)(lo - r0) * V),
+                                     sizeof(float) * (size_t)(hi - lo) * V);
+                r += q->n_out;
+            }
         }
     }
     if (fwd_dumping(f, -1)) dump_tensor(f->dump, "result_output", -1, f->seqs[0].logits, V, n, 1, 1);

@@ -42,7 +42,9 @@ typedef struct Bufs {
     BView gx;      /* [R][E]  gathered expert inputs */
     BView eo;      /* [R][kE][E] expert outputs */
     BView sgate;   /* [R] */
-    BView head;    /* [max_seqs][n_vocab] logits staging when several sequences want logits */
+    BView mg, mu;  /* [R·kE][Fe] grouped expert activations (a backend with moe_ffn only) */
+    BView mwork;   /* int32 MOE_WORK_INTS: its grouping */
+    BView head;    /* [head_rows][n_vocab] logits staging (several sequences, or a device) */
     BView ids;     /* int32 [R] token ids */
     BView pos;     /* int32 [R] positions */
     BView hrows;   /* int32 [R] rows that want logits */
@@ -91,6 +93,7 @@ struct Forward {
     DeltaNetAlgo algo;
     int chunk_min_tokens; /* AUTO: chunked form from this many tokens of one sequence */
     int v0, v1;           /* head columns */
+    int head_rows;        /* rows of the logits staging (Bufs.head) */
     ExpertProvider provider;
     bool has_provider;
     Err err;              /* the first failure inside the parts (a provider's), reported by forward_end */
