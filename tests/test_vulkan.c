@@ -1,8 +1,9 @@
 /* test_vulkan.c — the Vulkan backend on whole models (group `vulkan`; the per-op checks are in
- * test_backend_ops.c). On every test model, the prefill path (one batch) and the decode path (one token per
- * pass) against the CPU's exact mode: max|Δ|/std ≤ 1e-3, top-1 ≥ 0.99; 16 greedy tokens identical on the F32
+ * test_backend_ops.c). On every test model, the prefill path (65 tokens in one batch) and the decode path (16
+ * tokens, one per pass) against the CPU's exact mode: max|Δ|/std ≤ 1e-3, top-1 ≥ 0.99; 16 greedy tokens identical on the F32
  * model; -ngl splits (the first layers on the device, the rest on the CPU) agree with the all-device and
- * all-CPU runs; the traffic of a decoded token; a format without kernels refused by name. Every test skips
+ * all-CPU runs; the traffic of a decoded token; a format without kernels refused by name; the Node server
+ * suite against `serve --device vulkan` (server_node_suite, test_server.c). Every test skips
  * with one line when no Vulkan device exists (lavapipe, Debian's mesa-vulkan-drivers, is one). */
 #include "test.h"
 
@@ -235,4 +236,13 @@ TEST(vulkan, format_without_kernel_refused_by_name) {
     err_clear(&err);
     CHECK(!backend_create(&(BackendOptions){.name = "vulkan:x"}, &err));
     CHECK_MSG(strstr(err.msg, "vulkan:N"), "got: %s", err.msg);
+}
+
+/* ---- the server suite with `serve --device vulkan` ---------------------------------------------------------------- */
+
+void server_node_suite(const char *env); /* test_server.c */
+
+TEST(vulkan, server_suite_on_the_device) {
+    if (!have_vulkan()) return;
+    server_node_suite("DELTALLM_DEVICE=vulkan");
 }

@@ -55,6 +55,14 @@ void backend_stats(const Backend *be, BackendStats *out) {
     if (be && be->vt->stats) be->vt->stats(be, out);
 }
 
+int backend_copy_probe(const char *name, size_t bytes, double *gbs, Err *err) {
+    Backend *be = backend_create(&(BackendOptions){.name = name}, err);
+    if (!be) return -1;
+    const int rc = be->vt->copy_probe ? be->vt->copy_probe(be, bytes, gbs, err) : err_set(err, "%s has no copy probe", be->name);
+    backend_destroy(be);
+    return rc;
+}
+
 static void cpu_name(char *buf, size_t cap) {
     snprintf(buf, cap, "CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");

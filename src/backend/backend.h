@@ -228,6 +228,8 @@ typedef struct BackendVt {
     void (*mark)(Backend *be, int tag);
     int (*marks)(Backend *be, int *tags, double *seconds, int cap);
     void (*stats)(const Backend *be, BackendStats *out);
+    /* copy bandwidth over two buffers of bytes (GB/s counting bytes read and written) */
+    int (*copy_probe)(Backend *be, size_t bytes, double *gbs, Err *err);
 } BackendVt;
 
 typedef struct BackendOptions {
@@ -266,6 +268,11 @@ struct BackendStats {
     size_t device_weight_bytes;    /* a device: weights it holds */
 };
 void backend_stats(const Backend *be, BackendStats *out);
+
+/* A device backend's copy bandwidth (GB/s, bytes read + written) over buffers of `bytes`: the ceiling a
+ * decode's weight bandwidth is judged against. Fails for a backend without a probe (the host backends:
+ * cli/bwprobe.h measures the CPU's read bandwidth). */
+int backend_copy_probe(const char *name, size_t bytes, double *gbs, Err *err);
 
 /* One device this build can compute on (deltallm devices). */
 typedef struct BackendDevice {

@@ -271,7 +271,7 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
 
 void forward_embed(Forward *f) {
     const Model *m = f->m;
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     f->be->vt->get_rows(f->be, m->tok_embd, f->b.ids, f->rows, f->b.x);
     fwd_dump(f, m->cfg.arch == ARCH_QWEN3NEXT ? "model.embed_tokens" : "model.input_embed", -1, f->b.x, m->cfg.n_embd,
              f->rows, 1, 1);
@@ -309,7 +309,7 @@ void forward_head(Forward *f) {
     Bufs *b = &f->b;
     const int64_t E = m->cfg.n_embd;
     const int V = f->v1 ? f->v1 - f->v0 : m->cfg.n_vocab;
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     /* the rows that want logits, gathered and normed into h */
     int n = 0;
     for (int s = 0; s < f->n_seqs; s++) {

@@ -93,7 +93,7 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
     }
     if (be->vt->moe_ffn && !f->has_provider) {
         const MoeArgs ma = {l->gate_exps, l->up_exps, l->down_exps, b->h, b->es, b->eo, b->mg, b->mu, b->mwork, R, kE, nE};
-        be->vt->moe_ffn(be, &ma);
+        fwd_moe_ffn(f, &ma);
     } else {
         experts_grouped_on_host(f, b, l, il);
     }
@@ -115,7 +115,7 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
 
 void layer_ffn(Forward *f, Bufs *b, int il) {
     const LayerW *l = &f->m->layers[il];
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     if (f->m->cfg.moe) ffn_moe(f, b, l, il);
     else ffn_dense(f, b, l);
     fwd_phase(f, PH_FFN, &t0);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "deltallm.h"
 
 typedef struct ServerConfig {
     const char *model_path;
@@ -48,6 +49,8 @@ typedef struct ServerConfig {
     const char *backend, *isa, *deltanet;
     bool no_pack;
     bool no_webui; /* no chat page at / */
+    const DlStage *stages; /* -ngl's split (NULL: every layer on backend) */
+    int n_stages;
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);

@@ -15,6 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double vk_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 #define ARENA_BYTES ((size_t)1 << 30)
 
@@ -256,6 +263,45 @@ static int v_marks(Backend *be, int *tags, double *seconds, int cap) {
     return n;
 }
 
+/* ---- the copy probe (shaders/probe_copy.comp) -------------------------------------------------------------------- */
+
+typedef struct ProbePush {
+    uint64_t src, dst;
+    uint32_t n4;
+} ProbePush;
+
+static int v_copy_probe(Backend *be, size_t bytes, double *gbs, Err *err) {
+    VkBackend *b = vkb(be);
+    bytes &= ~(size_t)15;
+    if (bytes > b->d->max_alloc / 2) bytes = (size_t)(b->d->max_alloc / 2) & ~(size_t)15;
+    if (bytes / 16 > 0xffffffffu) bytes = (size_t)0xffffffffu * 16;
+    BBuf *src = vk_buf_new(b->d, bytes, false, false, err), *dst = src ? vk_buf_new(b->d, bytes, false, false, err) : NULL;
+    if (!dst) {
+        vk_buf_free(b->d, src);
+        return -1;
+    }
+    const ProbePush p = {src->addr, dst->addr, (uint32_t)(bytes / 16)};
+    const uint32_t groups = 65535; /* the kernel strides over the rest */
+    double best = 0;
+    for (int rep = 0; rep < 6; rep++) { /* the first pass warms up; the best of the others counts */
+        const int n_marks = b->n_marks;
+        vks_mark(b, 0);
+        const double t0 = vk_now();
+        for (int k = 0; k < 4; k++) vks_dispatch(b, vk_pipe(b->d, VK_PROBE_COPY), &p, sizeof p, groups, 1, 1);
+        vks_mark(b, 1);
+        if (vks_flush(b, err)) break;
+        double t = vk_now() - t0;
+        if (b->n_marks == n_marks + 2) /* the device's own clock */
+            t = (double)(b->marks[n_marks + 1].ticks - b->marks[n_marks].ticks) * b->d->ns_per_tick * 1e-9;
+        b->n_marks = n_marks;
+        if (rep > 0 && t > 0 && 8.0 * (double)bytes / t / 1e9 > best) best = 8.0 * (double)bytes / t / 1e9;
+    }
+    vk_buf_free(b->d, src);
+    vk_buf_free(b->d, dst);
+    *gbs = best;
+    return b->failed ? -1 : 0;
+}
+
 /* ---- create / destroy -------------------------------------------------------------------------------------------- */
 
 static void v_destroy(Backend *be) {
@@ -285,6 +331,7 @@ static void build_vt(void) {
     vt->mark = v_mark;
     vt->marks = v_marks;
     vt->stats = v_stats;
+    vt->copy_probe = v_copy_probe;
     vks_install(vt);
     vk_ops_install(vt);
     vk_matmul_install(vt);
