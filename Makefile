@@ -37,7 +37,7 @@ VULKAN  := $(shell test -f $(VK_INC)/vulkan/vulkan_core.h && { command -v $(GLSL
 endif
 VK_FORMATS     = f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl mxfp4 q2_K q3_K q4_K q5_K q6_K \
                  iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq4_xs iq1_s iq1_m
-VK_FMT_KERNELS = mm_vec mm_mat get_rows
+VK_FMT_KERNELS = mm_vec mm_mat mm_coop get_rows
 VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy
 VK_SHADERS     = src/backend/vulkan/shaders
 VK_SPV   = $(foreach k,$(VK_FMT_KERNELS),$(foreach f,$(VK_FORMATS),$(SPV_DIR)/$(k)_$(f).spv)) \
@@ -179,7 +179,7 @@ test: $(BUILD)/tests $(BUILD)/deltallm $(BUILD)/libdeltallm.so
 	    $(BUILD)/tests $(TESTS)
 
 asan:
-	$(MAKE) BUILD=build/asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build/asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	    LDLIBS="-lm -pthread -ldl -fsanitize=address,undefined" test
 
 # micro-benchmarks: bench/<name>_bench.c → $(BUILD)/<name>_bench against the library (make bench builds them all)

@@ -95,6 +95,8 @@ typedef struct DlEngineParams {
                                matrices are then held twice: their originals cannot be dropped) */
     DlProgressFn progress;  /* NULL: none */
     void *progress_user;
+    /* a device's tuning, "key=value,..." (the Vulkan backend: coop=0|1, tile=N, chunk=N; docs/VULKAN.md) */
+    const char *device_tune;
 } DlEngineParams;
 
 typedef struct DlStage {

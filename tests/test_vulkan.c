@@ -38,11 +38,11 @@ static const char *const models[] = {"m1-qwen3next-legacy-f32", "m2-qwen3next-ne
 #define N_MODELS (sizeof models / sizeof models[0])
 
 /* logits of all T tokens in steps of step tokens (0: one batch) on a backend */
-static float *eval(const Model *m, const char *backend, MatMode mode, const int32_t *ids, int T, int step) {
+static float *eval(const Model *m, const char *backend, const char *tune, MatMode mode, const int32_t *ids, int T, int step) {
     Err err = {{0}};
     if (step <= 0) step = T;
     const ForwardOptions fo = {.max_batch = step, .max_ctx = T + 8,
-                               .backend = {.name = backend, .isa = -1, .n_threads = 2, .mode = mode}};
+                               .backend = {.name = backend, .isa = -1, .n_threads = 2, .mode = mode, .tune = tune}};
     Forward *f = forward_new(m, &fo, &err);
     SeqState *s = f ? seqstate_new(m, forward_backend(f), T + 8, 0, 0, &err) : NULL;
     const int V = m->cfg.n_vocab;
@@ -89,18 +89,20 @@ TEST(vulkan, logits_every_model_prefill_and_decode) {
         int T = 0;
         int32_t *ids = read_seq(models[mi], 65, &T);
         const int V = m->cfg.n_vocab;
-        float *exact = ids ? eval(m, "cpu", MATMUL_EXACT, ids, T, 0) : NULL;
-        for (int path = 0; exact && path < 2; path++) {
-            /* prefill: all 65 tokens in one batch (a chunk boundary at 64); decode: the first 16, one per pass
-             * (lavapipe spends ~0.1 ms per dispatch: this keeps CI short) */
-            const int n = path ? 16 : T;
-            float *dev = eval(m, "vulkan", MATMUL_GGML, ids, n, path ? 1 : 0);
+        float *exact = ids ? eval(m, "cpu", NULL, MATMUL_EXACT, ids, T, 0) : NULL;
+        static const char *const paths[] = {"prefill", "decode", "prefill (chunked)"};
+        for (int path = 0; exact && path < 3; path++) {
+            /* prefill: all 65 tokens in one batch, with the delta rule recurrent and (chunk=32) chunked across a
+             * chunk boundary at 64; decode: the first 16, one per pass (lavapipe spends ~0.1 ms per dispatch:
+             * this keeps CI short) */
+            const int n = path == 1 ? 16 : T;
+            float *dev = eval(m, "vulkan", path == 2 ? "chunk=32" : NULL, MATMUL_GGML, ids, n, path == 1 ? 1 : 0);
             if (!dev) continue;
             const LogitMetrics r = logits_compare(exact, dev, n, V, 1e-3);
-            test_note("%-26s %-7s max|d|/std %.2e  top-1 %.4f (%d near-ties)  KL %.1e", models[mi], path ? "decode" : "prefill",
-                      r.max_rel, r.top1_decisive, r.near_ties, r.kl_mean);
+            test_note("%-26s %-17s max|d|/std %.2e  top-1 %.4f (%d near-ties)  KL %.1e", models[mi], paths[path], r.max_rel,
+                      r.top1_decisive, r.near_ties, r.kl_mean);
             CHECK_MSG(r.nonfinite == 0 && r.max_rel <= 1e-3 && r.top1_decisive >= 0.99, "%s %s: max|d|/std %.3g, top-1 %.4f",
-                      models[mi], path ? "decode" : "prefill", r.max_rel, r.top1_decisive);
+                      models[mi], paths[path], r.max_rel, r.top1_decisive);
             free(dev);
         }
         free(exact);
@@ -236,6 +238,9 @@ TEST(vulkan, format_without_kernel_refused_by_name) {
     err_clear(&err);
     CHECK(!backend_create(&(BackendOptions){.name = "vulkan:x"}, &err));
     CHECK_MSG(strstr(err.msg, "vulkan:N"), "got: %s", err.msg);
+    err_clear(&err);
+    CHECK(!backend_create(&(BackendOptions){.name = "vulkan", .tune = "tile=3,speed=11"}, &err));
+    CHECK_MSG(strstr(err.msg, "speed"), "got: %s", err.msg);
 }
 
 /* ---- the server suite with `serve --device vulkan` ---------------------------------------------------------------- */

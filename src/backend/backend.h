@@ -238,6 +238,10 @@ typedef struct BackendOptions {
     int n_threads;    /* 0 = every CPU this process may use */
     MatMode mode;
     bool pack;        /* cpu, MATMUL_GGML: repack matrices the kernels read faster another way (same bits) */
+    /* a device's tuning, "key=value,..." (vulkan: coop=0|1 tensor cores for batched products, tile=N the batch
+     * from which products take the tiled GEMM, chunk=N the length from which the delta rule is chunked);
+     * NULL: the measured defaults (docs/VULKAN.md). An unknown key fails backend_create. */
+    const char *tune;
     /* load progress in bytes (DlProgressFn): "pack" while bind copies, "upload" while a device's bind takes the
      * weights, "prefetch" while make_resident reads;
      * called on the calling thread; NULL: none */
@@ -250,6 +254,8 @@ struct Backend {
     char name[32];    /* "ref", "cpu:avx512", ... */
     MatMode mode;
     int n_threads;
+    int dn_chunk_min; /* the sequence length from which this backend's chunked delta rule is the faster form
+                         (measured per backend), or 0: the forward pass's own rule */
 };
 
 /* Creates a backend (backend.c dispatches by name); fails with one line for an unknown name, an ISA this
@@ -266,6 +272,7 @@ struct BackendStats {
     uint64_t h2d_bytes, d2h_bytes; /* a device: bytes uploaded and downloaded since it was created */
     uint64_t submits;              /* a device: command submissions */
     size_t device_weight_bytes;    /* a device: weights it holds */
+    bool f16_products;             /* a device: batched products round their inputs to f16 (tensor cores) */
 };
 void backend_stats(const Backend *be, BackendStats *out);
 

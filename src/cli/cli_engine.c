@@ -21,6 +21,7 @@ void cli_engine_init(CliEngine *o) {
     memset(o, 0, sizeof *o);
     o->backend = getenv("DELTALLM_BACKEND");
     o->device = getenv("DELTALLM_DEVICE");
+    o->tune = getenv("DELTALLM_VK_TUNE");
     o->isa = getenv("DELTALLM_ISA");
     o->deltanet = getenv("DELTALLM_DELTANET");
     const char *pk = getenv("DELTALLM_PACK");
@@ -71,6 +72,7 @@ void cli_engine_apply(const CliEngine *o, DlEngineParams *p) {
     p->isa = o->isa;
     p->deltanet = o->deltanet;
     p->no_pack = o->no_pack;
+    p->device_tune = o->tune;
     if (o->ngl < 0 || (o->device && !on_device)) return; /* no split, or everything on the CPU anyway */
     const char *dev = on_device ? o->device : "vulkan";
     const int L = model_layers(p->model_path);
@@ -96,6 +98,7 @@ int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOpt
                                    .isa = (int)isa,
                                    .n_threads = n_threads,
                                    .mode = exact ? MATMUL_EXACT : MATMUL_GGML,
-                                   .pack = !o->no_pack};
+                                   .pack = !o->no_pack,
+                                   .tune = o->tune};
     return 0;
 }

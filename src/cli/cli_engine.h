@@ -7,6 +7,7 @@
  *   --isa auto|ref|avx2|avx512           DELTALLM_ISA       the CPU kernels' ISA level
  *   --deltanet auto|recurrent|chunked    DELTALLM_DELTANET  the delta-net scan's form
  *   --no-pack                            DELTALLM_PACK=0    keep the file's weight layout
+ *                                        DELTALLM_VK_TUNE   the Vulkan backend's tuning (coop=0,tile=N,chunk=N)
  *
  * A flag wins over its variable. The values are checked where they are used (backend_create, isa_parse,
  * deltanet_algo_parse), each by its one parser. */
@@ -21,6 +22,7 @@
 typedef struct CliEngine {
     const char *backend, *isa, *deltanet;
     const char *device; /* NULL: the CPU (backend) */
+    const char *tune;   /* DELTALLM_VK_TUNE */
     int ngl;            /* -1: not given */
     bool no_pack;
 } CliEngine;

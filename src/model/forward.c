@@ -82,6 +82,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
      * save ~1% of a prefill, docs/KERNELS.md); the exact mode takes the chunked form from 32 tokens, where
      * it is 1.2-1.4x faster */
     f->chunk_min_tokens = f->be->mode == MATMUL_EXACT ? 32 : 1 << 30;
+    if (f->be->dn_chunk_min > 0) f->chunk_min_tokens = f->be->dn_chunk_min; /* a device's own measurement */
 
     const size_t E = (size_t)c->n_embd, conv = (size_t)c->ssm_conv_dim, val = (size_t)c->ssm_d_inner;
     const size_t Hv = (size_t)c->ssm_n_v_head, key = (size_t)c->ssm_key_dim;

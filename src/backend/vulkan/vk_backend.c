@@ -251,6 +251,7 @@ static void v_stats(const Backend *be, BackendStats *out) {
     out->d2h_bytes = b->d2h;
     out->submits = b->n_submits;
     out->device_weight_bytes = b->weight_bytes;
+    out->f16_products = b->coop;
 }
 
 static void v_mark(Backend *be, int tag) { vks_mark(vkb(be), tag); }
@@ -338,9 +339,23 @@ static void build_vt(void) {
     vk_seq_install(vt);
 }
 
-static int env_int(const char *name, int dflt) {
-    const char *s = getenv(name);
-    return s && *s ? atoi(s) : dflt;
+/* BackendOptions.tune: "key=value,..." with coop, tile, chunk */
+static int parse_tune(VkBackend *b, const char *s, Err *err) {
+    while (s && *s) {
+        char key[16];
+        long v;
+        int used = 0;
+        if (sscanf(s, "%15[a-z]=%ld%n", key, &v, &used) != 2 || v < 0 || v > (1 << 20))
+            return err_set(err, "Vulkan tuning '%s': expected key=value pairs (coop=0|1, tile=N, chunk=N)", s);
+        if (!strcmp(key, "coop")) b->coop = b->coop && v != 0;
+        else if (!strcmp(key, "tile") && v >= 2) b->tile_min_rows = (int)v;
+        else if (!strcmp(key, "chunk") && v >= 1) b->be.dn_chunk_min = (int)v;
+        else return err_set(err, "Vulkan tuning: unknown or out-of-range '%s=%ld' (coop=0|1, tile>=2, chunk>=1)", key, v);
+        s += used;
+        if (*s == ',') s++;
+        else if (*s) return err_set(err, "Vulkan tuning: unexpected '%s'", s);
+    }
+    return 0;
 }
 
 Backend *vk_backend_create(const BackendOptions *o, int index, Err *err) {
@@ -359,12 +374,11 @@ Backend *vk_backend_create(const BackendOptions *o, int index, Err *err) {
     b->be.n_threads = 1;
     b->progress = o->progress;
     b->progress_user = o->progress_user;
-    /* DELTALLM_VK_COOP=0 keeps the plain tiled GEMM on a device with cooperative matrices; DELTALLM_VK_TILE
-     * sets the batch size from which products take the tiled GEMM instead of the vector kernel */
-    b->coop = d->coopmat && env_int("DELTALLM_VK_COOP", 1) != 0;
-    b->tile_min_rows = env_int("DELTALLM_VK_TILE", VK_VEC_TOKENS + 1);
-    if (b->tile_min_rows < 2) b->tile_min_rows = 2;
-    if (vks_init(b, err) || upload_tables(b, err)) {
+    /* the defaults (docs/VULKAN.md), then the caller's tuning */
+    b->coop = d->coopmat;
+    b->tile_min_rows = VK_VEC_TOKENS + 1;
+    b->be.dn_chunk_min = VK_DN_CHUNK_MIN;
+    if (parse_tune(b, o->tune, err) || vks_init(b, err) || upload_tables(b, err)) {
         v_destroy(&b->be);
         return NULL;
     }

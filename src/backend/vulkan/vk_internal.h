@@ -214,7 +214,7 @@ BView vk_weight(VkBackend *b, const Weight *w, int expert);
 
 /* work items of at most this many tokens per workgroup for the vector kernels (mm_vec) */
 #define VK_VEC_TOKENS 8
-/* tokens per tile of the tiled GEMM */
-#define VK_MAT_TOKENS 64
+/* sequence length from which the chunked delta rule is used (docs/VULKAN.md, "Delta rule: the choice") */
+#define VK_DN_CHUNK_MIN 128
 
 #endif
