@@ -60,7 +60,7 @@ APP_OBJ  = $(call obj,$(APP_SRC))
 MAIN_OBJ = $(call obj,src/cli/main.c)
 TEST_OBJ = $(call obj,$(TEST_SRC))
 
-.PHONY: all run test asan fuzz format clean bench FORCE
+.PHONY: all run test asan fuzz format clean bench spv FORCE
 all: $(BUILD)/deltallm $(BUILD)/libdeltallm.so
 
 # generated sources: the git revision `deltallm --version` prints (rewritten only when it changes)
@@ -111,6 +111,8 @@ $(SPV_DIR)/$(1)_%.spv: $(VK_SHADERS)/$(1).comp $(wildcard $(VK_SHADERS)/*.glsl) 
 	$(GLSLC) --target-env=vulkan1.2 -O -I$(VK_SHADERS) -DFMT_$$* $$< -o $$@
 endef
 $(foreach k,$(VK_FMT_KERNELS),$(eval $(call VK_FMT_RULE,$(k))))
+# the SPIR-V alone (carried to a machine without glslc: bench/vulkan_h200.sh)
+spv: $(VK_SPV)
 $(VK_GEN): $(VK_SPV) src/backend/vulkan/embed_spv.sh
 	@mkdir -p $(@D)
 	sh src/backend/vulkan/embed_spv.sh $@ $(VK_SPV)
