@@ -639,6 +639,60 @@ TEST(backend_ops, conv_deltanet_attention) {
     device_report();
 }
 
+/* S·k against Sᵀ·k (the seed's bug class): the state is stored transposed ([Hv][Dv][Dk], kernels/ops.h), and a
+ * kernel reading it in the other orientation matches the reference run on the transposed state. So, on a state
+ * that is not symmetric, every backend's outputs and new state must match the reference's on the state as
+ * given and be far from the reference's on the transposed one — in the recurrent and the chunked form. */
+static double nmse_of(const float *ref, const float *x, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]), den += (double)ref[i] * ref[i];
+    return den > 0 ? num / den : num;
+}
+
+TEST(backend_ops, deltanet_state_orientation) {
+    enum { H = 4, Hk = 2, D = 32 };
+    const size_t ns = (size_t)H * D * D;
+    float *x = frnd(3 * 70 * H * D, 1.0f), *s0 = frnd(ns, 0.3f), *s0t = malloc(ns * sizeof *s0t);
+    float *g = frnd(70 * H, 1.0f), *beta = frnd(70 * H, 1.0f);
+    for (int i = 0; i < 70 * H; i++) g[i] = -0.3f * (g[i] + 1.0f), beta[i] = 0.5f * (beta[i] + 1.0f);
+    for (int h = 0; h < H; h++)
+        for (int r = 0; r < D; r++)
+            for (int c = 0; c < D; c++) s0t[((size_t)h * D + c) * D + r] = s0[((size_t)h * D + r) * D + c];
+    BeCase cs[16];
+    const int nb = backend_list(cs, MATMUL_GGML);
+    for (int form = 0; form < 2; form++) {
+        const int T = form ? 70 : 5;
+        l2rows(x, 2 * (size_t)T * Hk, D); /* q and k are L2-normed */
+        SeqCase c = {1, T, H, Hk, D, 0, form == 1, true, false, false, x, s0, g, beta, NULL};
+        const size_t n = (size_t)T * H * D + ns; /* the outputs and the new state */
+        float *ref = malloc((n + ns) * sizeof *ref), *ref_t = malloc((n + ns) * sizeof *ref_t), *out = malloc((n + ns) * sizeof *out);
+        Env e;
+        if (env_open(&e, &cs[0], NULL, 0)) run_seq(&e, &c, ref);
+        env_close(&e);
+        c.s0 = s0t;
+        if (env_open(&e, &cs[0], NULL, 0)) run_seq(&e, &c, ref_t);
+        env_close(&e);
+        c.s0 = s0;
+        const double apart = nmse_of(ref, ref_t, n);
+        CHECK_MSG(apart > 1e-3, "the two orientations are too close to tell apart (NMSE %.3g)", apart);
+        for (int i = 1; i < nb; i++) {
+            if (!env_open(&e, &cs[i], NULL, 0)) {
+                env_close(&e);
+                continue;
+            }
+            run_seq(&e, &c, out);
+            env_close(&e);
+            const double right = nmse_of(ref, out, n), wrong = nmse_of(ref_t, out, n);
+            if (cs[i].device) test_note("%s %s: NMSE %.2g against the reference, %.2g against its transposed state", cs[i].label,
+                                        form ? "chunked" : "recurrent", right, wrong);
+            CHECK_MSG(right <= 1e-10 && wrong > 1e-3, "%s %s: NMSE %.3g against the reference, %.3g against the transposed state",
+                      cs[i].label, form ? "chunked" : "recurrent", right, wrong);
+        }
+        free(ref), free(ref_t), free(out);
+    }
+    free(x), free(s0), free(s0t), free(g), free(beta);
+}
+
 /* ---- the fused MoE experts of a device (moe_ffn) ------------------------------------------------------------ */
 
 /* eo[t·k + s] = down_e(silu(gate_e·x_t) ⊙ up_e·x_t), e = sel[t·k + s], row by row on the reference backend */

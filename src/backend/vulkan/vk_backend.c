@@ -68,6 +68,14 @@ BView vk_scratch(VkBackend *b, size_t bytes) {
 
 static int v_reserve(Backend *be, const BackendSizes *s, Err *err) {
     VkBackend *b = vkb(be);
+    /* the kernels' limits (a model outside them is refused here, not stopped inside an op): attention keeps a
+     * head of q in shared memory (attention.comp MAX_D), the recurrent delta rule a state row in 32 registers
+     * per lane (dn_recurrent.comp MAX_PER_LANE) */
+    if (s->head_dim > 512)
+        return err_set(err, "attention head dim %d: the Vulkan backend's attention kernel takes at most 512", s->head_dim);
+    if (s->d_k != s->d_v || s->d_k > 32 * (int)b->d->subgroup_min)
+        return err_set(err, "delta-net heads of %d x %d: the Vulkan backend takes square heads of at most %u on %s", s->d_k,
+                       s->d_v, 32 * b->d->subgroup_min, b->d->name);
     /* the chunked delta rule keeps U and W of a chunk per head: 2 · 64 · (Hv·d) floats, Hv·d ≤ max_cols */
     const size_t need = (size_t)2 * 64 * (size_t)s->max_cols * 4 + 4096;
     vk_scratch(b, need);
@@ -271,6 +279,23 @@ typedef struct ProbePush {
     uint32_t n4;
 } ProbePush;
 
+/* seconds of n_disp copies of bytes each (the device's clock where it has timestamps), or < 0 */
+static double probe_pass(VkBackend *b, BBuf *src, BBuf *dst, size_t bytes, int n_disp, Err *err) {
+    const ProbePush p = {src->addr, dst->addr, (uint32_t)(bytes / 16)};
+    const uint32_t groups = 65535; /* the kernel strides over the rest */
+    const int n_marks = b->n_marks;
+    vks_mark(b, 0);
+    const double t0 = vk_now();
+    for (int k = 0; k < n_disp; k++) vks_dispatch(b, vk_pipe(b->d, VK_PROBE_COPY), &p, sizeof p, groups, 1, 1);
+    vks_mark(b, 1);
+    if (vks_flush(b, err)) return -1;
+    double t = vk_now() - t0;
+    if (b->n_marks == n_marks + 2) /* the device's own clock */
+        t = (double)(b->marks[n_marks + 1].ticks - b->marks[n_marks].ticks) * b->d->ns_per_tick * 1e-9;
+    b->n_marks = n_marks;
+    return t;
+}
+
 static int v_copy_probe(Backend *be, size_t bytes, double *gbs, Err *err) {
     VkBackend *b = vkb(be);
     bytes &= ~(size_t)15;
@@ -281,26 +306,26 @@ static int v_copy_probe(Backend *be, size_t bytes, double *gbs, Err *err) {
         vk_buf_free(b->d, src);
         return -1;
     }
-    const ProbePush p = {src->addr, dst->addr, (uint32_t)(bytes / 16)};
-    const uint32_t groups = 65535; /* the kernel strides over the rest */
+    /* A first copy of 16 MiB sizes the timed ones: on a GPU each timed pass copies all the bytes (far more than
+     * its caches); on a slow device (lavapipe copies at 0.2-0.4 GB/s) a pass is cut to about 0.25 s, not less
+     * than 16 MiB, so the probe takes seconds there, not minutes. */
+    size_t n = bytes < ((size_t)16 << 20) ? bytes : (size_t)16 << 20;
+    const double tw = probe_pass(b, src, dst, n, 1, err);
+    if (tw > 0) {
+        const double per_byte = tw / (2.0 * (double)n), want = 0.25 / (8.0 * per_byte); /* 4 copies, read + write */
+        n = want >= (double)bytes ? bytes : want > (double)n ? ((size_t)want & ~(size_t)15) : n;
+    }
     double best = 0;
-    for (int rep = 0; rep < 6; rep++) { /* the first pass warms up; the best of the others counts */
-        const int n_marks = b->n_marks;
-        vks_mark(b, 0);
-        const double t0 = vk_now();
-        for (int k = 0; k < 4; k++) vks_dispatch(b, vk_pipe(b->d, VK_PROBE_COPY), &p, sizeof p, groups, 1, 1);
-        vks_mark(b, 1);
-        if (vks_flush(b, err)) break;
-        double t = vk_now() - t0;
-        if (b->n_marks == n_marks + 2) /* the device's own clock */
-            t = (double)(b->marks[n_marks + 1].ticks - b->marks[n_marks].ticks) * b->d->ns_per_tick * 1e-9;
-        b->n_marks = n_marks;
-        if (rep > 0 && t > 0 && 8.0 * (double)bytes / t / 1e9 > best) best = 8.0 * (double)bytes / t / 1e9;
+    int rc = tw < 0 ? -1 : 0;
+    for (int rep = 0; rc == 0 && rep < 6; rep++) { /* the first pass warms up; the best of the others counts */
+        const double t = probe_pass(b, src, dst, n, 4, err);
+        if (t < 0) rc = -1;
+        else if (rep > 0 && t > 0 && 8.0 * (double)n / t / 1e9 > best) best = 8.0 * (double)n / t / 1e9;
     }
     vk_buf_free(b->d, src);
     vk_buf_free(b->d, dst);
     *gbs = best;
-    return b->failed ? -1 : 0;
+    return rc;
 }
 
 /* ---- create / destroy -------------------------------------------------------------------------------------------- */

@@ -155,7 +155,10 @@ typedef struct RoutePush {
 
 static void v_moe_route(Backend *be, BView logits, BView sel, BView w, int R, int n_expert, int k) {
     VkBackend *b = vkb(be);
-    ASSERT(n_expert <= 1024 && k <= 64 && k <= n_expert);
+    if (n_expert > 1024 || k > 64 || k > n_expert) { /* moe_route.comp's limits: a clear error, not a stop */
+        vks_fail(b, "MoE routing of %d experts, %d used: the Vulkan backend takes at most 1024 experts, 64 used", n_expert, k);
+        return;
+    }
     const RoutePush p = {va(logits), va(sel), va(w), (uint32_t)R, (uint32_t)n_expert, (uint32_t)k};
     vks_dispatch(b, vk_pipe(b->d, VK_MOE_ROUTE), &p, sizeof p, 1, cap65535((uint64_t)R), 1);
 }

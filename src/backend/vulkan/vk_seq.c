@@ -29,7 +29,11 @@ typedef struct DnChunkPush {
 static void v_deltanet(Backend *be, const DeltaArgs *a) {
     VkBackend *b = vkb(be);
     const BView s_in = a->state_in.buf ? a->state_in : a->state;
-    ASSERT(a->d_k == a->d_v && a->d_k <= 32 * (int)b->d->subgroup_min);
+    if (a->d_k != a->d_v || a->d_k > 32 * (int)b->d->subgroup_min) { /* v_reserve refuses such models first */
+        vks_fail(b, "delta-net heads of %d x %d: the Vulkan backend takes square heads of at most %u", a->d_k, a->d_v,
+                 32 * b->d->subgroup_min);
+        return;
+    }
     if (a->chunked && !a->has_steps && a->d_k <= 128) {
         const size_t need = (size_t)a->n_v_head * 64 * (size_t)(a->d_k + a->d_v) * 4;
         const BView sc = vk_scratch(b, need);
@@ -55,7 +59,11 @@ typedef struct AttnPush {
 
 static void v_attention(Backend *be, const AttentionArgs *a) {
     VkBackend *b = vkb(be);
-    ASSERT(a->d <= 512 && a->n_head % a->n_head_kv == 0);
+    ASSERT(a->n_head % a->n_head_kv == 0);
+    if (a->d > 512) {
+        vks_fail(b, "attention head dim %d: the Vulkan backend takes at most 512", a->d);
+        return;
+    }
     const AttnPush p = {va(a->q), va(a->k), va(a->v), va(a->out), (uint32_t)a->T, (uint32_t)a->pos0, (uint32_t)a->n_head,
                         (uint32_t)a->n_head_kv, (uint32_t)a->d, a->scale};
     vks_dispatch(b, vk_pipe(b->d, VK_ATTENTION), &p, sizeof p, (uint32_t)a->n_head, (uint32_t)a->T, 1);
