@@ -80,7 +80,8 @@ typedef struct DlEngineParams {
     bool exact;             /* F32 activations on dequantized weights (the reference); default: rounded as
                                llama.cpp rounds them (faster, matches llama.cpp) */
     const char *deltanet;   /* "auto" (NULL), "recurrent" or "chunked" */
-    const char *backend;    /* "cpu" (NULL) or "ref" (the scalar reference of every op) */
+    const char *backend;    /* "cpu" (NULL), "ref" (the scalar reference of every op), "vulkan" or "vulkan:N" (a
+                               GPU through Vulkan, when the build has it: `deltallm devices` lists them) */
     const char *isa;        /* cpu: "auto" (NULL), "ref", "avx2" or "avx512" */
     bool no_pack;           /* keep the file's weight layout (packing copies some matrices into the layout
                                the kernels read faster; the results are the same bits either way) */
@@ -94,6 +95,8 @@ typedef struct DlEngineParams {
                                matrices are then held twice: their originals cannot be dropped) */
     DlProgressFn progress;  /* NULL: none */
     void *progress_user;
+    /* a device's tuning, "key=value,..." (the Vulkan backend: coop=0|1, tile=N, chunk=N; docs/VULKAN.md) */
+    const char *device_tune;
 } DlEngineParams;
 
 typedef struct DlStage {

@@ -840,7 +840,9 @@ TEST(server, http_in_process) {
 
 /* ------------------------------------------------------------------------------------------ Node suite */
 
-TEST(server, node_suite) {
+/* The Node suite (tests/server/run.sh) against `$DELTALLM_BIN serve`, with env (shell assignments, "" for
+ * none) in front: test_vulkan.c runs it with DELTALLM_DEVICE=vulkan. */
+void server_node_suite(const char *env) {
     const char *bin = getenv("DELTALLM_BIN");
     if (!bin || !*bin) {
         test_note("DELTALLM_BIN not set: the Node suite is skipped");
@@ -855,8 +857,8 @@ TEST(server, node_suite) {
         test_note("tests/server/node_modules is missing (run: cd tests/server && npm ci): the Node suite is skipped");
         return;
     }
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "DELTALLM_BIN='%s' DELTALLM_TEST_TMP='%s' sh tests/server/run.sh > '%s/node.log' 2>&1", bin,
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s DELTALLM_BIN='%s' DELTALLM_TEST_TMP='%s' sh tests/server/run.sh > '%s/node.log' 2>&1", env, bin,
              test_tmpdir(), test_tmpdir());
     int rc = system(cmd);
     char log[600];
@@ -874,3 +876,5 @@ TEST(server, node_suite) {
     CHECK_MSG(rc == 0, "tests/server/run.sh failed (exit %d); log: %s", rc, log);
     free(text);
 }
+
+TEST(server, node_suite) { server_node_suite(""); }

@@ -2,8 +2,10 @@
  * one pass from an empty context) and generation (tgN: N one-token steps from an empty context), repeated,
  * mean ± standard deviation in tokens/s, as a markdown table or JSON. Decode rows also show the effective
  * weight bandwidth (weight bytes read per token × tokens/s) next to a read-bandwidth probe measured in the
- * same run, and every row the major page faults during compute (0 once the weights are resident).
- * `--draft N` measures speculative decoding instead (bench_draft.c). */
+ * same run (on a device: its copy kernel's bandwidth, bytes read + written), and every row the major page
+ * faults during compute (0 once the weights are resident). `--draft N` measures speculative decoding instead
+ * (bench_draft.c). */
+#include "backend/backend.h"
 #include "cli/bench_draft.h"
 #include "cli/bwprobe.h"
 #include "cli/cli.h"
@@ -155,7 +157,7 @@ int cmd_bench(int argc, char **argv) {
 
     Result res[MAX_LIST * MAX_LIST * 2 * 4];
     int n_res = 0, rc = 0;
-    double probe_cache[1025] = {0};
+    double probe_cache[1025] = {0}, device_probe = 0;
     char *report = profile ? malloc(1 << 16) : NULL;
     for (int mi = 0; mi < n_models && rc == 0; mi++) {
         for (int ti = 0; ti < n_thr && rc == 0; ti++) {
@@ -226,9 +228,16 @@ int cmd_bench(int argc, char **argv) {
                     }
                     if (kind == 1) {
                         R->weights_gbs = (double)info->decode_bytes * R->mean / 1e9;
-                        if (nthreads <= 1024 && probe_cache[nthreads] == 0)
-                            probe_cache[nthreads] = bwprobe_read_gbs((size_t)512 << 20, nthreads, 3);
-                        R->probe_gbs = probe_cache[nthreads];
+                        if (strncmp(info->ops, "vulkan", 6) == 0) { /* a device: its copy kernel's bandwidth */
+                            Err pe = {{0}};
+                            if (device_probe == 0 && backend_copy_probe(info->ops, (size_t)1 << 30, &device_probe, &pe))
+                                fprintf(stderr, "deltallm bench: device probe: %s\n", pe.msg);
+                            R->probe_gbs = device_probe;
+                        } else {
+                            if (nthreads <= 1024 && probe_cache[nthreads] == 0)
+                                probe_cache[nthreads] = bwprobe_read_gbs((size_t)512 << 20, nthreads, 3);
+                            R->probe_gbs = probe_cache[nthreads];
+                        }
                     }
                     if (profile) {
                         dl_engine_profile_report(e, report, 1 << 16);

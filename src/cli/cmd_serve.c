@@ -176,7 +176,12 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    c.backend = eo.backend, c.isa = eo.isa, c.deltanet = eo.deltanet, c.no_pack = eo.no_pack;
+    DlEngineParams ep; /* the engine options as cli_engine resolves them (device, -ngl split) */
+    dl_engine_params_init(&ep);
+    ep.model_path = c.model_path;
+    cli_engine_apply(&eo, &ep);
+    c.backend = ep.backend, c.isa = ep.isa, c.deltanet = ep.deltanet, c.no_pack = ep.no_pack;
+    c.stages = ep.stages, c.n_stages = ep.n_stages;
     c.draft = draft_options_on(&dro, &c.draft_params);
     c.model_draft = dro.model;
     Err err = {{0}};

@@ -39,6 +39,7 @@ static int open_stages(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetA
                                    .n_threads = p->n_threads,
                                    .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
                                    .pack = !p->no_pack,
+                                   .tune = p->device_tune,
                                    .progress = p->progress,
                                    .progress_user = p->progress_user};
         Stage *st = &en->st[en->n_st++];

@@ -82,6 +82,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
      * save ~1% of a prefill, docs/KERNELS.md); the exact mode takes the chunked form from 32 tokens, where
      * it is 1.2-1.4x faster */
     f->chunk_min_tokens = f->be->mode == MATMUL_EXACT ? 32 : 1 << 30;
+    if (f->be->dn_chunk_min > 0) f->chunk_min_tokens = f->be->dn_chunk_min; /* a device's own measurement */
 
     const size_t E = (size_t)c->n_embd, conv = (size_t)c->ssm_conv_dim, val = (size_t)c->ssm_d_inner;
     const size_t Hv = (size_t)c->ssm_n_v_head, key = (size_t)c->ssm_key_dim;
@@ -92,6 +93,18 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     for (int il = 0; il < c->n_layer; il++) legacy |= m->layers[il].legacy;
     const size_t R = (size_t)opt.max_batch;
     Bufs *b = &f->b;
+    /* a backend that cannot write into the caller's memory gets the logits in a staging buffer; one that
+     * groups experts itself (moe_ffn) gets the grouped activations and its work area */
+    BView probe;
+    float probe_host[1];
+    const bool wraps = f->be->vt->wrap_host(f->be, probe_host, sizeof probe_host, &probe);
+    const bool fused_moe = c->moe && f->be->vt->moe_ffn;
+    /* logits staging: the rows of a multi-sequence batch (at most max_seqs), or for a device, chunks of the
+     * rows that want logits (forward_head runs the head over them in turn) */
+    int head_rows = opt.max_seqs > 1 ? opt.max_seqs : 0;
+    const int chunk = opt.max_batch < 32 ? opt.max_batch : 32;
+    if (!wraps && head_rows < chunk) head_rows = chunk;
+    const size_t Fe = (size_t)c->n_ff_exp, moe_work = fused_moe ? MOE_WORK_INTS(R, kE, nE) : 0;
     BufSpec specs[] = {
         {&b->x, E, false},         {&b->h, E, false},         {&b->tmp, E, false},
         {&b->tmp2, c->moe ? E : 0, false},                    {&b->proj, legacy ? conv + val : 0, false},
@@ -104,6 +117,8 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         {&b->rl, nE, false},       {&b->ew, kE, false},       {&b->es, kE, false},
         {&b->gidx, kE, false},     {&b->sidx, kE, false},     {&b->gx, c->moe ? E : 0, false},
         {&b->eo, kE * E, false},   {&b->sgate, 1, false},
+        {&b->mg, fused_moe ? kE * Fe : 0, false},             {&b->mu, fused_moe ? kE * Fe : 0, false},
+        {&b->mwork, moe_work, true},
         {&b->ids, 1, false},       {&b->pos, 1, false},       {&b->hrows, 1, false},
     };
     const size_t n_specs = sizeof specs / sizeof specs[0];
@@ -131,7 +146,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         forward_free(f);
         return NULL;
     }
-    if (opt.max_seqs > 1 && forward_reserve_out(f, opt.max_seqs, err)) {
+    if (head_rows && forward_reserve_out(f, head_rows, err)) {
         forward_free(f);
         return NULL;
     }
@@ -273,7 +288,7 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
 
 void forward_embed(Forward *f) {
     const Model *m = f->m;
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     f->be->vt->get_rows(f->be, m->tok_embd, f->b.ids, f->rows, f->b.x);
     fwd_dump(f, m->cfg.arch == ARCH_QWEN3NEXT ? "model.embed_tokens" : "model.input_embed", -1, f->b.x, m->cfg.n_embd,
              f->rows, 1, 1);
@@ -311,7 +326,7 @@ void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1)
     Bufs *b = &f->b;
     const int64_t E = m->cfg.n_embd;
     const int V = v1 ? v1 - v0 : m->cfg.n_vocab;
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     /* the rows that want logits, gathered and normed into h */
     int n = 0;
     for (int s = 0; s < f->n_seqs; s++) {
@@ -331,14 +346,20 @@ void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1)
         a.y = direct; /* straight into the caller's buffer */
         f->be->vt->matmul(be, &a);
     } else {
-        /* several sequences (or a device): one pass over the head weights into the staging rows, then each
-         * sequence's rows out */
-        f->be->vt->matmul(be, &a);
-        for (int s = 0, r = 0; s < f->n_seqs; s++) {
-            const BatchSeq *q = &f->seqs[s];
-            if (q->n_out)
-                be->vt->download(be, q->logits, bv_f32(b->head, (int64_t)r * V), sizeof(float) * (size_t)q->n_out * V);
-            r += q->n_out;
+        /* several sequences (or a device): the head over the staging rows (all of a multi-sequence batch's at
+         * once: one pass over the head weights; a device's in chunks), then each sequence's rows out */
+        for (int r0 = 0; r0 < n; r0 += f->max_out) {
+            a.x = bv_f32(b->h, (int64_t)r0 * E);
+            a.T = n - r0 < f->max_out ? n - r0 : f->max_out;
+            f->be->vt->matmul(be, &a);
+            for (int s = 0, r = 0; s < f->n_seqs; s++) { /* rows [r, r + n_out) are sequence s's */
+                const BatchSeq *q = &f->seqs[s];
+                const int lo = r > r0 ? r : r0, hi = r + q->n_out < r0 + a.T ? r + q->n_out : r0 + (int)a.T;
+                if (lo < hi)
+                    be->vt->download(be, (float *)q->logits + (size_t)(lo - r) * V, bv_f32(b->head, (int64_t)(lo - r0) * V),
+                                     sizeof(float) * (size_t)(hi - lo) * V);
+                r += q->n_out;
+            }
         }
     }
     if (fwd_dumping(f, -1)) dump_tensor(f->dump, "result_output", -1, f->seqs[0].logits, V, n, 1, 1);

@@ -13,7 +13,7 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     const ModelConfig *c = &m->cfg;
     const LayerW *l = &m->layers[il];
     Backend *be = f->be;
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     const int R = f->rows, H = c->n_head, Hkv = c->n_head_kv, D = c->head_dim;
     const int HD = H * D, KVD = Hkv * D;
 

@@ -47,7 +47,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     const ModelConfig *c = &m->cfg;
     const LayerW *l = &m->layers[il];
     Backend *be = f->be;
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     const int R = f->rows;
     const int conv = c->ssm_conv_dim, val = c->ssm_d_inner, key = c->ssm_key_dim;
     const int Hv = c->ssm_n_v_head, Hk = c->ssm_n_k_head, Dk = c->ssm_d_state, Dv = c->ssm_head_v_dim;

@@ -155,6 +155,8 @@ Server *server_start(const ServerConfig *c, Err *err) {
     p.no_mmap = c->no_mmap;
     p.progress = c->load_progress;
     p.progress_user = c->load_progress_user;
+    p.stages = c->stages;
+    p.n_stages = c->n_stages;
     DlError de = {{0}};
     if (!(s->engine = dl_engine_open(&p, &de)) || (c->mlock && dl_engine_prefetch(s->engine, true, &de))) {
         err_set(err, "%s", de.msg);

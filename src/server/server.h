@@ -52,6 +52,8 @@ typedef struct ServerConfig {
     bool draft;              /* speculative decoding in every slot (draft_params) */
     DlDraftParams draft_params;
     const char *model_draft; /* a smaller model of the same vocabulary drafts (NULL: the MTP block) */
+    const DlStage *stages;   /* -ngl's split (NULL: every layer on backend) */
+    int n_stages;
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);
