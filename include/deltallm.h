@@ -97,6 +97,15 @@ typedef struct DlEngineParams {
     void *progress_user;
     /* a device's tuning, "key=value,..." (the Vulkan backend: coop=0|1, tile=N, chunk=N; docs/VULKAN.md) */
     const char *device_tune;
+    /* Memory the weights may take, in bytes; 0 = what the machine can give without swapping (MemAvailable
+     * less 1 GiB and the sessions' state). A model that fits runs as it always did (its file mapped). An MoE
+     * model that does not keeps its other weights resident and reads its experts on demand into an expert
+     * cache of the rest of the budget (docs/EXPERT_CACHE.md); a budget too small for that fails with the
+     * sizes. */
+    uint64_t mem_budget;
+    const char *cache_policy; /* expert cache eviction: "lfu" (NULL) or "lru" */
+    bool cache_no_predict;    /* expert cache: no next-layer prediction (for measurements) */
+    int cache_io_threads;     /* expert cache: reader threads (0 = 8) */
 } DlEngineParams;
 
 typedef struct DlStage {
@@ -130,6 +139,28 @@ const DlModelInfo *dl_engine_info(const DlEngine *e);
 /* Makes the weights resident before compute so no forward pass waits on the disk: reads every page of
  * the mapping, and with lock also mlock()s it (fails with the reason if the system refuses). */
 int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err);
+
+/* The expert cache of an engine that streams its experts (DlEngineParams.mem_budget): its size and what it
+ * did since it was opened or last reset. */
+typedef struct DlCacheStats {
+    uint64_t budget;          /* the memory budget in force */
+    uint64_t resident_bytes;  /* the weights kept in memory (everything but the experts) */
+    uint64_t expert_bytes;    /* every expert of the file */
+    int n_slots;              /* experts the cache holds */
+    uint64_t slot_bytes;
+    bool direct;              /* reads bypass the page cache (O_DIRECT) */
+    bool locked;              /* the resident weights are mlock()ed (needs `ulimit -l` above their size) */
+    int io_threads;
+    uint64_t tokens;          /* tokens evaluated */
+    uint64_t lookups, hits, inflight, misses; /* experts each layer used per batch: in memory, being read, not */
+    uint64_t acquire_reads;   /* reads started only when the expert was needed (no room ahead, or re-read) */
+    uint64_t reads, bytes_read, evictions, cancelled;
+    double read_s, stall_s;   /* summed over the reader threads; the compute waiting for reads */
+    uint64_t predicted, predicted_used, used_after_predict; /* next-layer predictions: precision, recall */
+} DlCacheStats;
+/* Fills *out and returns 0, or returns -1 when the engine has no expert cache. reset: zero the counters
+ * afterwards. */
+int dl_engine_cache_stats(DlEngine *e, DlCacheStats *out, bool reset);
 
 /* Profiling: time per phase and per op, and major page faults during compute; on resets the counters. */
 void dl_engine_profile(DlEngine *e, bool on);

@@ -4,6 +4,9 @@
 #include "kernels/cpu/isa.h"
 #include "test.h"
 
+#include "cli/tokens_file.h"
+
+#include <stdio.h>
 #include <stdlib.h>
 
 BackendOptions tf_backend(MatMode mode, int threads, bool pack) {
@@ -47,4 +50,24 @@ float *tf_eval(const Model *m, const int32_t *ids, int T, int step, MatMode mode
     seqstate_free(st);
     forward_free(fw);
     return out;
+}
+
+/* ---- the test models and their token sequences -------------------------------------------------------- */
+
+Model *tf_model(const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s.gguf", name);
+    Err err = {{0}};
+    Model *m = model_load(test_data(rel), &err);
+    CHECK_MSG(m, "%s: %s", name, err.msg);
+    return m;
+}
+
+int32_t *tf_seq(const char *name, int len, int *T) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "seqs/%s/len%d.txt", name, len);
+    Err err = {{0}};
+    int32_t *ids = NULL;
+    if (tokens_file_read(test_data(rel), &ids, T, &err)) CHECK_MSG(false, "%s: %s", rel, err.msg);
+    return ids;
 }

@@ -15,4 +15,8 @@ SeqState *tf_state(const Model *m, Forward *f, int n_ctx, Err *err);
 float *tf_eval(const Model *m, const int32_t *ids, int T, int step, MatMode mode, DeltaNetAlgo algo, int threads,
                bool pack);
 
+/* tests/data/models/NAME.gguf (NULL on failure, recorded), and tests/data/seqs/NAME/lenLEN.txt (*T tokens). */
+Model *tf_model(const char *name);
+int32_t *tf_seq(const char *name, int len, int *T);
+
 #endif

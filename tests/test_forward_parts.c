@@ -20,32 +20,15 @@ static const char *const models[] = {"m1-qwen3next-legacy-f32", "m2-qwen3next-ne
                                      "m7-qwen35-wide-q8_0",     "m8-qwen3next-wide-mixed"};
 #define N_MODELS (int)(sizeof models / sizeof models[0])
 
-static Model *load(const char *name) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "models/%s.gguf", name);
-    Err err = {{0}};
-    Model *m = model_load(test_data(rel), &err);
-    CHECK_MSG(m, "%s: %s", name, err.msg);
-    return m;
-}
-
-static int32_t *seq(const char *name, int len, int *T) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "seqs/%s/len%d.txt", name, len);
-    Err err = {{0}};
-    int32_t *ids = NULL;
-    if (tokens_file_read(test_data(rel), &ids, T, &err)) CHECK_MSG(false, "%s: %s", rel, err.msg);
-    return ids;
-}
 
 /* ---- layer ranges: two stages with the hidden rows handed over on the host ------------------------------ */
 
 TEST(forward, layer_ranges_as_pipeline_stages) {
     for (int mi = 0; mi < N_MODELS; mi++) {
-        Model *m = load(models[mi]);
+        Model *m = tf_model(models[mi]);
         if (!m) continue;
         int T;
-        int32_t *ids = seq(models[mi], 65, &T);
+        int32_t *ids = tf_seq(models[mi], 65, &T);
         if (m->cfg.n_embd >= 1024) T = 33; /* the wide models: three micro-batches are enough */
         const int V = m->cfg.n_vocab, E = m->cfg.n_embd, L = m->cfg.n_layer, cut = L / 2;
         float *whole = tf_eval(m, ids, T, 0, MATMUL_GGML, DELTANET_AUTO, 2, true);
@@ -86,10 +69,10 @@ TEST(forward, layer_ranges_as_pipeline_stages) {
 /* ---- the head on a vocabulary range ----------------------------------------------------------------------- */
 
 TEST(forward, head_range_same_bits) {
-    Model *m = load("m4-qwen35moe-q8_0");
+    Model *m = tf_model("m4-qwen35moe-q8_0");
     REQUIRE(m);
     int T;
-    int32_t *ids = seq("m4-qwen35moe-q8_0", 5, &T);
+    int32_t *ids = tf_seq("m4-qwen35moe-q8_0", 5, &T);
     const int V = m->cfg.n_vocab;
     REQUIRE(V >= 512);
     Err err = {{0}};
@@ -142,10 +125,10 @@ static void prov_release(void *ctx, int layer) {
 }
 
 TEST(forward, expert_provider_hook) {
-    Model *m = load("m6-qwen35moe-iq2xxs");
+    Model *m = tf_model("m6-qwen35moe-iq2xxs");
     REQUIRE(m);
     int T;
-    int32_t *ids = seq("m6-qwen35moe-iq2xxs", 65, &T);
+    int32_t *ids = tf_seq("m6-qwen35moe-iq2xxs", 65, &T);
     const int V = m->cfg.n_vocab;
     Prov p = {m, NULL, calloc((size_t)m->n_weights, sizeof(size_t)), 0, 0, 0, -1};
     size_t total = 0;
@@ -160,7 +143,7 @@ TEST(forward, expert_provider_hook) {
     Forward *f = tf_forward(m, T, T, MATMUL_GGML, DELTANET_AUTO, 2, true, &err);
     SeqState *s = tf_state(m, f, T, &err);
     REQUIRE(s && plain);
-    const ExpertProvider ep = {&p, prov_acquire, prov_release};
+    const ExpertProvider ep = {&p, prov_acquire, prov_release, NULL, 0, false};
     forward_set_expert_provider(f, &ep);
     float *lg = malloc(sizeof(float) * (size_t)T * V);
     REQUIRE_MSG(forward_run(f, s, ids, T, lg, T, &err) == 0, "%s", err.msg);
@@ -302,10 +285,10 @@ TEST(forward, no_allocation_after_warmup) {
     REQUIRE_MSG(alloc_guard_works(), "the allocation guard sees no allocations in this build");
     int checked = 0;
     for (int mi = 0; mi < N_MODELS; mi++) {
-        Model *m = load(models[mi]);
+        Model *m = tf_model(models[mi]);
         if (!m) continue;
         int T;
-        int32_t *ids = seq(models[mi], 65, &T);
+        int32_t *ids = tf_seq(models[mi], 65, &T);
         const int V = m->cfg.n_vocab;
         float *lg = malloc(sizeof(float) * (size_t)T * V);
         const char *names[] = {"ref", "cpu"};

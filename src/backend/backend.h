@@ -68,6 +68,8 @@ typedef struct Weight {
     bool lookup_only;   /* only rows are looked up (an embedding table not tied to the head) */
     bool file_pages;    /* host lies in a read-only file mapping: its pages may be dropped from memory (they
                            are read back from the file), as a backend that keeps its own copy does */
+    bool streamed;      /* an expert stack whose experts an expert cache reads from the file and hands to
+                           matmul (MatArgs.data): the backend never reads, keeps, uploads or prefetches it */
 } Weight;
 
 /* ---- memory -------------------------------------------------------------------------------------------- */

@@ -5,9 +5,12 @@
 #include "kernels/cpu/isa.h"
 #include "model/model.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const char cli_engine_help[] =
     "  --device D         cpu (default) or vulkan[:N]: where the model runs (DELTALLM_DEVICE; deltallm devices)\n"
@@ -15,7 +18,10 @@ const char cli_engine_help[] =
     "  --backend cpu|ref  the CPU kernels (default) or the scalar reference of every op (DELTALLM_BACKEND)\n"
     "  --isa LEVEL        auto, ref, avx2 or avx512: the kernels' ISA level (DELTALLM_ISA)\n"
     "  --deltanet FORM    auto, recurrent or chunked: the delta-net scan (DELTALLM_DELTANET)\n"
-    "  --no-pack          keep the file's weight layout (DELTALLM_PACK=0; same results, faster load)\n";
+    "  --no-pack          keep the file's weight layout (DELTALLM_PACK=0; same results, faster load)\n"
+    "  --mem-budget SIZE  memory for the weights, e.g. 16G (default: what the machine has free); an MoE model\n"
+    "                     bigger than it streams its experts from the file through a cache (DELTALLM_MEM_BUDGET)\n"
+    "  --cache-policy P   the expert cache's eviction: lfu (default) or lru (DELTALLM_CACHE_POLICY)\n";
 
 void cli_engine_init(CliEngine *o) {
     memset(o, 0, sizeof *o);
@@ -27,15 +33,44 @@ void cli_engine_init(CliEngine *o) {
     const char *pk = getenv("DELTALLM_PACK");
     o->no_pack = pk && strcmp(pk, "0") == 0;
     o->ngl = -1;
+    o->mem_budget = getenv("DELTALLM_MEM_BUDGET");
+    o->cache_policy = getenv("DELTALLM_CACHE_POLICY");
+    const char *pr = getenv("DELTALLM_CACHE_PREDICT"), *io = getenv("DELTALLM_CACHE_IO_THREADS");
+    o->cache_no_predict = pr && strcmp(pr, "0") == 0;
+    o->cache_io_threads = io ? atoi(io) : 0;
+}
+
+int cli_parse_size(const char *s, unsigned long long *out) {
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v <= 0) return -1;
+    double mul = 1;
+    if (*end) {
+        const char *u = "KMGT", *p = strchr(u, *end >= 'a' ? *end - 32 : *end);
+        if (!p || !*p) return -1;
+        for (const char *q = u; q <= p; q++) mul *= 1024;
+        end++;
+        if (*end && strcasecmp(end, "iB") != 0 && strcasecmp(end, "B") != 0) return -1;
+    }
+    if (v * mul < 1 || v * mul > 9.0e18) return -1;
+    *out = (unsigned long long)(v * mul);
+    return 0;
 }
 
 int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o) {
     const char *a = argv[*i];
     const char **slot = !strcmp(a, "--backend") ? &o->backend : !strcmp(a, "--isa") ? &o->isa
-                      : !strcmp(a, "--deltanet") ? &o->deltanet : !strcmp(a, "--device") ? &o->device : NULL;
+                      : !strcmp(a, "--deltanet") ? &o->deltanet : !strcmp(a, "--device") ? &o->device
+                      : !strcmp(a, "--mem-budget") ? &o->mem_budget : !strcmp(a, "--cache-policy") ? &o->cache_policy
+                      : NULL;
     if (slot) {
         if (*i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         *slot = argv[++*i];
+        unsigned long long v;
+        if (slot == &o->mem_budget && cli_parse_size(*slot, &v))
+            return cli_usage_error(cmd, "--mem-budget expects a size such as 16G or 512M, got '%s'", *slot);
         return 1;
     }
     if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
@@ -66,14 +101,21 @@ static int model_layers(const char *path) {
  * does right after cli_engine_apply */
 static DlStage split[2];
 
-void cli_engine_apply(const CliEngine *o, DlEngineParams *p) {
+int cli_engine_apply(const CliEngine *o, DlEngineParams *p, Err *err) {
     const bool on_device = o->device && strcmp(o->device, "cpu") != 0;
     p->backend = on_device ? o->device : o->backend;
     p->isa = o->isa;
     p->deltanet = o->deltanet;
     p->no_pack = o->no_pack;
     p->device_tune = o->tune;
-    if (o->ngl < 0 || (o->device && !on_device)) return; /* no split, or everything on the CPU anyway */
+    p->cache_policy = o->cache_policy;
+    p->cache_no_predict = o->cache_no_predict;
+    p->cache_io_threads = o->cache_io_threads;
+    unsigned long long v = 0;
+    if (o->mem_budget && cli_parse_size(o->mem_budget, &v))
+        return err_set(err, "DELTALLM_MEM_BUDGET expects a size such as 16G or 512M, got '%s'", o->mem_budget);
+    p->mem_budget = v;
+    if (o->ngl < 0 || (o->device && !on_device)) return 0; /* no split, or everything on the CPU anyway */
     const char *dev = on_device ? o->device : "vulkan";
     const int L = model_layers(p->model_path);
     if (o->ngl == 0) {
@@ -86,6 +128,7 @@ void cli_engine_apply(const CliEngine *o, DlEngineParams *p) {
         p->stages = split;
         p->n_stages = 2;
     }
+    return 0;
 }
 
 int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOptions *fo, Err *err) {

@@ -8,6 +8,10 @@
  *   --deltanet auto|recurrent|chunked    DELTALLM_DELTANET  the delta-net scan's form
  *   --no-pack                            DELTALLM_PACK=0    keep the file's weight layout
  *                                        DELTALLM_VK_TUNE   the Vulkan backend's tuning (coop=0,tile=N,chunk=N)
+ *   --mem-budget SIZE                    DELTALLM_MEM_BUDGET  memory for the weights (an MoE model bigger
+ *                                                           than it streams its experts through a cache)
+ *   --cache-policy lru|lfu               DELTALLM_CACHE_POLICY  the expert cache's eviction
+ *                                        DELTALLM_CACHE_PREDICT=0, DELTALLM_CACHE_IO_THREADS=N (measurements)
  *
  * A flag wins over its variable. The values are checked where they are used (backend_create, isa_parse,
  * deltanet_algo_parse), each by its one parser. */
@@ -20,12 +24,18 @@
 #include "deltallm.h"
 
 typedef struct CliEngine {
-    const char *backend, *isa, *deltanet;
+    const char *backend, *isa, *deltanet, *cache_policy;
     const char *device; /* NULL: the CPU (backend) */
     const char *tune;   /* DELTALLM_VK_TUNE */
     int ngl;            /* -1: not given */
-    bool no_pack;
+    bool no_pack, cache_no_predict;
+    const char *mem_budget; /* as given; parsed by cli_parse_size */
+    int cache_io_threads;
 } CliEngine;
+
+/* "24G", "512M", "8GiB", "1.5G", "4096" (bytes): K, M, G, T are powers of 1024; returns -1 for anything
+ * else or 0. */
+int cli_parse_size(const char *s, unsigned long long *out);
 
 /* The defaults: the environment's values. */
 void cli_engine_init(CliEngine *o);
@@ -33,8 +43,10 @@ void cli_engine_init(CliEngine *o);
  * not one; 2 after printing a usage error for a missing or bad value. */
 int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o);
 /* Sets the engine parameters' backend (or the -ngl stages: p->model_path must be set, its layer count is
- * read; open the engine before the next call), ISA, delta-net form, packing and a device's tuning. */
-void cli_engine_apply(const CliEngine *o, DlEngineParams *p);
+ * read; open the engine before the next call), ISA, delta-net form, packing, a device's tuning and the
+ * memory budget (a bad --mem-budget was refused by cli_engine_arg; a bad DELTALLM_MEM_BUDGET fails here
+ * with one line). */
+int cli_engine_apply(const CliEngine *o, DlEngineParams *p, Err *err);
 /* The help lines of the options (ends with a newline). */
 extern const char cli_engine_help[];
 

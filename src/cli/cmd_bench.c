@@ -3,8 +3,10 @@
  * mean ± standard deviation in tokens/s, as a markdown table or JSON. Decode rows also show the effective
  * weight bandwidth (weight bytes read per token × tokens/s) next to a read-bandwidth probe measured in the
  * same run (on a device: its copy kernel's bandwidth, bytes read + written), and every row the major page
- * faults during compute (0 once the weights are resident). `--draft N` measures speculative decoding instead
- * (bench_draft.c). */
+ * faults during compute (0 once the weights are resident). With an expert cache (--mem-budget below the
+ * model's size), a second table has per row the bytes read from disk per token, the hit rate, the next-layer
+ * prediction's precision and recall, and the share of the time stalled on reads.
+ * `--draft N` measures speculative decoding instead (bench_draft.c). */
 #include "backend/backend.h"
 #include "cli/bench_draft.h"
 #include "cli/bwprobe.h"
@@ -20,6 +22,7 @@
 #include <time.h>
 
 #define MAX_LIST 16
+#define MAX_REPS 8 /* repetitions reported one by one (the first runs cold, the later ones warm) */
 
 typedef struct Result {
     const char *model;
@@ -32,6 +35,10 @@ typedef struct Result {
     double weights_gbs; /* decode: effective weight bandwidth */
     double probe_gbs;
     long majflt;
+    bool cache;         /* the experts came through the expert cache: */
+    double disk_per_tok, hit, precision, recall, stall_frac; /* bytes read per token, shares */
+    int n_reps;
+    double rep_tps[MAX_REPS], rep_disk[MAX_REPS], rep_hit[MAX_REPS], rep_stall[MAX_REPS]; /* each repetition */
 } Result;
 
 static double now_s(void) {
@@ -169,17 +176,23 @@ int cmd_bench(int argc, char **argv) {
             ep.n_ctx = (int)max_tok + 8;
             ep.n_batch = (int)batch;
             ep.exact = exact;
-            cli_engine_apply(&eo, &ep);
+            Err ae = {{0}};
+            if (cli_engine_apply(&eo, &ep, &ae)) return cli_usage_error("bench", "%s", ae.msg);
             DlEngine *e = dl_engine_open(&ep, &err);
             DlSession *s = e ? dl_session_new(e, &err) : NULL;
-            int32_t *toks = malloc(sizeof(int32_t) * (size_t)max_tok);
+            /* with an expert cache every repetition gets tokens of its own: the same tokens again would find
+             * the same experts in the cache, which a real prompt or generation does not */
+            const long long n_seqs = 1 + (reps < MAX_REPS ? reps : MAX_REPS);
+            int32_t *toks = malloc(sizeof(int32_t) * (size_t)(max_tok * n_seqs));
             if (!s || !toks || ((prefetch || mlock_) && dl_engine_prefetch(e, mlock_, &err))) {
                 fprintf(stderr, "deltallm bench: %s: %s\n", models[mi], err.msg[0] ? err.msg : "out of memory");
                 rc = 1;
             }
             const DlModelInfo *info = e ? dl_engine_info(e) : NULL;
             uint64_t rng = 0x12345678u;
-            for (long long i = 0; rc == 0 && i < max_tok; i++) {
+            DlCacheStats cs0;
+            const bool has_cache = e && dl_engine_cache_stats(e, &cs0, false) == 0;
+            for (long long i = 0; rc == 0 && i < max_tok * n_seqs; i++) {
                 rng = rng * 6364136223846793005ull + 1442695040888963407ull;
                 toks[i] = (int32_t)((rng >> 33) % (uint64_t)info->n_vocab);
             }
@@ -191,23 +204,42 @@ int cmd_bench(int argc, char **argv) {
                     if (n == 0) continue;
                     if (run_once(s, toks, n < 8 ? n : 8, kind == 0, &err) < 0) rc = 1; /* warm-up */
                     if (profile) dl_engine_profile(e, true);
-                    double sum = 0, sum2 = 0;
+                    DlCacheStats cs;
+                    const bool cached = dl_engine_cache_stats(e, &cs, true) == 0;
+                    double sum = 0, sum2 = 0, secs = 0;
                     long f0 = majflt_now();
                     for (long long r = 0; r < reps && rc == 0; r++) {
-                        double t = run_once(s, toks, n, kind == 0, &err);
+                        const int32_t *tk = has_cache ? toks + max_tok * (1 + r % (n_seqs - 1)) : toks;
+                        DlCacheStats c0, c1;
+                        if (cached) dl_engine_cache_stats(e, &c0, false);
+                        double t = run_once(s, tk, n, kind == 0, &err);
                         if (t < 0) {
                             rc = 1;
                             break;
                         }
                         double tps = n / t;
-                        sum += tps, sum2 += tps * tps;
+                        sum += tps, sum2 += tps * tps, secs += t;
+                        if (r < MAX_REPS) {
+                            Result *R = &res[n_res];
+                            R->rep_tps[r] = tps;
+                            R->n_reps = (int)r + 1;
+                            if (cached && dl_engine_cache_stats(e, &c1, false) == 0) {
+                                R->rep_disk[r] = (double)(c1.bytes_read - c0.bytes_read) / n;
+                                R->rep_hit[r] = c1.lookups > c0.lookups ? (double)(c1.hits - c0.hits) / (double)(c1.lookups - c0.lookups) : 0;
+                                R->rep_stall[r] = (c1.stall_s - c0.stall_s) / t;
+                            }
+                        }
                     }
                     if (rc) {
                         fprintf(stderr, "deltallm bench: %s\n", err.msg);
                         break;
                     }
-                    Result *R = &res[n_res++];
+                    Result *R = &res[n_res++]; /* the per-repetition arrays are filled already */
+                    Result keep = *R;
                     memset(R, 0, sizeof *R);
+                    R->n_reps = keep.n_reps;
+                    memcpy(R->rep_tps, keep.rep_tps, sizeof R->rep_tps), memcpy(R->rep_disk, keep.rep_disk, sizeof R->rep_disk);
+                    memcpy(R->rep_hit, keep.rep_hit, sizeof R->rep_hit), memcpy(R->rep_stall, keep.rep_stall, sizeof R->rep_stall);
                     R->model = models[mi];
                     snprintf(R->arch, sizeof R->arch, "%s", info->arch);
                     snprintf(R->ops, sizeof R->ops, "%s", info->ops);
@@ -219,6 +251,15 @@ int cmd_bench(int argc, char **argv) {
                     R->mean = sum / (double)reps;
                     R->sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / (double)reps) / (double)(reps - 1))) : 0;
                     R->majflt = majflt_now() - f0;
+                    if (cached && dl_engine_cache_stats(e, &cs, false) == 0) {
+                        const double tok = cs.tokens ? (double)cs.tokens : 1;
+                        R->cache = true;
+                        R->disk_per_tok = (double)cs.bytes_read / tok;
+                        R->hit = cs.lookups ? (double)cs.hits / (double)cs.lookups : 0;
+                        R->precision = cs.predicted ? (double)cs.predicted_used / (double)cs.predicted : 0;
+                        R->recall = cs.used_after_predict ? (double)cs.predicted_used / (double)cs.used_after_predict : 0;
+                        R->stall_frac = secs > 0 ? cs.stall_s / secs : 0;
+                    }
                     if (R->majflt > 0 && (prefetch || mlock_)) { /* resident weights: a gate, not a hope */
                         fprintf(stderr,
                                 "deltallm bench: %ld major page faults during %s although the weights were made "
@@ -259,10 +300,20 @@ int cmd_bench(int argc, char **argv) {
             const Result *R = &res[i];
             printf("  {\"model\": \"%s\", \"arch\": \"%s\", \"file_bytes\": %llu, \"ops\": \"%s\", \"threads\": %d, "
                    "\"test\": \"%s\", \"n_tokens\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"decode_bytes\": %llu, "
-                   "\"weights_gbs\": %.3f, \"probe_gbs\": %.3f, \"major_faults\": %ld}%s\n",
+                   "\"weights_gbs\": %.3f, \"probe_gbs\": %.3f, \"major_faults\": %ld",
                    R->model, R->arch, (unsigned long long)R->file_bytes, R->ops, R->threads, R->test,
                    R->n_tokens, R->mean, R->sd, (unsigned long long)R->decode_bytes, R->weights_gbs, R->probe_gbs,
-                   R->majflt, i + 1 < n_res ? "," : "");
+                   R->majflt);
+            if (R->cache) {
+                printf(", \"disk_bytes_per_token\": %.0f, \"hit_rate\": %.4f, \"prefetch_precision\": %.4f, "
+                       "\"prefetch_recall\": %.4f, \"io_stall_fraction\": %.4f, \"reps\": [",
+                       R->disk_per_tok, R->hit, R->precision, R->recall, R->stall_frac);
+                for (int k = 0; k < R->n_reps; k++)
+                    printf("%s{\"tps\": %.3f, \"disk_bytes_per_token\": %.0f, \"hit_rate\": %.4f, \"io_stall_fraction\": %.4f}",
+                           k ? ", " : "", R->rep_tps[k], R->rep_disk[k], R->rep_hit[k], R->rep_stall[k]);
+                printf("]");
+            }
+            printf("}%s\n", i + 1 < n_res ? "," : "");
         }
         printf("]\n");
     } else {
@@ -277,6 +328,20 @@ int cmd_bench(int argc, char **argv) {
             if (R->probe_gbs > 0) snprintf(probe, sizeof probe, "%.1f", R->probe_gbs);
             printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %ld |\n", base, size, R->arch,
                    R->ops, R->threads, R->test, R->mean, R->sd, bw, probe, R->majflt);
+        }
+        bool any = false;
+        for (int i = 0; i < n_res; i++) any |= res[i].cache;
+        if (any) {
+            printf("\n| model | test | expert cache: MiB read per token | hit rate | prediction precision | recall | "
+                   "stalled on reads |\n|---|---:|---:|---:|---:|---:|---:|\n");
+            for (int i = 0; i < n_res; i++) {
+                const Result *R = &res[i];
+                const char *base = strrchr(R->model, '/') ? strrchr(R->model, '/') + 1 : R->model;
+                if (R->cache)
+                    printf("| %s | %s | %.2f | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", base, R->test,
+                           R->disk_per_tok / (1024.0 * 1024), 100 * R->hit, 100 * R->precision, 100 * R->recall,
+                           100 * R->stall_frac);
+            }
         }
     }
     return rc;

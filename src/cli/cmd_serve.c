@@ -176,12 +176,14 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    DlEngineParams ep; /* the engine options as cli_engine resolves them (device, -ngl split) */
+    DlEngineParams ep; /* the engine options as cli_engine resolves them (device, -ngl split, budget) */
     dl_engine_params_init(&ep);
     ep.model_path = c.model_path;
-    cli_engine_apply(&eo, &ep);
+    Err ae = {{0}};
+    if (cli_engine_apply(&eo, &ep, &ae)) return cli_usage_error("serve", "%s", ae.msg);
     c.backend = ep.backend, c.isa = ep.isa, c.deltanet = ep.deltanet, c.no_pack = ep.no_pack;
     c.stages = ep.stages, c.n_stages = ep.n_stages;
+    c.mem_budget = ep.mem_budget, c.cache_policy = ep.cache_policy;
     c.draft = draft_options_on(&dro, &c.draft_params);
     c.model_draft = dro.model;
     Err err = {{0}};

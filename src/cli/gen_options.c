@@ -100,7 +100,11 @@ DlEngine *gen_open_engine(const GenOptions *o, DlError *err) {
     ep.no_mmap = o->no_mmap;
     ep.progress = load_progress_cb;
     ep.progress_user = &bar;
-    cli_engine_apply(&o->engine, &ep);
+    Err ae = {{0}};
+    if (cli_engine_apply(&o->engine, &ep, &ae)) {
+        snprintf(err->msg, sizeof err->msg, "%s", ae.msg);
+        return NULL;
+    }
     const double t0 = now_s();
     DlEngine *e = dl_engine_open(&ep, err);
     if (e && o->mlock && dl_engine_prefetch(e, true, err)) {
@@ -115,6 +119,12 @@ DlEngine *gen_open_engine(const GenOptions *o, DlError *err) {
                         "run a real model with `make run MODEL=path.gguf PROMPT=...`)\n");
     fprintf(stderr, "model: %s (%s), %d layers, vocab %d, context %d; loaded in %.2f s\n",
             info->name[0] ? info->name : o->model, info->arch, info->n_layer, info->n_vocab, info->n_ctx, now_s() - t0);
+    DlCacheStats cs;
+    if (dl_engine_cache_stats(e, &cs, false) == 0)
+        fprintf(stderr, "expert cache: the weights exceed the memory budget (%.1f GiB): %.2f GiB resident%s, experts "
+                        "read from the file into %d slots (%.1f GiB, %.0f%% of them)\n",
+                cs.budget / 1073741824.0, cs.resident_bytes / 1073741824.0, cs.locked ? " (locked)" : "", cs.n_slots,
+                (double)cs.n_slots * cs.slot_bytes / 1073741824.0, 100.0 * cs.n_slots * cs.slot_bytes / cs.expert_bytes);
     return e;
 }
 

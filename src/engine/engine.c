@@ -5,6 +5,7 @@
  * Sessions, snapshots and tentative evaluation are in session.c. */
 #include "deltallm.h"
 
+#include "engine/engine_cache.h"
 #include "engine/engine_internal.h"
 
 #include <stdio.h>
@@ -99,7 +100,8 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     en->params.stages = NULL;
     en->params.n_stages = 0;
     en->params.progress = NULL;
-    if (open_stages(en, p, isa, algo, &e)) goto fail;
+    en->params.cache_policy = NULL; /* not kept: a draft model takes the default */
+    if (engine_cache_open(en, p, &e) || open_stages(en, p, isa, algo, &e) || engine_cache_attach(en, &e)) goto fail;
     en->info = (DlModelInfo){c->arch_name,
                              c->name,
                              c->n_vocab,
@@ -129,6 +131,7 @@ void dl_engine_close(DlEngine *e) {
         backend_destroy(e->st[s].be);
     }
     free(e->hidden);
+    engine_cache_close(e);
     tokenizer_free(e->tok);
     model_free(e->model);
     free(e);
@@ -145,6 +148,8 @@ int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
 
 void dl_engine_profile(DlEngine *e, bool on) {
     for (int s = 0; s < e->n_st; s++) forward_profile_enable(e->st[s].fw, on);
+    DlCacheStats cs;
+    if (on) dl_engine_cache_stats(e, &cs, true); /* the cache's counters cover the same passes */
 }
 
 int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) {
@@ -155,6 +160,7 @@ int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) {
                                   e->st[s].l0, e->st[s].l1, e->st[s].be->name);
         n += (size_t)forward_profile_report(e->st[s].fw, buf + (n < cap ? n : cap), n < cap ? cap - n : 0);
     }
+    n += (size_t)engine_cache_report((DlEngine *)e, buf + (n < cap ? n : cap), n < cap ? cap - n : 0);
     return (int)n;
 }
 
@@ -162,6 +168,7 @@ int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) {
 
 int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, Err *err) {
     BatchSeq q[256];
+    for (int i = 0; i < n; i++) en->tokens += (uint64_t)seqs[i].n_tokens;
     if (n > (int)(sizeof q / sizeof q[0])) return err_set(err, "batch too large");
     for (int i = 0; i < n; i++)
         if (!seqs[i].tokens) return err_set(err, "no tokens for sequence %d of the batch", i);

@@ -5,6 +5,7 @@
 
 #include "deltallm.h"
 #include "kernels/cpu/isa.h"
+#include "model/expert_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,6 +34,9 @@ struct DlEngine {
     MtpPass *mtp;          /* MTP passes on the last stage, made when a session first drafts with it */
     DlEngine *draft;       /* dl_engine_open_draft */
     int n_spec;            /* sessions with drafting on: engine_run calls the drafter's hooks */
+    ExpertCache *cache;    /* NULL: the weights are mapped (the model fits the memory budget) */
+    DlCacheStats cache_info; /* the cache's sizes */
+    uint64_t tokens;       /* evaluated since the cache statistics were reset */
 };
 
 int engine_fail(DlError *err, const Err *e); /* copies e into err; returns -1 */

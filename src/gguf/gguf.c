@@ -29,6 +29,7 @@ typedef struct Split {
     size_t size;
     bool mapped;    /* munmap on close */
     bool in_memory; /* read into anonymous memory (GgufOpenOptions.read), not a mapping of the file */
+    char *path;     /* owned; NULL for gguf_open_memory */
 } Split;
 
 struct Gguf {
@@ -550,6 +551,7 @@ void gguf_close(Gguf *g) {
     if (!g) return;
     for (int i = 0; i < g->n_splits; i++)
         if (g->splits[i].mapped) munmap((void *)g->splits[i].base, g->splits[i].size);
+    for (int i = 0; g->splits && i < g->n_splits; i++) free(g->splits[i].path);
     for (size_t i = 0; i < g->n_allocs; i++) free(g->allocs[i]);
     free(g->allocs);
     free(g->splits);
@@ -676,6 +678,10 @@ Gguf *gguf_open_opts(const char *path, const GgufOpenOptions *opts, Err *err) {
             goto fail;
         }
         g->n_splits = i + 1;
+        if (!(g->splits[i].path = strdup(part))) {
+            err_set(err, "out of memory");
+            goto fail;
+        }
         const GgufKV *kv;
         int64_t n_kv;
         if (parse_one(g, i, &kv, &n_kv, err) || check_split_part(kv, n_kv, i, count, is_split, &tensors_count, err)) {
@@ -714,6 +720,11 @@ bool gguf_file_mapped(const Gguf *g) {
     for (int i = 0; i < g->n_splits; i++)
         if (!g->splits[i].mapped || g->splits[i].in_memory) return false;
     return g->n_splits > 0;
+}
+
+const char *gguf_split_path(const Gguf *g, int split) {
+    ASSERT(split >= 0 && split < g->n_splits);
+    return g->splits[split].path;
 }
 
 void gguf_split_mapping(const Gguf *g, int split, const void **base, size_t *size) {

@@ -111,6 +111,8 @@ uint64_t gguf_file_size(const Gguf *g); /* all parts together */
 bool gguf_file_mapped(const Gguf *g);
 /* The start and size of every split's mapping (for prefetch / mlock). */
 void gguf_split_mapping(const Gguf *g, int split, const void **base, size_t *size);
+/* The path of a split's file as it was opened (NULL for gguf_open_memory). */
+const char *gguf_split_path(const Gguf *g, int split);
 
 /* Metadata. Keys are unique (duplicates are refused at open). */
 int64_t gguf_n_kv(const Gguf *g);

@@ -33,7 +33,7 @@ int deltanet_algo_parse(const char *s, DeltaNetAlgo *out, Err *err) {
 
 static int alloc_host_idx(Forward *f, size_t R, size_t kE, size_t nE, Err *err) {
     HostIdx *h = &f->hx;
-    const size_t ints = 3 * R + R * kE + 2 * R * kE + 3 * nE;
+    const size_t ints = 3 * R + 2 * R * kE + 2 * R * kE + 3 * nE;
     uint8_t *p = calloc(1, ints * sizeof(int32_t) + nE * sizeof *h->data + 64);
     if (!p) return err_set(err, "out of memory");
     f->host_mem = p;
@@ -43,6 +43,7 @@ static int alloc_host_idx(Forward *f, size_t R, size_t kE, size_t nE, Err *err) 
     h->pos = q, q += R;
     h->hrows = q, q += R;
     h->es = q, q += R * kE;
+    h->pes = q, q += R * kE;
     h->gs = q, q += 2 * R * kE;
     h->count = q, q += nE;
     h->start = q, q += nE;
@@ -115,6 +116,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         {&b->qa, HD, false},       {&b->ka, KVD, false},      {&b->va, KVD, false},
         {&b->ao, HD, false},       {&b->fg, maxF, false},     {&b->fu, maxF, false},
         {&b->rl, nE, false},       {&b->ew, kE, false},       {&b->es, kE, false},
+        {&b->pes, kE, false},      {&b->pew, kE, false},
         {&b->gidx, kE, false},     {&b->sidx, kE, false},     {&b->gx, c->moe ? E : 0, false},
         {&b->eo, kE * E, false},   {&b->sgate, 1, false},
         {&b->mg, fused_moe ? kE * Fe : 0, false},             {&b->mu, fused_moe ? kE * Fe : 0, false},
@@ -304,6 +306,8 @@ void forward_layers(Forward *f, int l0, int l1) {
     const VecSet rs = vs_rows(rows, E);
     ASSERT(l0 >= 0 && l0 <= l1 && l1 <= c->n_layer + m->n_mtp); /* MTP blocks follow the trunk */
     for (int s = 0; s < f->n_seqs; s++) ASSERT(f->seqs[s].state->l0 <= l0 && l1 <= f->seqs[s].state->l1);
+    const bool predict = f->has_provider && f->provider.predict && f->provider.prefetch && c->moe;
+    if (predict && l0 < l1) fwd_predict_experts(f, b, l0); /* the first layer's experts, from the stream as it comes */
     for (int il = l0; il < l1; il++) {
         be->vt->rms_norm(be, b->x, b->h, m->layers[il].attn_norm, &rs, c->rms_eps);
         fwd_dump(f, "attn_norm", il, b->h, E, rows, 1, 1);
@@ -317,6 +321,7 @@ void forward_layers(Forward *f, int l0, int l1) {
         fwd_dump(f, "ffn_out", il, b->tmp, E, rows, 1, 1);
         be->vt->add(be, b->x, b->tmp, (int64_t)rows * E);
         fwd_dump(f, "l_out", il, b->x, E, rows, 1, 1);
+        if (predict && il + 1 < l1 && !f->failed) fwd_predict_experts(f, b, il + 1);
     }
 }
 

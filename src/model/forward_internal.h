@@ -37,6 +37,7 @@ typedef struct Bufs {
     BView rl;      /* [R][nE] router logits, then probabilities */
     BView ew;      /* [R][kE] expert weights */
     BView es;      /* int32 [R][kE] selected experts */
+    BView pes, pew; /* int32 [R][kE], [R][kE]: the next layer's predicted selection (expert provider) */
     BView gidx;    /* int32 [R·kE] rows routed to each expert, grouped by expert */
     BView sidx;    /* int32 [R·kE] their (row·kE + slot) places in eo */
     BView gx;      /* [R][E]  gathered expert inputs */
@@ -54,6 +55,7 @@ typedef struct Bufs {
 typedef struct HostIdx {
     int32_t *ids, *pos, *hrows;      /* [R] */
     int32_t *es;                     /* [R·kE] the selection, downloaded */
+    int32_t *pes;                    /* [R·kE] a predicted selection, downloaded */
     int32_t *gs;                     /* [2·R·kE] gidx then sidx */
     int32_t *count, *start, *used;   /* [nE] */
     const void *(*data)[3];          /* [nE] provider answers */
@@ -142,6 +144,7 @@ void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1)
 void layer_deltanet(Forward *f, Bufs *b, int il);
 void layer_attention(Forward *f, Bufs *b, int il);
 void layer_ffn(Forward *f, Bufs *b, int il);
+void fwd_predict_experts(Forward *f, Bufs *b, int il);
 
 /* A VecSet of rows contiguous vectors of n (one head per row). */
 static inline VecSet vs_rows(int rows, int n) { return (VecSet){rows, 1, n, n, n, n, n}; }

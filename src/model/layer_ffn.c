@@ -6,8 +6,11 @@
  * Experts run grouped: the selection comes back to the host once per layer, the rows routed to each expert
  * are listed (index work only), gathered and multiplied together, so each selected expert's weights are read
  * once per batch. The expert provider (model.h), when set, supplies the experts' bytes between routing and
- * the expert matmuls. A backend with the fused op moe_ffn (a device) groups the rows itself, so nothing
- * comes back to the host; it is used when no provider is set (the host backends do not have it). */
+ * the expert matmuls (in groups of its max_acquire), after a prefetch call with the layer's whole list.
+ * fwd_predict_experts applies the next layer's router to the residual stream for a provider that asks.
+ * A backend with the fused op moe_ffn (a device) groups the rows itself, so nothing comes back to the host;
+ * it is used only when no provider is set (the host backends do not have it; a streamed model, whose
+ * experts come through the provider, never takes it). */
 #include "model/forward_internal.h"
 
 #include <string.h>
@@ -52,29 +55,38 @@ static void experts_grouped_on_host(Forward *f, Bufs *b, const LayerW *l, int il
     const int n_used = group_by_expert(h, R, kE, nE);
     be->vt->upload(be, b->gidx, h->gs, sizeof(int32_t) * (size_t)R * kE);
     be->vt->upload(be, b->sidx, h->gs + R * kE, sizeof(int32_t) * (size_t)R * kE);
-    bool provided = false;
-    if (f->has_provider && !f->failed) {
-        Err e = {{0}};
-        if (f->provider.acquire(f->provider.ctx, il, h->used, n_used, h->data, &e) == 0) {
-            provided = true;
-        } else {
-            f->failed = true;
-            err_set(&f->err, "layer %d experts: %s", il, e.msg);
+    /* the provider (if any) hands out the experts' bytes in groups of at most max_acquire */
+    const bool prov = f->has_provider && !f->failed;
+    const int group = prov && f->provider.max_acquire > 0 ? f->provider.max_acquire : n_used;
+    if (prov && f->provider.prefetch) f->provider.prefetch(f->provider.ctx, il, h->used, n_used, true);
+    /* once a provider failed, the pass's results are not used: its experts are not computed from the mapping */
+    for (int u0 = 0; u0 < n_used && !(f->has_provider && f->failed); u0 += group) {
+        const int u1 = u0 + group < n_used ? u0 + group : n_used;
+        bool provided = false;
+        if (prov) {
+            Err e = {{0}};
+            if (f->provider.acquire(f->provider.ctx, il, h->used + u0, u1 - u0, h->data + u0, &e) == 0) {
+                provided = true;
+            } else {
+                f->failed = true;
+                err_set(&f->err, "layer %d experts: %s", il, e.msg);
+                break;
+            }
         }
+        for (int u = u0; u < u1; u++) {
+            const int e = h->used[u], n = h->count[e];
+            const BView gi = bv_f32(b->gidx, h->start[e]), si = bv_f32(b->sidx, h->start[e]);
+            const void *const *d = provided ? h->data[u] : NULL;
+            be->vt->gather_rows(be, b->gx, b->h, gi, n, E);
+            fwd_matmul_expert(f, "moe_gate_exps", l->gate_exps, e, d ? d[0] : NULL, b->gx, n, b->fg);
+            fwd_matmul_expert(f, "moe_up_exps", l->up_exps, e, d ? d[1] : NULL, b->gx, n, b->fu);
+            fwd_swiglu(f, b->fg, b->fu, n, Fe);
+            /* gx is consumed: reuse it for the outputs */
+            fwd_matmul_expert(f, "moe_down_exps", l->down_exps, e, d ? d[2] : NULL, b->fg, n, b->gx);
+            be->vt->scatter_rows(be, b->eo, b->gx, si, n, E);
+        }
+        if (provided && f->provider.release) f->provider.release(f->provider.ctx, il);
     }
-    for (int u = 0; u < n_used; u++) {
-        const int e = h->used[u], n = h->count[e];
-        const BView gi = bv_f32(b->gidx, h->start[e]), si = bv_f32(b->sidx, h->start[e]);
-        const void *const *d = provided ? h->data[u] : NULL;
-        be->vt->gather_rows(be, b->gx, b->h, gi, n, E);
-        fwd_matmul_expert(f, "moe_gate_exps", l->gate_exps, e, d ? d[0] : NULL, b->gx, n, b->fg);
-        fwd_matmul_expert(f, "moe_up_exps", l->up_exps, e, d ? d[1] : NULL, b->gx, n, b->fu);
-        fwd_swiglu(f, b->fg, b->fu, n, Fe);
-        /* gx is consumed: reuse it for the outputs */
-        fwd_matmul_expert(f, "moe_down_exps", l->down_exps, e, d ? d[2] : NULL, b->fg, n, b->gx);
-        be->vt->scatter_rows(be, b->eo, b->gx, si, n, E);
-    }
-    if (provided && f->provider.release) f->provider.release(f->provider.ctx, il);
 }
 
 static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
@@ -111,6 +123,31 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
     be->vt->sigmoid(be, b->sgate, R);
     fwd_dump(f, "shared_expert_gate_sigmoid", il, b->sgate, 1, R, 1, 1);
     be->vt->add_scaled(be, b->tmp, b->tmp2, b->sgate, R, E);
+}
+
+/* The provider's prediction for layer il: il's post-attention norm and router applied to the residual stream
+ * x as it is now (after layer il − 1, or as the layer range starts), top-k per row, the union handed to
+ * prefetch. Uses tmp2, rl and
+ * the prediction buffers only; x and h are untouched. */
+void fwd_predict_experts(Forward *f, Bufs *b, int il) {
+    const ModelConfig *c = &f->m->cfg;
+    const LayerW *l = &f->m->layers[il];
+    Backend *be = f->be;
+    HostIdx *h = &f->hx;
+    const int R = f->rows, nE = c->n_expert, kE = c->n_expert_used;
+    const VecSet rs = vs_rows(R, c->n_embd);
+    double t0 = fwd_phase_start(f);
+    be->vt->rms_norm(be, b->x, b->tmp2, l->post_norm, &rs, c->rms_eps);
+    fwd_matmul(f, "moe_predict", l->router, b->tmp2, R, b->rl);
+    be->vt->moe_route(be, b->rl, b->pes, b->pew, R, nE, kE);
+    be->vt->download(be, h->pes, b->pes, sizeof(int32_t) * (size_t)R * kE);
+    memset(h->count, 0, sizeof(int32_t) * (size_t)nE);
+    for (int i = 0; i < R * kE; i++) h->count[h->pes[i]] = 1;
+    int n = 0;
+    for (int e = 0; e < nE; e++)
+        if (h->count[e]) h->used[n++] = e;
+    f->provider.prefetch(f->provider.ctx, il, h->used, n, false);
+    fwd_phase(f, PH_FFN, &t0);
 }
 
 void layer_ffn(Forward *f, Bufs *b, int il) {

@@ -234,11 +234,21 @@ int forward_keep(Forward *f, SeqState *s, int k, Err *err);
 
 /* The expert-provider hook: between routing and the expert matmuls of an MoE layer, the forward pass tells
  * the provider which experts the batch uses (ascending, each once) and gets each one's gate, up and down
- * matrix bytes (host memory; NULL: the bound weights). release is called when the layer is done. */
+ * matrix bytes (host memory; NULL: the bound weights). release is called when the layer is done.
+ *
+ * Optional (zero: not used): max_acquire caps the experts of one acquire call (the forward pass then runs
+ * a layer's experts in groups, acquire … release per group); prefetch, when set, is told ahead what will be
+ * acquired: exact = true is the layer's whole list right after its routing (before the first group's
+ * acquire); exact = false is a prediction for layer `layer` (the one after the layer being computed), made
+ * when predict is set by applying that layer's norm and router to the residual stream after the current
+ * layer (forward_layers). Predictions change nothing in the results. */
 typedef struct ExpertProvider {
     void *ctx;
     int (*acquire)(void *ctx, int layer, const int32_t *experts, int n, const void *(*data)[3], Err *err);
     void (*release)(void *ctx, int layer);
+    void (*prefetch)(void *ctx, int layer, const int32_t *experts, int n, bool exact);
+    int max_acquire;
+    bool predict;
 } ExpertProvider;
 void forward_set_expert_provider(Forward *f, const ExpertProvider *p); /* NULL: the bound weights */
 

@@ -152,6 +152,8 @@ Server *server_start(const ServerConfig *c, Err *err) {
     p.isa = c->isa;
     p.deltanet = c->deltanet;
     p.no_pack = c->no_pack;
+    p.mem_budget = c->mem_budget;
+    p.cache_policy = c->cache_policy;
     p.no_mmap = c->no_mmap;
     p.progress = c->load_progress;
     p.progress_user = c->load_progress_user;

@@ -48,6 +48,8 @@ typedef struct ServerConfig {
      * fields above */
     const char *backend, *isa, *deltanet;
     bool no_pack;
+    uint64_t mem_budget;      /* DlEngineParams.mem_budget */
+    const char *cache_policy; /* DlEngineParams.cache_policy */
     bool no_webui; /* no chat page at / */
     bool draft;              /* speculative decoding in every slot (draft_params) */
     DlDraftParams draft_params;

@@ -127,6 +127,7 @@ static int h_make_resident(Backend *be, bool lock, Err *err) {
     int n = 0;
     for (int i = 0; i < hb->n_weights; i++) {
         const Weight *w = &hb->weights[i];
+        if (w->streamed) continue; /* the expert cache reads these */
         const uintptr_t b = (uintptr_t)w->host & ~(page - 1);
         const uintptr_t e = (uintptr_t)w->host + (w->n_expert ? (size_t)w->n_expert * w->expert_stride : w->bytes);
         if (is_packed(hb, w)) {
