@@ -56,7 +56,11 @@ static int bench_one(const BenchDraft *b, const char *model, int threads, Row *R
     ep.n_threads = threads;
     ep.n_batch = b->n_batch;
     ep.exact = b->exact;
-    cli_engine_apply(&b->engine, &ep);
+    Err ae = {{0}};
+    if (cli_engine_apply(&b->engine, &ep, &ae)) {
+        fprintf(stderr, "deltallm bench: %s\n", ae.msg);
+        return 1;
+    }
     DlEngine *e = NULL;
     DlSession *plain = NULL, *spec = NULL;
     DlSampler *smp = NULL;

@@ -565,7 +565,7 @@ Gguf *gguf_open_memory(const void *data, size_t size, Err *err) {
     if (!g) return err_set(err, "out of memory"), NULL;
     g->splits = calloc(1, sizeof *g->splits);
     if (!g->splits) return gguf_close(g), err_set(err, "out of memory"), NULL;
-    g->splits[0] = (Split){data, size, false, false};
+    g->splits[0] = (Split){data, size, false, false, NULL};
     g->n_splits = 1;
     const GgufKV *kv;
     int64_t n_kv;
