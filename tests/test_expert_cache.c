@@ -213,6 +213,22 @@ TEST(expert_cache, engine_budget) {
           strstr(err.msg, "other than the experts") && !strchr(err.msg, '\n'));
     CHECK(!open_budget(name, resident + slot * (uint64_t)(3 * kE), "fifo", &err) && strstr(err.msg, "lru or lfu"));
     CHECK(!open_budget("m3-qwen35-dense-bf16", 4096, NULL, &err) && strstr(err.msg, "no experts to stream"));
+    { /* on a device the experts are not streamed: a budget it would need is refused in one line, before the
+       * device is opened (so this runs without one) */
+        DlEngineParams p;
+        dl_engine_params_init(&p);
+        char rel[256];
+        snprintf(rel, sizeof rel, "models/%s.gguf", name);
+        p.model_path = test_data(rel);
+        p.n_ctx = 64;
+        p.n_threads = 1;
+        p.mem_budget = resident + slot * (uint64_t)(3 * kE);
+        p.backend = "vulkan";
+        CHECK(!dl_engine_open(&p, &err) && strstr(err.msg, "on the CPU only, not on vulkan") && !strchr(err.msg, '\n'));
+        const DlStage st[2] = {{"vulkan", 1}, {"cpu", 0}};
+        p.backend = NULL, p.stages = st, p.n_stages = 2;
+        CHECK(!dl_engine_open(&p, &err) && strstr(err.msg, "not on vulkan"));
+    }
     free(want), free(ids);
     dl_engine_close(plain);
 }
