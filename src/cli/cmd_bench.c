@@ -3,6 +3,7 @@
  * mean ± standard deviation in tokens/s, as a markdown table or JSON. Decode rows also show the effective
  * weight bandwidth (weight bytes read per token × tokens/s) next to a read-bandwidth probe measured in the
  * same run, and every row the major page faults during compute (0 once the weights are resident). */
+#include "cli/bench_pipe.h"
 #include "cli/bwprobe.h"
 #include "cli/cli.h"
 #include "cli/cli_engine.h"
@@ -28,6 +29,8 @@ typedef struct Result {
     double weights_gbs; /* decode: effective weight bandwidth */
     double probe_gbs;
     long majflt;
+    DlStageStats *stages; /* over MPI: per stage during the test */
+    int n_stages;
 } Result;
 
 static double now_s(void) {
@@ -76,7 +79,7 @@ static void print_bytes(char *buf, size_t cap, double b) {
 int cmd_bench(int argc, char **argv) {
     const char *models[MAX_LIST];
     int n_models = 0, n_pp = 1, n_tg = 1, n_thr = 1;
-    long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512;
+    long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512, slots = 1;
     bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false;
     CliEngine eo;
     cli_engine_init(&eo);
@@ -87,9 +90,11 @@ int cmd_bench(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm bench -m MODEL.gguf [-m ...] [-p 512[,..]] [-n 128[,..]] [-t 1,2] [-r 3] [-b 512]\n"
-                   "                      [--json] [--profile] [--mlock] [--no-prefetch] [--exact]\n"
+                   "                      [--json] [--profile] [--mlock] [--no-prefetch] [--exact] [--slots N]\n"
                    "  -p 0 or -n 0 skips that test. Weights are read into memory first (--no-prefetch: not);\n"
-                   "  --mlock also locks them.\n%s", cli_engine_help);
+                   "  --mlock also locks them. --slots N: tgN decodes N sessions at once (t/s counts all of them;\n"
+                   "  with --mpi in groups kept in flight, as the server does). With --mpi a table per stage follows.\n%s",
+                   cli_engine_help);
             return 0;
         } else if (!strcmp(a, "-m") && v) {
             if (n_models == MAX_LIST) return cli_usage_error("bench", "too many models");
@@ -104,6 +109,8 @@ int cmd_bench(int argc, char **argv) {
             if (cli_parse_int("bench", a, argv[++i], 1, 1000, &reps)) return 2;
         } else if (!strcmp(a, "-b") && v) {
             if (cli_parse_int("bench", a, argv[++i], 1, 65536, &batch)) return 2;
+        } else if (!strcmp(a, "--slots") && v) {
+            if (cli_parse_int("bench", a, argv[++i], 1, 256, &slots)) return 2;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--profile")) {
@@ -137,10 +144,14 @@ int cmd_bench(int argc, char **argv) {
             ep.n_threads = (int)thr[ti];
             ep.n_ctx = (int)max_tok + 8;
             ep.n_batch = (int)batch;
+            ep.n_seq_max = (int)slots;
             ep.exact = exact;
             cli_engine_apply(&eo, &ep);
             DlEngine *e = dl_engine_open(&ep, &err);
-            DlSession *s = e ? dl_session_new(e, &err) : NULL;
+            if (e) cli_engine_report(e);
+            DlSession *ss[256] = {NULL};
+            for (int k = 0; e && k < slots && (k == 0 || ss[k - 1]); k++) ss[k] = dl_session_new(e, &err);
+            DlSession *s = ss[slots - 1] ? ss[0] : NULL;
             int32_t *toks = malloc(sizeof(int32_t) * (size_t)max_tok);
             if (!s || !toks || ((prefetch || mlock_) && dl_engine_prefetch(e, mlock_, &err))) {
                 fprintf(stderr, "deltallm bench: %s: %s\n", models[mi], err.msg[0] ? err.msg : "out of memory");
@@ -160,15 +171,19 @@ int cmd_bench(int argc, char **argv) {
                     if (n == 0) continue;
                     if (run_once(s, toks, n < 8 ? n : 8, kind == 0, &err) < 0) rc = 1; /* warm-up */
                     if (profile) dl_engine_profile(e, true);
+                    DlStageStats stages[64];
+                    dl_engine_stage_stats(e, true, stages, 64, &err); /* the counters from here */
                     double sum = 0, sum2 = 0;
                     long f0 = majflt_now();
+                    const bool many = kind == 1 && slots > 1;
                     for (long long r = 0; r < reps && rc == 0; r++) {
-                        double t = run_once(s, toks, n, kind == 0, &err);
+                        double t = many ? bench_decode_sessions(e, ss, (int)slots, toks, n, &err)
+                                        : run_once(s, toks, n, kind == 0, &err);
                         if (t < 0) {
                             rc = 1;
                             break;
                         }
-                        double tps = n / t;
+                        double tps = (many ? (double)slots : 1.0) * n / t;
                         sum += tps, sum2 += tps * tps;
                     }
                     if (rc) {
@@ -185,6 +200,10 @@ int cmd_bench(int argc, char **argv) {
                     R->threads = nthreads;
                     snprintf(R->test, sizeof R->test, "%s%d", kind == 0 ? "pp" : "tg", n);
                     R->n_tokens = n;
+                    const int n_st = dl_engine_stage_stats(e, false, stages, 64, &err);
+                    if (n_st > 0 && (R->stages = malloc(sizeof stages[0] * (size_t)n_st)))
+                        memcpy(R->stages, stages, sizeof stages[0] * (size_t)n_st), R->n_stages = n_st;
+                    if (many) snprintf(R->test, sizeof R->test, "tg%d x%lld", n, slots);
                     R->mean = sum / (double)reps;
                     R->sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / (double)reps) / (double)(reps - 1))) : 0;
                     R->majflt = majflt_now() - f0;
@@ -209,7 +228,7 @@ int cmd_bench(int argc, char **argv) {
                 }
             }
             free(toks);
-            dl_session_free(s);
+            for (int k = 0; k < slots; k++) dl_session_free(ss[k]);
             dl_engine_close(e);
         }
     }
@@ -221,10 +240,12 @@ int cmd_bench(int argc, char **argv) {
             const Result *R = &res[i];
             printf("  {\"model\": \"%s\", \"arch\": \"%s\", \"file_bytes\": %llu, \"ops\": \"%s\", \"threads\": %d, "
                    "\"test\": \"%s\", \"n_tokens\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"decode_bytes\": %llu, "
-                   "\"weights_gbs\": %.3f, \"probe_gbs\": %.3f, \"major_faults\": %ld}%s\n",
+                   "\"weights_gbs\": %.3f, \"probe_gbs\": %.3f, \"major_faults\": %ld",
                    R->model, R->arch, (unsigned long long)R->file_bytes, R->ops, R->threads, R->test,
                    R->n_tokens, R->mean, R->sd, (unsigned long long)R->decode_bytes, R->weights_gbs, R->probe_gbs,
-                   R->majflt, i + 1 < n_res ? "," : "");
+                   R->majflt);
+            if (R->n_stages) bench_stage_json(R->stages, R->n_stages, stdout);
+            printf("}%s\n", i + 1 < n_res ? "," : "");
         }
         printf("]\n");
     } else {
@@ -240,6 +261,13 @@ int cmd_bench(int argc, char **argv) {
             printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %ld |\n", base, size, R->arch,
                    R->ops, R->threads, R->test, R->mean, R->sd, bw, probe, R->majflt);
         }
+        bool any = false;
+        for (int i = 0; i < n_res; i++)
+            if (res[i].n_stages) {
+                if (!any) bench_stage_header(stdout), any = true;
+                bench_stage_rows(res[i].test, res[i].stages, res[i].n_stages, stdout);
+            }
     }
+    for (int i = 0; i < n_res; i++) free(res[i].stages);
     return rc;
 }

@@ -21,6 +21,24 @@ void dl_engine_params_init(DlEngineParams *p) {
     memset(p, 0, sizeof *p);
 }
 
+int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend, Isa isa, DeltaNetAlgo algo, int l0,
+                      int l1, const Weight *w, int n, Err *e) {
+    const BackendOptions bo = {.name = backend ? backend : p->backend,
+                               .isa = (int)isa,
+                               .n_threads = p->n_threads,
+                               .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
+                               .pack = !p->no_pack,
+                               .progress = p->progress,
+                               .progress_user = p->progress_user};
+    Stage *st = &en->st[en->n_st++];
+    st->l0 = l0;
+    st->l1 = l1;
+    if (!(st->be = backend_create(&bo, e)) || st->be->vt->bind(st->be, w, n, e)) return -1;
+    ForwardOptions fo = {.max_batch = en->n_batch, .max_seqs = en->n_seq_max, .max_ctx = en->n_ctx, .algo = algo,
+                         .be = st->be};
+    return (st->fw = forward_new(en->model, &fo, e)) ? 0 : -1;
+}
+
 /* Cuts the layers into the stages asked for and makes each one's backend (weights bound) and forward pass. */
 static int open_stages(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetAlgo algo, Err *e) {
     const int L = en->model->cfg.n_layer;
@@ -34,21 +52,8 @@ static int open_stages(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetA
         const int want = sp[s].n_layers > 0 ? sp[s].n_layers : L - l0;
         if (sp[s].n_layers < 0 || want < 1 || l0 + want > L || (s == n - 1 && l0 + want != L))
             return err_set(e, "the stages' layer counts do not cut the model's %d layers into %d non-empty ranges", L, n);
-        const BackendOptions bo = {.name = sp[s].backend ? sp[s].backend : p->backend,
-                                   .isa = (int)isa,
-                                   .n_threads = p->n_threads,
-                                   .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
-                                   .pack = !p->no_pack,
-                                   .progress = p->progress,
-                                   .progress_user = p->progress_user};
-        Stage *st = &en->st[en->n_st++];
-        st->l0 = l0;
-        st->l1 = l0 + want;
-        if (!(st->be = backend_create(&bo, e)) || st->be->vt->bind(st->be, en->model->weights, en->model->n_weights, e))
+        if (engine_stage_open(en, p, sp[s].backend, isa, algo, l0, l0 + want, en->model->weights, en->model->n_weights, e))
             return -1;
-        ForwardOptions fo = {.max_batch = en->n_batch, .max_seqs = en->n_seq_max, .max_ctx = en->n_ctx, .algo = algo,
-                             .be = st->be};
-        if (!(st->fw = forward_new(en->model, &fo, e))) return -1;
         l0 += want;
     }
     if (n > 1 && !(en->hidden = malloc(sizeof(float) * (size_t)en->n_batch * (size_t)en->model->cfg.n_embd)))
@@ -87,7 +92,7 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     en->n_ctx = n_ctx;
     en->n_batch = n_batch;
     en->n_seq_max = n_seq;
-    if (open_stages(en, p, isa, algo, &e)) goto fail;
+    if (p->mpi && dl_mpi_size() > 1 ? pipe_open(en, p, isa, algo, &e) : open_stages(en, p, isa, algo, &e)) goto fail;
     en->info = (DlModelInfo){c->arch_name,
                              c->name,
                              c->n_vocab,
@@ -111,6 +116,7 @@ fail:
 
 void dl_engine_close(DlEngine *e) {
     if (!e) return;
+    pipe_close(e);
     for (int s = 0; s < e->n_st; s++) {
         forward_free(e->st[s].fw);
         backend_destroy(e->st[s].be);
@@ -127,7 +133,7 @@ int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
     Err er = {{0}};
     for (int s = 0; s < e->n_st; s++)
         if (e->st[s].be->vt->make_resident(e->st[s].be, lock, &er)) return fail(err, &er);
-    return 0;
+    return e->pipe && pipe_prefetch(e, lock, &er) ? fail(err, &er) : 0;
 }
 
 void dl_engine_profile(DlEngine *e, bool on) {
@@ -150,6 +156,7 @@ int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) {
 int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, Err *err) {
     BatchSeq q[256];
     if (n > (int)(sizeof q / sizeof q[0])) return err_set(err, "batch too large");
+    if (en->pipe) return pipe_run(en, sess, seqs, n, false, err);
     if (en->n_st == 1) {
         for (int i = 0; i < n; i++) q[i] = seqs[i], q[i].state = sess[i]->states[0];
         return forward_batch(en->st[0].fw, q, n, err);
@@ -178,6 +185,6 @@ int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n
 int engine_keep(DlEngine *en, DlSession *s, int k, Err *err) {
     for (int i = 0; i < en->n_st; i++)
         if (forward_keep(en->st[i].fw, s->states[i], k, err)) return -1;
-    return 0;
+    return en->pipe ? pipe_keep(s, k, err) : 0;
 }
 

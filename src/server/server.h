@@ -48,6 +48,8 @@ typedef struct ServerConfig {
     const char *backend, *isa, *deltanet;
     bool no_pack;
     bool no_webui; /* no chat page at / */
+    bool mpi;          /* the layers over the ranks of an MPI job (this process is rank 0) */
+    const char *split; /* with mpi: each rank's share of the layers, or NULL (balanced) */
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""bench/mpi_bench.py — the pipeline over MPI against one process, in one run (interleaved rounds, so the
+ratios compare runs made under the same load on this shared machine):
+
+  prefill  PP tokens (default 2048) of b5: one process with one thread pinned to core 0 (batch 512 and the
+           pipeline's micro-batch UB), then 2 ranks pinned one core each and 3 ranks on the 2 cores
+           (--oversubscribe), micro-batches of UB tokens, the layers halved / thirded by bytes (--split);
+  decode   SLOTS sessions (default 4) decoding TG steps each, the same three, the default (balanced) split;
+  memory   the resident memory of each rank on b4 against one process (weights made resident first).
+
+Per round every configuration's tokens/s; the ratios to the one-process run of the same round, with their
+median, min and max over the rounds; each rank's compute, bubble and bytes per token from `bench --mpi`.
+Writes a markdown report to stdout and the raw rows as JSON to OUT (default bench/mpi_bench.json).
+
+  ROUNDS=3 bench/mpi_bench.py [MODELS_DIR]      (MODELS_DIR default ~/bench-models; BIN default build/deltallm)
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+BIN = os.environ.get("BIN", "build/deltallm")
+DIR = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser("~/bench-models")
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+PP = int(os.environ.get("PP", "2048"))
+UB = int(os.environ.get("UB", "256"))
+TG = int(os.environ.get("TG", "16"))
+SLOTS = int(os.environ.get("SLOTS", "4"))
+OUT = os.environ.get("OUT", "bench/mpi_bench.json")
+B5 = os.path.join(DIR, "b5-qwen35-9b-L8-mixed.gguf")
+B4 = os.path.join(DIR, "b4-qwen35moe-35b-L4-mixed.gguf")
+ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+
+
+def mpirun(n, pinned):
+    bind = ["--bind-to", "core", "--map-by", "core"] if pinned else ["--oversubscribe", "--bind-to", "none"]
+    return ["mpirun"] + ROOT + bind + ["-np", str(n)]
+
+
+# runs a command in a fresh python whose only child it is, and prints that child's peak RSS (KiB) to stderr
+PEAK = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]).returncode; "
+        "print('peak_rss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r)")
+
+
+def bench(launch, args, mpi):
+    cmd = launch + [BIN, "bench", "--json", "-r", "1", "-t", "1"] + args + (["--mpi"] if mpi else [])
+    p = subprocess.run([sys.executable, "-c", PEAK] + cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    rows = json.loads(p.stdout)
+    peak = [int(l.split()[1]) for l in p.stderr.splitlines() if l.startswith("peak_rss_kib")]
+    for r in rows:
+        r["cmd"] = " ".join(cmd)
+        r["max_rss_children_kib"] = peak[-1] if peak else None
+    return rows
+
+
+CONFIGS = {
+    "pp": [
+        ("1 process, b 512", ["taskset", "-c", "0"], ["-m", B5, "-p", str(PP), "-n", "0", "-b", "512"], False),
+        (f"1 process, b {UB}", ["taskset", "-c", "0"], ["-m", B5, "-p", str(PP), "-n", "0", "-b", str(UB)], False),
+        ("2 ranks", mpirun(2, True), ["-m", B5, "-p", str(PP), "-n", "0", "-b", str(UB), "--split", "1,1"], True),
+        ("3 ranks", mpirun(3, False), ["-m", B5, "-p", str(PP), "-n", "0", "-b", str(UB), "--split", "1,1,1"], True),
+    ],
+    "tg": [
+        ("1 process", ["taskset", "-c", "0"], ["-m", B5, "-p", "0", "-n", str(TG), "--slots", str(SLOTS)], False),
+        ("2 ranks", mpirun(2, True), ["-m", B5, "-p", "0", "-n", str(TG), "--slots", str(SLOTS)], True),
+        ("3 ranks", mpirun(3, False), ["-m", B5, "-p", "0", "-n", str(TG), "--slots", str(SLOTS)], True),
+    ],
+}
+
+
+def main():
+    raw = []
+    tps = {k: {name: [] for name, *_ in v} for k, v in CONFIGS.items()}
+    stages = {}
+    for rnd in range(ROUNDS):
+        for kind, confs in CONFIGS.items():
+            for name, launch, args, mpi in confs:
+                rows = bench(launch, args, mpi)
+                r = rows[-1]
+                tps[kind][name].append(r["tps_mean"])
+                stages[(kind, name)] = r.get("stages", [])
+                raw.append({"round": rnd, "kind": kind, "config": name, **r})
+                print(f"round {rnd + 1}/{ROUNDS} {kind} {name}: {r['tps_mean']:.2f} t/s", file=sys.stderr, flush=True)
+    # memory on b4: one process (peak RSS of the child) and each rank (VmRSS after the run)
+    one = bench(["taskset", "-c", "0"], ["-m", B4, "-p", "64", "-n", "0"], False)[-1]
+    two = bench(mpirun(2, True), ["-m", B4, "-p", "64", "-n", "0"], True)[-1]
+    three = bench(mpirun(3, False), ["-m", B4, "-p", "64", "-n", "0"], True)[-1]
+    raw += [{"kind": "mem", "config": c, **r} for c, r in (("1 process", one), ("2 ranks", two), ("3 ranks", three))]
+    with open(OUT, "w") as f:
+        json.dump(raw, f, indent=1)
+
+    print(f"### {ROUNDS} rounds; prefill {PP} tokens (micro-batches of {UB}); decode {SLOTS} sessions x {TG} steps\n")
+    for kind, confs in CONFIGS.items():
+        base = confs[0][0]
+        print(f"| {kind} | " + " | ".join(f"round {i + 1}" for i in range(ROUNDS)) + " | ratio to 1 process: median (min-max) |")
+        print("|---|" + "---:|" * ROUNDS + "---:|")
+        for name, *_ in confs:
+            vals = tps[kind][name]
+            ratios = []
+            if kind == "pp" and not name.startswith("1 process"):
+                best = [max(a, b) for a, b in zip(tps[kind][confs[0][0]], tps[kind][confs[1][0]])]
+                ratios = [v / b for v, b in zip(vals, best)]
+            elif not name.startswith("1 process"):
+                ratios = [v / b for v, b in zip(vals, tps[kind][base])]
+            rs = (f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "")
+            print(f"| {name} | " + " | ".join(f"{v:.2f}" for v in vals) + f" | {rs} |")
+        print()
+        if kind == "pp":
+            print("(prefill ratios: against the faster of the two one-process runs of the same round)\n")
+    print("Per stage, last round (compute and bubble in seconds over the run; bytes sent per token passing through):\n")
+    print("| test | config | rank | layers | compute s | bubble s | busy | KiB/token |")
+    print("|---|---|---:|---|---:|---:|---:|---:|")
+    for (kind, name), st in stages.items():
+        for s in st:
+            bubble = max(0.0, s["wall_s"] - s["compute_s"])
+            busy = 100 * s["compute_s"] / s["wall_s"] if s["wall_s"] > 0 else 0
+            kib = s["bytes_sent"] / s["tokens"] / 1024 if s["tokens"] else 0
+            print(f"| {kind} | {name} | {s['rank']} | [{s['l0']}, {s['l1']}) | {s['compute_s']:.2f} | {bubble:.2f} | {busy:.0f}% | {kib:.1f} |")
+    print("\nMemory on b4 (GiB; one process: its peak RSS; ranks: RSS after the run, weights resident):\n")
+    print("| config | rank | layers | weights bound | RSS | peak RSS |")
+    print("|---|---:|---|---:|---:|---:|")
+    g = 1 << 30
+    if one.get("max_rss_children_kib"):
+        print(f"| 1 process | 0 | all | {one['file_bytes'] / g:.2f} (file) | | {one['max_rss_children_kib'] * 1024 / g:.2f} |")
+    for c, r in (("2 ranks", two), ("3 ranks", three)):
+        for s in r.get("stages", []):
+            print(f"| {c} | {s['rank']} | [{s['l0']}, {s['l1']}) | {s['weight_bytes'] / g:.2f} | {s['rss_bytes'] / g:.2f} | "
+                  f"{s['rss_peak_bytes'] / g:.2f} |")
+
+
+main()
