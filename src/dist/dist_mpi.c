@@ -23,6 +23,9 @@
 #define TAG_HEARTBEAT 32000 /* above every caller's tag */
 #define BEAT_S 0.25
 #define CHECK_S 0.1
+#define POLL_MIN_US 20   /* the communication thread's polling interval right after something happened, */
+#define POLL_WAIT_US 100 /* its limit while a thread waits for a message, */
+#define POLL_IDLE_US 2000 /* and while none does */
 
 typedef struct Peer {
     char host[64];
@@ -297,6 +300,7 @@ static void out_free(Out *o) {
 static void *comm_main(void *arg) {
     (void)arg;
     double next_beat = 0, next_check = 0;
+    long idle_us = POLL_MIN_US;
     for (;;) {
         pthread_mutex_lock(&D.mu);
         Out *q = D.q_head;
@@ -350,11 +354,18 @@ static void *comm_main(void *arg) {
         bool pending = D.q_head != NULL; /* what a live peer still has to receive */
         for (const Out *o = D.active; o && !pending; o = o->next) pending = o->to != dead;
         if (stop && (!pending || t > D.stop_by)) break;
-        if (busy) continue;
-        /* someone waits for a message or a send is under way: poll closely; otherwise idle at 1 ms */
+        if (busy) {
+            idle_us = POLL_MIN_US;
+            continue;
+        }
+        /* nothing happened: wait a little longer each time, up to 100 µs while a thread waits for a message
+         * and 2 ms while the process computes (a queued send wakes the thread at once). A rank that waits on
+         * a core another rank computes on (more ranks than cores) then costs that rank little. */
         pthread_mutex_lock(&D.mu);
         if (!D.q_head && !D.stop) {
-            const long us = D.waiters > 0 || D.active ? 50 : 1000;
+            const long cap = D.waiters > 0 ? POLL_WAIT_US : POLL_IDLE_US;
+            idle_us = idle_us * 2 < cap ? idle_us * 2 : cap;
+            const long us = idle_us;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += us * 1000;

@@ -72,6 +72,10 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     DeltaNetAlgo algo;
     Isa isa = ISA_REF;
     if (deltanet_algo_parse(p->deltanet, &algo, &e) || isa_parse(p->isa, &isa, &e)) goto fail;
+    if (p->mpi && p->no_mmap && dl_mpi_size() > 1) { /* each rank is to read only its own layers */
+        err_set(&e, "over MPI the file is mapped (each rank reads only its layers): no_mmap does not apply");
+        goto fail;
+    }
     GgufOpenOptions go = {.read = p->no_mmap, .progress = p->progress, .progress_user = p->progress_user};
     Gguf *g = gguf_open_opts(p->model_path, &go, &e);
     en->model = g ? model_from_gguf(g, &e) : NULL;
