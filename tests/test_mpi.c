@@ -13,6 +13,7 @@
 #include "deltallm.h"
 #include "cli/tokens_file.h"
 #include "dist/dist.h"
+#include "engine/engine_internal.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -99,6 +100,16 @@ static void child_model(const char *name, bool exact) {
     EXPECT(ok, "%s %s: prefill: %s", name, mode, err.msg);
     bool prefill = ok, decode = ok, groups = ok, tent = ok, snaps = ok;
     for (int j = 0; ok && j < 3; j++) prefill &= same_logits(s[0][j], s[1][j], V);
+    /* a batch the head would refuse is refused on rank 0 before it leaves: the pipe stays usable (every
+     * step below runs on it) and no rank's state moved */
+    if (ok) {
+        float row[1];
+        const int32_t tk = 1;
+        const BatchSeq bad = {NULL, &tk, 1, 2, row, false};
+        Err be = {{0}};
+        EXPECT(engine_run(e[1], &s[1][0], &bad, 1, &be) < 0 && strstr(be.msg, "bad logits request"),
+               "%s %s: a bad logits request was not refused (%s)", name, mode, be.msg);
+    }
     /* batched decode: greedy from the one-process logits, the same tokens on both */
     for (int step = 0; ok && step < 4; step++) {
         int32_t t[3];

@@ -202,8 +202,15 @@ int pipe_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, 
     Pipe *p = en->pipe;
     if (p->broken[0]) return broken(p, err);
     if (n > en->n_seq_max) return err_set(err, "%d sequences in one batch (at most %d)", n, en->n_seq_max);
-    for (int i = 0; i < n; i++)
+    int want = 0; /* the head's checks, made here: a batch the head would refuse must not leave */
+    for (int i = 0; i < n; i++) {
         if (!seqs[i].tokens) return err_set(err, "no tokens for sequence %d of the batch", i);
+        if (seqs[i].n_out < 0 || seqs[i].n_out > seqs[i].n_tokens || (seqs[i].n_out && !seqs[i].logits))
+            return err_set(err, "bad logits request (%d rows of %d tokens)", seqs[i].n_out, seqs[i].n_tokens);
+        want += seqs[i].n_out;
+    }
+    if (n > 1 && want > en->n_seq_max)
+        return err_set(err, "%d logit rows requested from a multi-sequence batch (at most %d)", want, en->n_seq_max);
     while (p->n_in >= p->max_in)
         if (complete_oldest(en, err)) return -1;
     /* rank 0's layers */
