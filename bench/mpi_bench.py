@@ -50,10 +50,16 @@ PEAK = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]).retu
 
 
 def bench(launch, args, mpi):
-    cmd = launch + [BIN, "bench", "--json", "-r", "1", "-t", "1"] + args + (["--mpi"] if mpi else [])
-    p = subprocess.run([sys.executable, "-c", PEAK] + cmd, capture_output=True, text=True)
+    # --mlock: the weights locked in memory, so that other jobs' memory cannot page them out mid-run (bench
+    # refuses a run with major faults)
+    cmd = launch + [BIN, "bench", "--json", "--mlock", "-r", "1", "-t", "1"] + args + (["--mpi"] if mpi else [])
+    for attempt in range(2):
+        p = subprocess.run([sys.executable, "-c", PEAK] + cmd, capture_output=True, text=True)
+        if p.returncode == 0:
+            break
+        print(f"failed ({p.returncode}), attempt {attempt + 1}: {' '.join(cmd)}\n{p.stderr[-2000:]}", file=sys.stderr, flush=True)
     if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+        sys.exit(1)
     rows = json.loads(p.stdout)
     peak = [int(l.split()[1]) for l in p.stderr.splitlines() if l.startswith("peak_rss_kib")]
     for r in rows:
