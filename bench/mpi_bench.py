@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
-"""bench/mpi_bench.py — the pipeline over MPI against one process, in one run (interleaved rounds, so the
-ratios compare runs made under the same load on this shared machine):
+"""bench/mpi_bench.py — the pipeline over MPI against one process, the ratios from runs made in the same hold
+of the bench lock (under the same load on this shared machine):
 
-  prefill  PP tokens (default 2048) of b5: one process with one thread pinned to core 0 (batch 512 and the
-           pipeline's micro-batch UB), then 2 ranks pinned one core each and 3 ranks on the 2 cores
-           (--oversubscribe), micro-batches of UB tokens, the layers halved / thirded by bytes (--split);
-  decode   SLOTS sessions (default 4) decoding TG steps each, the same three, the default (balanced) split;
-  memory   the resident memory of each rank on b4 against one process (weights made resident first).
+  prefill  PP tokens (default 2048) of b5: one process with one thread pinned to core 0 (its default batch),
+           against 2 ranks pinned one core each, and in another hold against 3 ranks on the 2 cores
+           (--oversubscribe); micro-batches of UB tokens, the layers halved / thirded by bytes (--split);
+  decode   SLOTS sessions (default 4) decoding TG steps each: one process, 2 ranks, 3 ranks, the default
+           (balanced) split, in one hold;
+  memory   the resident memory of each rank on b4 against one process (weights made resident first), and
+           build/dist_bench: one hop's own cost (a 16 KiB ping-pong through src/dist/, shared memory and TCP).
 
-Per round every configuration's tokens/s; the ratios to the one-process run of the same round, with their
-median, min and max over the rounds; each rank's compute, bubble and bytes per token from `bench --mpi`.
-Writes a markdown report to stdout and the raw rows as JSON to OUT (default bench/mpi_bench.json).
+Per group the tokens/s of each configuration and its ratio to the one-process run of the same hold (ROUNDS
+rounds per group, default 1: the median, min and max); each rank's compute, bubble and bytes per token from
+`bench --mpi`. Writes a markdown report to stdout and the raw rows as JSON to OUT (default
+bench/mpi_bench.json).
 
-  ROUNDS=3 bench/mpi_bench.py [MODELS_DIR]      (MODELS_DIR default ~/bench-models; BIN default build/deltallm)
+  bench/mpi_bench.py [MODELS_DIR]      (MODELS_DIR default ~/bench-models; BIN default build/deltallm)
 
-On a shared machine, LOCK=FILE takes an flock on FILE for each round (and for the memory runs) and lets it go
-in between, so no hold lasts longer than a round (~3-4 minutes on b5): the ratios come from the same hold.
+On a shared machine, LOCK=FILE takes an flock on FILE for each group (and for the memory runs) and lets it
+go in between, so no hold lasts longer than a group:
   LOCK=/work/notes/bench.lock nice -n -20 bench/mpi_bench.py /work/bench-models
 """
 import fcntl
@@ -27,7 +30,7 @@ import sys
 
 BIN = os.environ.get("BIN", "build/deltallm")
 DIR = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser("~/bench-models")
-ROUNDS = int(os.environ.get("ROUNDS", "3"))
+ROUNDS = int(os.environ.get("ROUNDS", "1"))
 PP = int(os.environ.get("PP", "2048"))
 UB = int(os.environ.get("UB", "256"))
 TG = int(os.environ.get("TG", "16"))
@@ -68,19 +71,18 @@ def bench(launch, args, mpi):
     return rows
 
 
-CONFIGS = {
-    "pp": [
-        ("1 process, b 512", ["taskset", "-c", "0"], ["-m", B5, "-p", str(PP), "-n", "0", "-b", "512"], False),
-        (f"1 process, b {UB}", ["taskset", "-c", "0"], ["-m", B5, "-p", str(PP), "-n", "0", "-b", str(UB)], False),
-        ("2 ranks", mpirun(2, True), ["-m", B5, "-p", str(PP), "-n", "0", "-b", str(UB), "--split", "1,1"], True),
-        ("3 ranks", mpirun(3, False), ["-m", B5, "-p", str(PP), "-n", "0", "-b", str(UB), "--split", "1,1,1"], True),
-    ],
-    "tg": [
-        ("1 process", ["taskset", "-c", "0"], ["-m", B5, "-p", "0", "-n", str(TG), "--slots", str(SLOTS)], False),
-        ("2 ranks", mpirun(2, True), ["-m", B5, "-p", "0", "-n", str(TG), "--slots", str(SLOTS)], True),
-        ("3 ranks", mpirun(3, False), ["-m", B5, "-p", "0", "-n", str(TG), "--slots", str(SLOTS)], True),
-    ],
-}
+ONE = ["taskset", "-c", "0"]
+PP1 = ("1 process", ONE, ["-m", B5, "-p", str(PP), "-n", "0"], False)  # its default batch (512)
+TG1 = ("1 process", ONE, ["-m", B5, "-p", "0", "-n", str(TG), "--slots", str(SLOTS)], False)
+
+# The runs, in groups: each group runs in one hold of LOCK, its first entry the baseline of its ratios. On this
+# machine a 2,048-token prefill on one core takes ~5 minutes, so each pipeline's prefill has a hold of its own
+# with its own one-process run (no hold longer than ~8 minutes); the decode runs are short and share one.
+GROUPS = [
+    ("pp", [PP1, ("2 ranks", mpirun(2, True), ["-m", B5, "-p", str(PP), "-n", "0", "-b", str(UB), "--split", "1,1"], True)]),
+    ("pp", [PP1, ("3 ranks", mpirun(3, False), ["-m", B5, "-p", str(PP), "-n", "0", "-b", str(UB), "--split", "1,1,1"], True)]),
+    ("tg", [TG1, ("2 ranks", mpirun(2, True), TG1[2], True), ("3 ranks", mpirun(3, False), TG1[2], True)]),
+]
 
 
 class held:
@@ -99,46 +101,45 @@ class held:
 
 def main():
     raw = []
-    tps = {k: {name: [] for name, *_ in v} for k, v in CONFIGS.items()}
+    rows_out = []  # (kind, group, name, [tps per round], [ratio per round])
     stages = {}
-    for rnd in range(ROUNDS):
-        with held():
-            for kind, confs in CONFIGS.items():
+    for gi, (kind, confs) in enumerate(GROUPS):
+        tps = {name: [] for name, *_ in confs}
+        for rnd in range(ROUNDS):
+            with held():
                 for name, launch, args, mpi in confs:
-                    rows = bench(launch, args, mpi)
-                    r = rows[-1]
-                    tps[kind][name].append(r["tps_mean"])
+                    r = bench(launch, args, mpi)[-1]
+                    tps[name].append(r["tps_mean"])
                     stages[(kind, name)] = r.get("stages", [])
-                    raw.append({"round": rnd, "kind": kind, "config": name, **r})
-                    print(f"round {rnd + 1}/{ROUNDS} {kind} {name}: {r['tps_mean']:.2f} t/s", file=sys.stderr, flush=True)
+                    raw.append({"group": gi, "round": rnd, "kind": kind, "config": name, **r})
+                    print(f"group {gi + 1} round {rnd + 1}/{ROUNDS} {kind} {name}: {r['tps_mean']:.2f} t/s",
+                          file=sys.stderr, flush=True)
+        base = tps[confs[0][0]]
+        for name, *_ in confs:
+            ratios = [v / b for v, b in zip(tps[name], base)] if name != confs[0][0] else []
+            rows_out.append((kind, gi + 1, name, tps[name], ratios))
     # memory on b4: one process (peak RSS of the child) and each rank (VmRSS after the run)
     with held():
-        one = bench(["taskset", "-c", "0"], ["-m", B4, "-p", "64", "-n", "0"], False)[-1]
+        one = bench(ONE, ["-m", B4, "-p", "64", "-n", "0"], False)[-1]
         two = bench(mpirun(2, True), ["-m", B4, "-p", "64", "-n", "0"], True)[-1]
         three = bench(mpirun(3, False), ["-m", B4, "-p", "64", "-n", "0"], True)[-1]
+        hops = []
+        for btl in ([], ["--mca", "btl", "self,tcp"]):
+            cmd = mpirun(2, True) + btl + [os.path.join(os.path.dirname(BIN), "dist_bench"), "16384", "2000"]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            hops.append((("tcp" if btl else "shared memory"), p.stdout.strip() or p.stderr.strip()[-300:]))
     raw += [{"kind": "mem", "config": c, **r} for c, r in (("1 process", one), ("2 ranks", two), ("3 ranks", three))]
     with open(OUT, "w") as f:
         json.dump(raw, f, indent=1)
 
-    print(f"### {ROUNDS} rounds; prefill {PP} tokens (micro-batches of {UB}); decode {SLOTS} sessions x {TG} steps\n")
-    for kind, confs in CONFIGS.items():
-        base = confs[0][0]
-        print(f"| {kind} | " + " | ".join(f"round {i + 1}" for i in range(ROUNDS)) + " | ratio to 1 process: median (min-max) |")
-        print("|---|" + "---:|" * ROUNDS + "---:|")
-        for name, *_ in confs:
-            vals = tps[kind][name]
-            ratios = []
-            if kind == "pp" and not name.startswith("1 process"):
-                best = [max(a, b) for a, b in zip(tps[kind][confs[0][0]], tps[kind][confs[1][0]])]
-                ratios = [v / b for v, b in zip(vals, best)]
-            elif not name.startswith("1 process"):
-                ratios = [v / b for v, b in zip(vals, tps[kind][base])]
-            rs = (f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "")
-            print(f"| {name} | " + " | ".join(f"{v:.2f}" for v in vals) + f" | {rs} |")
-        print()
-        if kind == "pp":
-            print("(prefill ratios: against the faster of the two one-process runs of the same round)\n")
-    print("Per stage, last round (compute and bubble in seconds over the run; bytes sent per token passing through):\n")
+    print(f"### b5: prefill {PP} tokens (pipeline micro-batches of {UB}); decode {SLOTS} sessions x {TG} steps; "
+          f"{ROUNDS} round(s) per group\n")
+    print("| test | hold | config | t/s per round | ratio to the 1-process run of the same hold: median (min-max) |")
+    print("|---|---:|---|---:|---:|")
+    for kind, g, name, vals, ratios in rows_out:
+        rs = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
+        print(f"| {kind} | {g} | {name} | " + " / ".join(f"{v:.2f}" for v in vals) + f" | {rs} |")
+    print("\nPer stage, last round (compute and bubble in seconds over the run; bytes sent per token passing through):\n")
     print("| test | config | rank | layers | compute s | bubble s | busy | KiB/token |")
     print("|---|---|---:|---|---:|---:|---:|---:|")
     for (kind, name), st in stages.items():
@@ -157,6 +158,11 @@ def main():
         for s in r.get("stages", []):
             print(f"| {c} | {s['rank']} | [{s['l0']}, {s['l1']}) | {s['weight_bytes'] / g:.2f} | {s['rss_bytes'] / g:.2f} | "
                   f"{s['rss_peak_bytes'] / g:.2f} |")
+
+
+    print("\nOne hop's own cost (build/dist_bench, 2 ranks pinned):\n")
+    for name, line in hops:
+        print(f"- {name}: {line}")
 
 
 main()
