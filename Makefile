@@ -19,7 +19,7 @@ WERROR  ?=
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Wvla $(WERROR) \
            -Isrc -Iinclude -MMD -MP -pthread -fno-strict-aliasing
-LDLIBS  += -lm -pthread
+LDLIBS  += -lm -pthread -ldl
 APPLIBS  = -lcjson -lmicrohttpd
 
 ISA_AVX2   = -mavx2 -mfma -mf16c -mbmi2
@@ -36,8 +36,32 @@ else
 DIST_SRC    = src/dist/dist_none.c
 endif
 
-LIB_SRC  = $(sort $(wildcard src/base/*.c src/gguf/*.c src/tokenizer/*.c src/kernels/*.c src/kernels/*/*.c src/backend/*/*.c \
-                              src/model/*.c src/engine/*.c) $(DIST_SRC))
+# ---- the Vulkan backend (src/backend/vulkan/) ------------------------------------------------------------------
+# Built when the Vulkan headers and glslc are there (VULKAN=0 or 1 forces it off or on); libvulkan is opened
+# at run time, so a binary with the backend still runs on the CPU where Vulkan is missing. SPV_DIR=DIR takes
+# SPIR-V compiled elsewhere (a machine without glslc, bench/vulkan_h200.sh); VK_INC the headers' root.
+GLSLC    ?= glslc
+VK_INC   ?= /usr/include
+SPV_DIR  ?= build/spv
+ifeq ($(origin VULKAN),undefined)
+VULKAN  := $(shell test -f $(VK_INC)/vulkan/vulkan_core.h && { command -v $(GLSLC) >/dev/null 2>&1 || \
+                test -f $(SPV_DIR)/eltwise.spv; } && echo 1 || echo 0)
+endif
+VK_FORMATS     = f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl mxfp4 q2_K q3_K q4_K q5_K q6_K \
+                 iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq4_xs iq1_s iq1_m
+VK_FMT_KERNELS = mm_vec mm_mat mm_coop get_rows
+VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy
+VK_SHADERS     = src/backend/vulkan/shaders
+VK_SPV   = $(foreach k,$(VK_FMT_KERNELS),$(foreach f,$(VK_FORMATS),$(SPV_DIR)/$(k)_$(f).spv)) \
+           $(patsubst %,$(SPV_DIR)/%.spv,$(VK_KERNELS))
+VK_SRC   = $(sort $(wildcard src/backend/vulkan/*.c))
+VK_GEN   = $(BUILD)/gen/vk_spv.c
+
+LIB_SRC  = $(filter-out $(VK_SRC),$(sort $(wildcard src/base/*.c src/gguf/*.c src/tokenizer/*.c src/kernels/*.c \
+                              src/kernels/*/*.c src/backend/*.c src/backend/*/*.c src/model/*.c src/engine/*.c) $(DIST_SRC)))
+ifeq ($(VULKAN),1)
+LIB_SRC += $(VK_SRC) $(VK_GEN)
+endif
 APP_SRC  = $(sort $(wildcard src/chat/*.c src/server/*.c src/cli/*.c src/convert/*.c src/quantize/*.c))
 TEST_SRC = $(sort $(wildcard tests/*.c))
 FUZZ_SRC = $(sort $(wildcard tests/fuzz/*.c))
@@ -48,7 +72,7 @@ APP_OBJ  = $(call obj,$(APP_SRC))
 MAIN_OBJ = $(call obj,src/cli/main.c)
 TEST_OBJ = $(call obj,$(TEST_SRC))
 
-.PHONY: all run test asan fuzz format clean bench FORCE
+.PHONY: all run test asan fuzz format clean bench spv FORCE
 all: $(BUILD)/deltallm $(BUILD)/libdeltallm.so
 
 # generated sources: the git revision `deltallm --version` prints (rewritten only when it changes)
@@ -92,6 +116,28 @@ $(MPI_STAMP):
 	@mkdir -p $(@D)
 	@rm -f $(BUILD)/.mpi-*
 	@touch $@
+
+# the registry learns whether the backend is built; a stamp per setting rebuilds it when VULKAN changes
+$(BUILD)/gen/vulkan-$(VULKAN).stamp:
+	@mkdir -p $(@D) && rm -f $(BUILD)/gen/vulkan-*.stamp && touch $@
+$(call obj,src/backend/backend.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
+$(call obj,src/backend/backend.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
+$(call obj,$(VK_SRC) $(VK_GEN)): CFLAGS += -I$(VK_INC)
+
+$(SPV_DIR)/%.spv: $(VK_SHADERS)/%.comp $(wildcard $(VK_SHADERS)/*.glsl) src/backend/vulkan/vk_tables.h
+	@mkdir -p $(@D)
+	$(GLSLC) --target-env=vulkan1.2 -O -I$(VK_SHADERS) $< -o $@
+define VK_FMT_RULE
+$(SPV_DIR)/$(1)_%.spv: $(VK_SHADERS)/$(1).comp $(wildcard $(VK_SHADERS)/*.glsl) src/backend/vulkan/vk_tables.h
+	@mkdir -p $$(@D)
+	$(GLSLC) --target-env=vulkan1.2 -O -I$(VK_SHADERS) -DFMT_$$* $$< -o $$@
+endef
+$(foreach k,$(VK_FMT_KERNELS),$(eval $(call VK_FMT_RULE,$(k))))
+# the SPIR-V alone (carried to a machine without glslc: bench/vulkan_h200.sh)
+spv: $(VK_SPV)
+$(VK_GEN): $(VK_SPV) src/backend/vulkan/embed_spv.sh
+	@mkdir -p $(@D)
+	sh src/backend/vulkan/embed_spv.sh $@ $(VK_SPV)
 
 $(BUILD)/libdeltallm.a: $(LIB_OBJ) $(MPI_STAMP)
 	@rm -f $@
@@ -157,8 +203,8 @@ test: $(BUILD)/tests $(BUILD)/deltallm $(BUILD)/libdeltallm.so
 	    $(BUILD)/tests $(TESTS)
 
 asan:
-	$(MAKE) BUILD=build/asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
-	    LDLIBS="-lm -pthread -fsanitize=address,undefined" test
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build/asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	    LDLIBS="-lm -pthread -ldl -fsanitize=address,undefined" test
 
 # micro-benchmarks: bench/<name>_bench.c → $(BUILD)/<name>_bench against the library (make bench builds them all)
 BENCH_BIN = $(patsubst bench/%.c,$(BUILD)/%,$(sort $(wildcard bench/*_bench.c)))

@@ -4,7 +4,8 @@
 #   bench/compare.sh MODEL.gguf [MODEL.gguf ...]
 #
 # Environment:
-#   DELTALLM     the deltallm binary (default build/deltallm)
+#   DELTALLM     the deltallm binary (default build/deltallm); DELTALLM_ARGS more options for its bench
+#                (e.g. --mlock on a machine where other processes push the weights out of memory)
 #   LLAMA_BENCH  a llama-bench-compatible command; "-m FILE -t N" is appended. Default: llref (shared/tools)
 #                "$HOME/.cache/llref/llref --bench-pp $PP --bench-tg $TG --reps $REPS --kv-type f16 --flash-attn auto",
 #                i.e. llama.cpp's own defaults. For llama-bench itself: LLAMA_BENCH="llama-bench -p 512 -n 128 -r 3".
@@ -29,7 +30,7 @@ out="$tmp/table.md"
 } > "$out"
 for m in "$@"; do
   for t in $THREADS; do
-    "$DELTALLM" bench -m "$m" -p "$PP" -n "$TG" -r "$REPS" -t "$t" > "$tmp/d.md"
+    "$DELTALLM" bench -m "$m" -p "$PP" -n "$TG" -r "$REPS" -t "$t" ${DELTALLM_ARGS:-} > "$tmp/d.md"
     $LLAMA_BENCH -m "$m" -t "$t" > "$tmp/l.md" 2> "$tmp/l.err" || { cat "$tmp/l.err" >&2; exit 1; }
     for test in "pp$PP" "tg$TG"; do
       d=$(tps "$tmp/d.md" "$test"); l=$(tps "$tmp/l.md" "$test")

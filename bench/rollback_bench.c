@@ -35,7 +35,7 @@ static void die(const char *what, const char *msg) {
 #define REPS 9
 
 /* the fastest of REPS runs: on a shared machine the least disturbed one (the same for every variant) */
-static double median(double *v, int n) {
+static double fastest(double *v, int n) {
     double m = v[0];
     for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
     return m;
@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
         forward_run(fw, s, toks + 500, 1, logits, 1, &er);
         t[r] = now() - t0;
     }
-    const double step = median(t, REPS);
+    const double step = fastest(t, REPS);
     if (!json) {
         printf("model %s, %d threads, kernels %s; decode step %.2f ms\n\n", path, threads, forward_ops_name(fw), step * 1e3);
         printf("| n | batch of n (all logits) ms | tentative ms | overhead | keep(0) ms | keep(1) ms | keep(n-1) ms | keep(n-1) / step |\n");
@@ -113,8 +113,8 @@ int main(int argc, char **argv) {
                 if (ki == 0) tt[r] = t1 - t0;
             }
         }
-        const double mp = median(tp, REPS), mt = median(tt, REPS), k0 = median(tk[0], REPS), k1 = median(tk[1], REPS),
-                     kn = median(tk[2], REPS);
+        const double mp = fastest(tp, REPS), mt = fastest(tt, REPS), k0 = fastest(tk[0], REPS), k1 = fastest(tk[1], REPS),
+                     kn = fastest(tk[2], REPS);
         if (!json)
             printf("| %d | %.2f | %.2f | %+.1f%% | %.3f | %.3f | %.3f | %.1f%% |\n", n, mp * 1e3, mt * 1e3, 100 * (mt / mp - 1),
                    k0 * 1e3, k1 * 1e3, kn * 1e3, 100 * kn / step);
@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
             for (int l = 0; l < L; l++) memcpy(st + (size_t)l * ns_state, steps + (size_t)l * ns_state * nmax, ns_state * 4);
             rs[r] = now() - t0;
         }
-        const double ma = median(a, REPS), mc = median(cst, REPS), mr = median(rs, REPS), mp = median(rp, REPS);
+        const double ma = fastest(a, REPS), mc = fastest(cst, REPS), mr = fastest(rs, REPS), mp = fastest(rp, REPS);
         if (!json)
             printf("| %d | %.3f | %.3f | %+.1f%% of a decode step | %.3f | %.3f |\n", n, ma * 1e3, mc * 1e3,
                    100 * (mc - ma) / step, mr * 1e3, mp * 1e3);

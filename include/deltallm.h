@@ -52,7 +52,7 @@ extern "C" {
 
 /* MAJOR.MINOR.PATCH. The shared library is libdeltallm.so.MAJOR: MAJOR changes when a program built
  * against an older header could break (a changed struct or signature), MINOR when functions are added. */
-#define DELTALLM_VERSION "0.1.0"
+#define DELTALLM_VERSION "0.2.0"
 const char *dl_version(void); /* the version of the library actually loaded */
 
 typedef struct DlError {
@@ -80,7 +80,8 @@ typedef struct DlEngineParams {
     bool exact;             /* F32 activations on dequantized weights (the reference); default: rounded as
                                llama.cpp rounds them (faster, matches llama.cpp) */
     const char *deltanet;   /* "auto" (NULL), "recurrent" or "chunked" */
-    const char *backend;    /* "cpu" (NULL) or "ref" (the scalar reference of every op) */
+    const char *backend;    /* "cpu" (NULL), "ref" (the scalar reference of every op), "vulkan" or "vulkan:N" (a
+                               GPU through Vulkan, when the build has it: `deltallm devices` lists them) */
     const char *isa;        /* cpu: "auto" (NULL), "ref", "avx2" or "avx512" */
     bool no_pack;           /* keep the file's weight layout (packing copies some matrices into the layout
                                the kernels read faster; the results are the same bits either way) */
@@ -102,6 +103,8 @@ typedef struct DlEngineParams {
      * head included). A job of one rank runs as one process. Not with stages. */
     bool mpi;
     const char *split;
+    /* a device's tuning, "key=value,..." (the Vulkan backend: coop=0|1, tile=N, chunk=N; docs/VULKAN.md) */
+    const char *device_tune;
 } DlEngineParams;
 
 typedef struct DlStage {
@@ -252,6 +255,62 @@ typedef struct DlStageStats {
 /* Fills up to cap stages (after the work in flight is done); returns how many (0 in one process), or -1.
  * reset starts the counters again. */
 int dl_engine_stage_stats(DlEngine *e, bool reset, DlStageStats *out, int cap, DlError *err);
+/* ---- speculative decoding ---------------------------------------------------------------------------- */
+
+/* Faster decoding with a drafter: each step drafts up to n_max tokens, evaluates the token before them and the
+ * drafts in one batched forward pass (tentatively), keeps the longest prefix the model agrees with and samples
+ * the token after it; the state is then exactly that of the kept tokens (the recurrent state, conv windows and
+ * KV of the model and of the drafter). The drafter is the model's own MTP block (Qwen3.5 / Qwen3.6 /
+ * Qwen3-Next files that keep it, nextn_predict_layers ≥ 1), or a smaller model of the same vocabulary attached
+ * with dl_engine_open_draft.
+ *
+ * Acceptance: at each position the sampler draws the target model's token as plain decoding would (same
+ * penalties, same random draws in the same order) and a draft counts only when it equals that token — with a
+ * deterministic (greedy) drafter this is the standard speculative-sampling test (accept with probability
+ * p(draft), otherwise draw from p without it), so the distribution of the output is the model's. Where a
+ * batch of tokens computes each row as one token would (exact mode; the default mode where its kernels are
+ * batch-invariant), the tokens are the very ones plain decoding produces with the same sampler and seed.
+ *
+ *   dl_session_eval(s, prompt, n, &err);  int32_t t = dl_sampler_sample(smp, dl_session_logits(s));
+ *   dl_sampler_accept(smp, t);  emit(t);
+ *   while (!done) { int k = dl_session_speculate(s, smp, t, out, cap, &err); emit(out[0..k)); t = out[k - 1]; }
+ *
+ * speculate evaluates `first` (the last token emitted, not yet evaluated) and returns the tokens after it (at
+ * least one; the last is not evaluated, as in plain decoding). It stops at an end-of-generation token (that
+ * token is the last returned) and records each returned token in the sampler (dl_sampler_accept). */
+typedef struct DlDraftParams {
+    int n_max;   /* most tokens drafted per step (--draft-max), 1..16 */
+    int n_min;   /* a step with fewer drafts verifies none (--draft-min) */
+    float p_min; /* drafting stops at a draft the drafter gives less probability than this (--draft-p-min; 0: always
+                    n_max, which makes rejections happen) */
+    int n_vocab; /* MTP: its head over the first n_vocab token ids only (0: the whole vocabulary) */
+} DlDraftParams;
+
+void dl_draft_params_init(DlDraftParams *p); /* n_max 3, n_min 0, p_min 0.5, the whole vocabulary */
+/* Opens a smaller model of the same vocabulary as the drafter of this engine's sessions (the engine's
+ * threads, context, batch and arithmetic). */
+int dl_engine_open_draft(DlEngine *e, const char *path, DlError *err);
+/* Turns drafting on for a session (p NULL: off): the engine's draft model if it has one, else the model's MTP
+ * block. Memory: the drafter's state and n_max + 1 tokens of rollback room. Resets the statistics. */
+int dl_session_set_draft(DlSession *s, const DlDraftParams *p, DlError *err);
+/* One step (see above): out receives 1 to cap tokens; returns their number, or -1. */
+int dl_session_speculate(DlSession *s, DlSampler *smp, int32_t first, int32_t *out, size_t cap, DlError *err);
+/* One step for n sessions in one batched forward pass per phase (n ≤ n_seq_max): session i's tokens go to
+ * out + i·cap, their number to n_out[i]. */
+int dl_speculate_batch(DlSession **s, DlSampler **smp, const int32_t *first, int n, int32_t *out, size_t cap, int *n_out,
+                       DlError *err);
+
+#define DL_DRAFT_MAX 16
+typedef struct DlDraftStats {
+    uint64_t steps;                    /* speculate steps */
+    uint64_t drafted, accepted;        /* drafts verified, and accepted */
+    uint64_t drafted_at[DL_DRAFT_MAX];  /* drafts verified at position i of a step */
+    uint64_t accepted_at[DL_DRAFT_MAX]; /* and accepted there */
+    uint64_t draft_passes;             /* drafter forward passes */
+    double draft_s, verify_s, keep_s;  /* time drafting, verifying (the batched pass), rolling back (the keep alone) */
+} DlDraftStats;
+/* The session's counts since dl_session_set_draft. */
+void dl_session_draft_stats(const DlSession *s, DlDraftStats *st);
 
 /* ---- sampling ---------------------------------------------------------------------------------------- */
 

@@ -13,27 +13,100 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NA 8192 /* floats in each random input of the row ops (their outputs: two blocks of NA) */
+#define NA_ROUTE NA /* moe_route's selection: the second block's first 2048 ints */
+
 /* ---- the backends under test ------------------------------------------------------------------------------ */
 
 typedef struct BeCase {
     char label[32];
     BackendOptions o;
-    double nmse; /* 0: bit for bit */
+    double nmse;  /* 0: bit for bit */
+    bool device;  /* a device backend: NMSE bounds per op (device_bound) */
 } BeCase;
+
+/* Whether a Vulkan device can be used here (asked once; the reason is noted when not). */
+static bool vulkan_here(void) {
+    static int state; /* 0 unknown, 1 yes, -1 no */
+    if (!state) {
+        Err err = {{0}};
+        Backend *be = backend_create(&(BackendOptions){.name = "vulkan"}, &err);
+        state = be ? 1 : -1;
+        if (!be) printf("    note: no Vulkan device (%s): the backend-ops cases of the Vulkan backend are skipped\n", err.msg);
+        backend_destroy(be);
+    }
+    return state > 0;
+}
 
 /* The reference first, then every backend this machine can run. */
 static int backend_list(BeCase *out, MatMode mode) {
     int n = 0;
-    out[n++] = (BeCase){"ref", {.name = "ref", .isa = ISA_REF, .n_threads = 1, .mode = mode}, 0};
+    out[n++] = (BeCase){"ref", {.name = "ref", .isa = ISA_REF, .n_threads = 1, .mode = mode}, 0, false};
     for (int isa = ISA_REF; isa < ISA_COUNT; isa++) {
         if (!isa_supported((Isa)isa)) continue;
         for (int th = 1; th <= 2; th++) {
             BeCase *c = &out[n++];
-            *c = (BeCase){"", {.name = "cpu", .isa = isa, .n_threads = th, .mode = mode, .pack = true}, 0};
+            *c = (BeCase){"", {.name = "cpu", .isa = isa, .n_threads = th, .mode = mode, .pack = true}, 0, false};
             snprintf(c->label, sizeof c->label, "cpu:%s/%dt", isa_name((Isa)isa), th);
         }
     }
+    if (vulkan_here()) out[n++] = (BeCase){"vulkan", {.name = "vulkan", .mode = mode}, 0, true};
     return n;
+}
+
+/* ---- the NMSE bounds of a device backend, per op ------------------------------------------------------------
+ * A device computes in F32 in its own summation orders, with its own exp / sin / cos, and multiplies F32
+ * activations with dequantized weights in either mode (its ggml-mode products are compared with the
+ * reference's exact mode, over_backends). Pure data movement is bit for bit (0). The worst NMSE seen per op
+ * is printed after each test (device_report). */
+static double device_bound(const char *op, const char *what, MatMode mode) {
+    static const struct {
+        const char *op;
+        double exact, ggml;
+    } bounds[] = {
+        {"matmul", 1e-10, 1e-10},   {"get_rows", 1e-12, 1e-12},   {"memory", 0, 0},          {"copy_rows", 0, 0},
+        {"gather_rows", 0, 0},     {"scatter_rows", 0, 0},       {"kv_append", 0, 0},       {"conv_silu", 1e-10, 1e-10},
+        {"deltanet", 1e-10, 1e-10}, {"attention", 1e-10, 1e-10},
+    };
+    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++)
+        if (strcmp(op, bounds[i].op) == 0) return mode == MATMUL_EXACT ? bounds[i].exact : bounds[i].ggml;
+    return 1e-10; /* the other row ops: F32 throughout */
+}
+
+/* A device whose batched products run on tensor cores rounds their inputs to f16 (11 bits): products and
+ * the fused experts get 1e-5 there. */
+static double device_bound_for(Backend *be, const char *op, const char *what, MatMode mode) {
+    BackendStats st;
+    backend_stats(be, &st);
+    if (st.f16_products && (strcmp(op, "matmul") == 0 || strcmp(op, "moe_ffn") == 0)) return 1e-5;
+    return device_bound(op, what, mode);
+}
+
+#define MAX_REPORT 32
+typedef struct OpWorst {
+    const char *op;
+    double worst;
+    int cases;
+} OpWorst;
+static OpWorst report[MAX_REPORT];
+static int n_report;
+
+static void device_seen(const char *op, double e) {
+    int i = 0;
+    while (i < n_report && strcmp(report[i].op, op) != 0) i++;
+    if (i == n_report) {
+        if (n_report == MAX_REPORT) return;
+        report[n_report++] = (OpWorst){op, 0, 0};
+    }
+    if (e > report[i].worst) report[i].worst = e;
+    report[i].cases++;
+}
+
+/* the worst NMSE of the device backend per op since the last report */
+static void device_report(void) {
+    for (int i = 0; i < n_report; i++)
+        test_note("vulkan %-22s worst NMSE %.3g over %d cases", report[i].op, report[i].worst, report[i].cases);
+    n_report = 0;
 }
 
 /* ---- a bump allocator over one device buffer per backend ---------------------------------------------------- */
@@ -87,7 +160,10 @@ static float *frnd(size_t n, float scale) {
 
 /* Compares a backend's output with the reference's: bitwise, or NMSE ≤ bound. */
 static bool same(const char *op, const char *what, const BeCase *c, const float *ref, const float *x, size_t n) {
+    if (c->device && strcmp(op, "moe_route") == 0 && memcmp(ref + NA_ROUTE, x + NA_ROUTE, 2048 * 4) != 0)
+        return test_check(false, __FILE__, __LINE__, op, "%s %s (%s): another expert selection", op, what, c->label);
     if (c->nmse == 0) {
+        if (c->device) device_seen(op, 0);
         for (size_t i = 0; i < n; i++)
             if (memcmp(&ref[i], &x[i], 4) != 0)
                 return test_check(false, __FILE__, __LINE__, op, "%s %s (%s): [%zu] %.9g, reference %.9g", op, what,
@@ -97,6 +173,7 @@ static bool same(const char *op, const char *what, const BeCase *c, const float 
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) num += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]), den += (double)ref[i] * ref[i];
     const double e = den > 0 ? num / den : num;
+    if (c->device) device_seen(op, e);
     return test_check(e <= c->nmse, __FILE__, __LINE__, op, "%s %s (%s): NMSE %.3g > %.3g", op, what, c->label, e, c->nmse);
 }
 
@@ -111,20 +188,36 @@ static int over_backends(const char *op, const char *what, MatMode mode, const W
     /* the one op the CPU kernels do not reproduce bit for bit: the chunked delta-net (float accumulation in
      * another order and the SIMD exp in the within-chunk decays, docs/KERNELS.md); its bound */
     const bool chunked_dn = strcmp(op, "deltanet") == 0 && strstr(what, "chunked");
+    /* a device multiplies F32 activations in either mode: in the ggml mode its products are compared with
+     * the reference's exact mode (the ggml mode's activation rounding is the CPU's, not an error) */
+    float *ref_exact = NULL;
     for (int i = 0; i < nb; i++) {
         if (chunked_dn && cs[i].o.isa != ISA_REF && cs[i].nmse == 0) cs[i].nmse = 1e-12;
+        const bool vs_exact = cs[i].device && mode == MATMUL_GGML && strcmp(op, "matmul") == 0;
+        if (vs_exact && !ref_exact) {
+            BeCase rc = cs[0];
+            rc.o.mode = MATMUL_EXACT;
+            Env e;
+            if (env_open(&e, &rc, w, n_w)) {
+                ref_exact = malloc(n * sizeof *ref_exact + 4);
+                run(&e, ctx, ref_exact);
+            }
+            env_close(&e);
+        }
         Env e;
         if (!env_open(&e, &cs[i], w, n_w)) {
             env_close(&e);
             continue;
         }
+        if (cs[i].device) cs[i].nmse = device_bound_for(e.be, op, what, mode);
         float *out = malloc(n * sizeof *out + 4);
         for (size_t k = 0; k < n; k++) out[k] = NAN;
         run(&e, ctx, out);
         if (i == 0) ref = out;
-        else compared += same(op, what, &cs[i], ref, out, n), free(out);
+        else compared += same(op, what, &cs[i], vs_exact ? ref_exact : ref, out, n), free(out);
         env_close(&e);
     }
+    free(ref_exact);
     free(ref);
     return compared;
 }
@@ -194,6 +287,7 @@ TEST(backend_ops, matmul_every_format) {
                 }
     }
     test_note("%d of %d format × shape × mode cases identical on every backend", ok, cases);
+    device_report();
 }
 
 TEST(backend_ops, matmul_experts_ranges_and_provided_data) {
@@ -227,6 +321,7 @@ TEST(backend_ops, matmul_experts_ranges_and_provided_data) {
         env_close(&e);
     }
     free(mem), free(x);
+    device_report();
 }
 
 typedef struct GrCase {
@@ -254,6 +349,7 @@ TEST(backend_ops, get_rows) {
         over_backends("get_rows", format_name(types[i]), MATMUL_GGML, &w, 1, run_get_rows, &c, 5 * 256);
         free(mem);
     }
+    device_report();
 }
 
 /* ---- the row ops: one case table, one runner ---------------------------------------------------------------- */
@@ -274,7 +370,6 @@ typedef struct RowCase {
     const Weight *w0, *w1;
 } RowCase;
 
-#define NA 8192 /* floats in each random input */
 
 static void run_row(Env *e, const void *ctx, float *out) {
     const RowCase *c = ctx;
@@ -442,6 +537,7 @@ TEST(backend_ops, row_ops) {
     }
     for (int op = 0; op < OP_COUNT; op++) CHECK_MSG(seen[op], "op %s never compared", op_names[op]);
     free(a), free(b), free(c), free(w0), free(w1);
+    device_report();
 }
 
 /* ---- sequence ops: conv, delta-net, attention ---------------------------------------------------------------- */
@@ -540,6 +636,130 @@ TEST(backend_ops, conv_deltanet_attention) {
         over_backends("attention", what, MATMUL_GGML, NULL, 0, run_seq, &c, (size_t)c.T * c.H * c.d);
     }
     free(x), free(s0), free(g), free(beta), free(taps);
+    device_report();
+}
+
+/* S·k against Sᵀ·k (the seed's bug class): the state is stored transposed ([Hv][Dv][Dk], kernels/ops.h), and a
+ * kernel reading it in the other orientation matches the reference run on the transposed state. So, on a state
+ * that is not symmetric, every backend's outputs and new state must match the reference's on the state as
+ * given and be far from the reference's on the transposed one — in the recurrent and the chunked form. */
+static double nmse_of(const float *ref, const float *x, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]), den += (double)ref[i] * ref[i];
+    return den > 0 ? num / den : num;
+}
+
+TEST(backend_ops, deltanet_state_orientation) {
+    enum { H = 4, Hk = 2, D = 32 };
+    const size_t ns = (size_t)H * D * D;
+    float *x = frnd(3 * 70 * H * D, 1.0f), *s0 = frnd(ns, 0.3f), *s0t = malloc(ns * sizeof *s0t);
+    float *g = frnd(70 * H, 1.0f), *beta = frnd(70 * H, 1.0f);
+    for (int i = 0; i < 70 * H; i++) g[i] = -0.3f * (g[i] + 1.0f), beta[i] = 0.5f * (beta[i] + 1.0f);
+    for (int h = 0; h < H; h++)
+        for (int r = 0; r < D; r++)
+            for (int c = 0; c < D; c++) s0t[((size_t)h * D + c) * D + r] = s0[((size_t)h * D + r) * D + c];
+    BeCase cs[16];
+    const int nb = backend_list(cs, MATMUL_GGML);
+    for (int form = 0; form < 2; form++) {
+        const int T = form ? 70 : 5;
+        l2rows(x, 2 * (size_t)T * Hk, D); /* q and k are L2-normed */
+        SeqCase c = {1, T, H, Hk, D, 0, form == 1, true, false, false, x, s0, g, beta, NULL};
+        const size_t n = (size_t)T * H * D + ns; /* the outputs and the new state */
+        float *ref = malloc((n + ns) * sizeof *ref), *ref_t = malloc((n + ns) * sizeof *ref_t), *out = malloc((n + ns) * sizeof *out);
+        Env e;
+        if (env_open(&e, &cs[0], NULL, 0)) run_seq(&e, &c, ref);
+        env_close(&e);
+        c.s0 = s0t;
+        if (env_open(&e, &cs[0], NULL, 0)) run_seq(&e, &c, ref_t);
+        env_close(&e);
+        c.s0 = s0;
+        const double apart = nmse_of(ref, ref_t, n);
+        CHECK_MSG(apart > 1e-3, "the two orientations are too close to tell apart (NMSE %.3g)", apart);
+        for (int i = 1; i < nb; i++) {
+            if (!env_open(&e, &cs[i], NULL, 0)) {
+                env_close(&e);
+                continue;
+            }
+            run_seq(&e, &c, out);
+            env_close(&e);
+            const double right = nmse_of(ref, out, n), wrong = nmse_of(ref_t, out, n);
+            if (cs[i].device) test_note("%s %s: NMSE %.2g against the reference, %.2g against its transposed state", cs[i].label,
+                                        form ? "chunked" : "recurrent", right, wrong);
+            CHECK_MSG(right <= 1e-10 && wrong > 1e-3, "%s %s: NMSE %.3g against the reference, %.3g against the transposed state",
+                      cs[i].label, form ? "chunked" : "recurrent", right, wrong);
+        }
+        free(ref), free(ref_t), free(out);
+    }
+    free(x), free(s0), free(s0t), free(g), free(beta);
+}
+
+/* ---- the fused MoE experts of a device (moe_ffn) ------------------------------------------------------------ */
+
+/* eo[t·k + s] = down_e(silu(gate_e·x_t) ⊙ up_e·x_t), e = sel[t·k + s], row by row on the reference backend */
+static void moe_reference(const Weight *w, const float *x, const int32_t *sel, int R, int k, int E, int F, float *eo) {
+    BeCase rc = {"ref", {.name = "ref", .isa = ISA_REF, .n_threads = 1, .mode = MATMUL_EXACT}, 0, false};
+    Env e;
+    if (!env_open(&e, &rc, w, 3)) {
+        env_close(&e);
+        return;
+    }
+    const BView xv = put(&e, x, sizeof(float) * (size_t)R * E), g = put(&e, NULL, 4 * (size_t)F), u = put(&e, NULL, 4 * (size_t)F);
+    const BView y = put(&e, NULL, 4 * (size_t)E);
+    for (int i = 0; i < R * k; i++) {
+        const BView xr = bv_f32(xv, (int64_t)(i / k) * E);
+        const MatArgs ga = {&w[0], sel[i], NULL, 0, 0, xr, g, 1}, ua = {&w[1], sel[i], NULL, 0, 0, xr, u, 1};
+        const MatArgs da = {&w[2], sel[i], NULL, 0, 0, g, y, 1};
+        e.be->vt->matmul(e.be, &ga);
+        e.be->vt->matmul(e.be, &ua);
+        e.be->vt->swiglu(e.be, g, u, g, 1, F);
+        e.be->vt->matmul(e.be, &da);
+        e.be->vt->download(e.be, eo + (size_t)i * E, y, 4 * (size_t)E);
+    }
+    env_close(&e);
+}
+
+TEST(backend_ops, moe_ffn_fused_experts) {
+    BeCase cs[16];
+    const int nb = backend_list(cs, MATMUL_EXACT);
+    const int E = 256, F = 96, nE = 5, k = 2;
+    void *mg, *mu, *md;
+    Weight w[3] = {mat(FMT_Q4_K, E, F, nE, &mg), mat(FMT_Q4_K, E, F, nE, &mu), mat(FMT_Q8_0, F, E, nE, &md)};
+    w[1].id = 1, w[2].id = 2;
+    static const int Rs[] = {1, 5, 40}; /* a decode row; a few rows (vector kernel); 16 per expert (tiled) */
+    for (size_t ri = 0; ri < 3; ri++) {
+        const int R = Rs[ri];
+        float *x = frnd((size_t)R * E, 1.0f), *ref = malloc(sizeof(float) * (size_t)R * k * E);
+        int32_t *sel = malloc(sizeof(int32_t) * (size_t)R * k);
+        for (int t = 0; t < R; t++) { /* two distinct experts per row, expert 4 never chosen */
+            sel[t * k] = (t * 3 + 1) % 4;
+            sel[t * k + 1] = (sel[t * k] + 1 + t % 3) % 4;
+        }
+        moe_reference(w, x, sel, R, k, E, F, ref);
+        for (int i = 0; i < nb; i++) {
+            Env e;
+            if (!env_open(&e, &cs[i], w, 3)) {
+                env_close(&e);
+                continue;
+            }
+            if (e.be->vt->moe_ffn) {
+                const size_t n = (size_t)R * k;
+                const MoeArgs a = {&w[0], &w[1], &w[2], put(&e, x, sizeof(float) * (size_t)R * E), put(&e, sel, 4 * n),
+                                   put(&e, NULL, sizeof(float) * n * E), put(&e, NULL, sizeof(float) * n * F),
+                                   put(&e, NULL, sizeof(float) * n * F), put(&e, NULL, 4 * MOE_WORK_INTS(R, k, nE)), R, k, nE};
+                e.be->vt->moe_ffn(e.be, &a);
+                float *eo = get(&e, a.eo, n * E);
+                char what[32];
+                snprintf(what, sizeof what, "R=%d", R);
+                if (cs[i].device) cs[i].nmse = device_bound_for(e.be, "moe_ffn", what, MATMUL_EXACT);
+                same("moe_ffn", what, &cs[i], ref, eo, n * E);
+                free(eo);
+            }
+            env_close(&e);
+        }
+        free(x), free(ref), free(sel);
+    }
+    free(mg), free(mu), free(md);
+    device_report();
 }
 
 /* ---- memory: upload, download, copy, fill round trips ------------------------------------------------------- */
@@ -558,4 +778,5 @@ TEST(backend_ops, memory_round_trips) {
     float *src = frnd(1000, 5.0f);
     over_backends("memory", "copy + fill", MATMUL_GGML, NULL, 0, run_mem, src, 1000);
     free(src);
+    device_report();
 }

@@ -116,6 +116,41 @@ TEST(cli, run_seed_stdin_mmap_options) {
     free(ref), free(in), free(nm), free(ml), free(mle), free(sys);
 }
 
+/* run with drafts: the trained model's MTP block, and a draft model (m3 has no MTP block: m5 drafts for it),
+ * greedy, give plain decoding's text; -v reports the drafts; bad draft options are one-line usage errors. */
+TEST(cli, run_speculative) {
+    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    char args[1024], *plain = NULL, *spec = NULL, *err = NULL;
+    const char *tiny = "assets/tinybible-f16.gguf", *prompt = "-p 'And God said' --temp 0 -n 40 -t 1";
+    snprintf(args, sizeof args, "run -m %s %s", tiny, prompt);
+    CHECK(cli_run(args, NULL, &plain, NULL) == 0);
+    snprintf(args, sizeof args, "run -m %s %s --draft-max 3 --draft-p-min 0 -v", tiny, prompt);
+    CHECK(cli_run(args, NULL, &spec, &err) == 0);
+    CHECK_MSG(same(plain, spec), "--draft-max 3: '%s' vs plain '%s'", spec ? spec : "", plain ? plain : "");
+    CHECK_MSG(err && strstr(err, "drafts: ") && strstr(err, "accepted"), "-v: %s", err ? err : "");
+    free(plain), free(spec), free(err);
+    char *a = run_out("-p hello --temp 0", NULL, NULL), *b = NULL;
+    snprintf(args, sizeof args, "-p hello --temp 0 -md '%s' --draft-max 2 --draft-p-min 0", test_data("models/m5-qwen35-7layer-int3-f16.gguf"));
+    b = run_out(args, NULL, NULL);
+    CHECK_MSG(same(a, b), "--model-draft: '%s' vs plain '%s'", b ? b : "", a ? a : "");
+    free(a), free(b);
+    static const char *const bad[] = {"--draft-max 17", "--draft-max -1", "--draft-p-min 2", "--draft-vocab x",
+                                      "--draft-max", "--draft-max 2 --draft-min 3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *o = NULL, *e = NULL;
+        snprintf(args, sizeof args, "run -m '%s' -p hi -n 4 -t 1 %s", test_data(MODEL), bad[i]);
+        const int rc = cli_run(args, NULL, &o, &e);
+        const char *nl = e ? strchr(e, '\n') : NULL;
+        CHECK_MSG(rc != 0 && empty(o) && e && nl && !nl[1], "%s: rc %d, stderr '%s'", bad[i], rc, e ? e : "");
+        free(o), free(e);
+    }
+    /* no drafter: m3 has no MTP block and no draft model was given */
+    char *o = NULL, *e = NULL;
+    snprintf(args, sizeof args, "run -m '%s' -p hi -n 4 -t 1 --draft-max 2", test_data(MODEL));
+    CHECK(cli_run(args, NULL, &o, &e) == 1 && e && strstr(e, "no drafter"));
+    free(o), free(e);
+}
+
 /* ------------------------------------------------------------------------------------------ progress */
 
 typedef struct Seen {

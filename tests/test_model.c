@@ -1,5 +1,5 @@
 /* test_model.c — model binding and sequence state: precise errors for missing or mis-shaped tensors and
- * bad keys, MTP blocks present but skipped, context-full and bad-token errors that leave the state
+ * bad keys, a broken MTP block dropped with its reason, context-full and bad-token errors that leave the state
  * untouched, snapshots that restore exactly, batched decode equal to one-by-one decode. */
 #include "test.h"
 #include "test_forward.h"
@@ -132,6 +132,10 @@ TEST(model, mtp_blocks_skipped) {
     Model *m = model_load(p, &err);
     REQUIRE_MSG(m, "%s", err.msg);
     CHECK(m->cfg.n_layer == 4 && m->cfg.n_layer_all == 5 && m->cfg.n_nextn == 1 && !m->cfg.recurrent[4]);
+    /* the block lacks its enorm: the model runs without MTP and says why */
+    CHECK(m->n_mtp == 0);
+    CHECK_MSG(strstr(m->mtp_missing, "missing tensor 'blk.4.nextn.enorm.weight'"), "got: %s", m->mtp_missing);
+    for (int i = 0; i < m->n_weights; i++) CHECK_MSG(m->weights[i].layer < 4, "%s bound", m->weights[i].name);
     model_free(m);
     int32_t *ids;
     int T;

@@ -3,12 +3,13 @@
  *          after a restart, corrupt / stale / truncated files ignored), constraints (forced tool calls,
  *          JSON), SSE chunks;
  *   scheduler: a warm run (prefix restored from a checkpoint) produces exactly the tokens of a cold run,
- *          cancellation frees the slot, a full queue refuses;
+ *          cancellation frees the slot, a full queue refuses, drafting slots return plain decoding's tokens;
  *   HTTP in-process: routes, auth, limits, streaming, malformed requests, a client that disconnects;
  *   the Node suite (tests/server/run.sh: the official openai client, load, malformed, disconnect,
  *          prefix reuse), skipped with a note when node or tests/server/node_modules is missing. */
 #include "test.h"
 #include "test_http.h"
+#include "test_mtp.h"
 
 #include "chat/chat.h"
 #include "deltallm.h"
@@ -508,11 +509,11 @@ TEST(server, sse_chunks) {
 
 /* ------------------------------------------------------------------------------------------ scheduler */
 
-static DlEngine *open_engine(int n_seq, int n_batch) {
+static DlEngine *open_engine_at(const char *path, int n_ctx, int n_seq, int n_batch) {
     DlEngineParams p;
     dl_engine_params_init(&p);
-    p.model_path = test_data(MODEL);
-    p.n_ctx = 2048;
+    p.model_path = path;
+    p.n_ctx = n_ctx;
     p.n_batch = n_batch;
     p.n_seq_max = n_seq;
     p.n_threads = 1;
@@ -521,6 +522,8 @@ static DlEngine *open_engine(int n_seq, int n_batch) {
     CHECK_MSG(en, "%s", e.msg);
     return en;
 }
+
+static DlEngine *open_engine(int n_seq, int n_batch) { return open_engine_at(test_data(MODEL), 2048, n_seq, n_batch); }
 
 static Job *make_job(const int32_t *prompt, size_t n, int max_tokens, bool cache) {
     Job *j = job_new();
@@ -637,6 +640,75 @@ TEST(server, scheduler_cancel_and_queue) {
     job_unref(a), job_unref(b), job_unref(c);
     sched_free(s);
     dl_engine_close(en);
+}
+
+/* Speculative decoding in the slots: the same jobs through a plain scheduler and through one whose slots
+ * draft (forced drafts: draft-p-min 0, so that rejections happen), two slots busy at once (one batched
+ * speculative step for both). Greedy jobs give the same text; so does a job with a logit bias (it decodes
+ * plainly in a drafting slot), a sampled job (same seed: the step samples each position as plain decoding does),
+ * and jobs cut by max_tokens and by the context in the middle of a step. */
+static void drafting_case(const char *name, const char *path) {
+    DlEngine *en = open_engine_at(path, 160, 2, 64);
+    REQUIRE(en);
+    DlDraftParams dp;
+    dl_draft_params_init(&dp);
+    dp.n_max = 3, dp.p_min = 0;
+    Err err = {{0}};
+    SchedConfig plain_cfg = {.engine = en, .n_slots = 2, .queue_max = 8, .chunk = 64, .segment = 64};
+    SchedConfig draft_cfg = plain_cfg;
+    draft_cfg.draft = &dp;
+    Scheduler *plain = sched_new(&plain_cfg, &err), *spec = plain ? sched_new(&draft_cfg, &err) : NULL;
+    REQUIRE_MSG(plain && spec, "%s", err.msg);
+    const int V = dl_engine_info(en)->n_vocab;
+    int32_t prompt[2][40];
+    for (int i = 0; i < 40; i++) prompt[0][i] = (i * 7919 + 13) % (V - 16), prompt[1][i] = (i * 104729 + 5) % (V - 16);
+    enum { NJ = 6 };
+    /* greedy ×2, greedy cut by max_tokens at 7, logit bias, sampled, greedy that runs into the context (40 + 130 > 160) */
+    const int max_tok[NJ] = {48, 48, 7, 32, 40, 130};
+    int same = 0, n_tok = 0;
+    for (int k = 0; k < NJ; k += 2) {
+        Job *jp[2], *js[2];
+        for (int r = 0; r < 2; r++) {
+            for (int w = 0; w < 2; w++) {
+                Job *j = make_job(prompt[r], 40, max_tok[k + r], false);
+                j->sp.temperature = k + r == 4 ? 0.8f : 0;
+                if (k + r == 3) {
+                    j->bias = malloc(sizeof(LogitBias));
+                    j->bias[0] = (LogitBias){5, 2.0f};
+                    j->n_bias = 1;
+                }
+                (w ? js : jp)[r] = j;
+            }
+        }
+        /* one scheduler at a time: they share the engine, which computes one batch at a time */
+        char *a_[2], *b_[2];
+        for (int r = 0; r < 2; r++) REQUIRE(sched_submit(plain, jp[r]) == SUBMIT_OK);
+        for (int r = 0; r < 2; r++) a_[r] = wait_job(jp[r], 120);
+        for (int r = 0; r < 2; r++) REQUIRE(sched_submit(spec, js[r]) == SUBMIT_OK);
+        for (int r = 0; r < 2; r++) b_[r] = wait_job(js[r], 120);
+        for (int r = 0; r < 2; r++) {
+            char *a = a_[r], *b = b_[r];
+            const bool ok = CHECK_MSG(!strcmp(a, b) && jp[r]->n_gen == js[r]->n_gen && jp[r]->finish == js[r]->finish,
+                                      "%s job %d: plain %d tokens '%s' (finish %d), drafting %d tokens '%s' (finish %d)",
+                                      name, k + r, jp[r]->n_gen, a, jp[r]->finish, js[r]->n_gen, b, js[r]->finish);
+            same += ok, n_tok += js[r]->n_gen;
+            free(a), free(b);
+            job_unref(jp[r]), job_unref(js[r]);
+        }
+    }
+    SchedStats st;
+    sched_stats(spec, &st);
+    CHECK_MSG(st.drafted > st.accepted, "%s: %llu drafts, %llu accepted: no rejection", name, (unsigned long long)st.drafted,
+              (unsigned long long)st.accepted);
+    test_note("%s: %d of %d jobs (%d tokens) the same with drafting slots; %llu of %llu drafts accepted", name, same, NJ,
+              n_tok, (unsigned long long)st.accepted, (unsigned long long)st.drafted);
+    sched_free(plain), sched_free(spec);
+    dl_engine_close(en);
+}
+
+TEST(server, scheduler_drafting_slots_match_plain) {
+    drafting_case("tinybible", mtp_test_model("tinybible"));
+    drafting_case("m1-qwen3next-legacy-f32", mtp_test_model("m1-qwen3next-legacy-f32"));
 }
 
 /* ------------------------------------------------------------------------------------------ HTTP */
@@ -768,7 +840,9 @@ TEST(server, http_in_process) {
 
 /* ------------------------------------------------------------------------------------------ Node suite */
 
-TEST(server, node_suite) {
+/* The Node suite (tests/server/run.sh) against `$DELTALLM_BIN serve`, with env (shell assignments, "" for
+ * none) in front: test_vulkan.c runs it with DELTALLM_DEVICE=vulkan. */
+void server_node_suite(const char *env) {
     const char *bin = getenv("DELTALLM_BIN");
     if (!bin || !*bin) {
         test_note("DELTALLM_BIN not set: the Node suite is skipped");
@@ -783,8 +857,8 @@ TEST(server, node_suite) {
         test_note("tests/server/node_modules is missing (run: cd tests/server && npm ci): the Node suite is skipped");
         return;
     }
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "DELTALLM_BIN='%s' DELTALLM_TEST_TMP='%s' sh tests/server/run.sh > '%s/node.log' 2>&1", bin,
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s DELTALLM_BIN='%s' DELTALLM_TEST_TMP='%s' sh tests/server/run.sh > '%s/node.log' 2>&1", env, bin,
              test_tmpdir(), test_tmpdir());
     int rc = system(cmd);
     char log[600];
@@ -802,3 +876,5 @@ TEST(server, node_suite) {
     CHECK_MSG(rc == 0, "tests/server/run.sh failed (exit %d); log: %s", rc, log);
     free(text);
 }
+
+TEST(server, node_suite) { server_node_suite(""); }

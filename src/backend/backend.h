@@ -5,7 +5,9 @@
  * (tests/test_backend_ops.c). docs/ARCHITECTURE.md draws the boundary.
  *
  * Backends today: "ref" (the scalar reference of every op: the spec) and "cpu" (the kernels of
- * src/kernels/cpu/ for one ISA level, with the ISA picked at run time). Both live in src/backend/cpu/.
+ * src/kernels/cpu/ for one ISA level, with the ISA picked at run time), both in src/backend/cpu/, and
+ * "vulkan" / "vulkan:N" (GLSL compute shaders on a Vulkan device, src/backend/vulkan/, when built with the
+ * Vulkan SDK). backend.c picks one by name.
  *
  * Memory. A BBuf is one device allocation; a BView is a byte offset into one. Every op reads and writes
  * views, so a device backend never hands out host pointers. Activations are F32 unless an op says
@@ -43,6 +45,8 @@ typedef enum WRole {
     W_FFN_GATE, W_FFN_UP, W_FFN_DOWN,
     W_MOE_ROUTER, W_MOE_GATE_EXPS, W_MOE_UP_EXPS, W_MOE_DOWN_EXPS,
     W_SHEXP_GATE_INP, W_SHEXP_GATE, W_SHEXP_UP, W_SHEXP_DOWN,
+    /* an MTP block (layer ≥ the trunk's): blk.N.nextn.* beside its attention and FFN entries */
+    W_NEXTN_EH_PROJ, W_NEXTN_ENORM, W_NEXTN_HNORM, W_NEXTN_HEAD_NORM, W_NEXTN_HEAD, W_NEXTN_EMBD,
     W_ROLE_COUNT
 } WRole;
 
@@ -133,6 +137,18 @@ typedef struct AttentionArgs {
     BView q, k, v, out;
 } AttentionArgs;
 
+/* The routed experts of an MoE layer in one op, for devices (optional: BackendVt.moe_ffn): for every row t
+ * and slot s, eo[t·k + s] = down_e(silu(gate_e·x_t) ⊙ (up_e·x_t)) with e = sel[t·k + s]. The backend groups
+ * the rows by expert itself (no selection comes back to the host); gate_out and up_out are [R·k][ff]
+ * scratch, work MOE_WORK_INTS(R, k, n_expert) int32 of scratch. */
+typedef struct MoeArgs {
+    const Weight *gate, *up, *down;
+    BView x, sel, eo; /* x [R][E], sel int32 [R][k], eo [R][k][E] */
+    BView gate_out, up_out, work;
+    int R, k, n_expert;
+} MoeArgs;
+#define MOE_WORK_INTS(R, k, n_expert) (5 * (size_t)(R) * (size_t)(k) + 6 * (size_t)(n_expert) + 64)
+
 typedef struct RopeArgs {
     int rows, heads, d, n_rot;
     int64_t row_stride; /* floats between rows; heads are d apart */
@@ -152,6 +168,8 @@ typedef struct BackendSizes {
     int head_dim, gqa_group; /* attention */
     int d_k, d_v;      /* delta-net heads */
 } BackendSizes;
+
+typedef struct BackendStats BackendStats;
 
 typedef struct BackendVt {
     void (*destroy)(Backend *be);
@@ -204,15 +222,30 @@ typedef struct BackendVt {
     void (*moe_combine)(Backend *be, BView out, BView eo, BView w, int R, int k, int width); /* Σ_s w[t][s]·eo[t][s] */
     void (*sigmoid)(Backend *be, BView x, int64_t n);                                 /* in place */
     void (*add_scaled)(Backend *be, BView y, BView x, BView s, int rows, int n);      /* y[r] += x[r]·s[r] */
+
+    /* optional (NULL where a backend has no use for them: the host backends) */
+    void (*moe_ffn)(Backend *be, const MoeArgs *a);
+    /* a timestamp into the stream (profiling on a device), and the marks recorded since the last call, oldest
+     * first, in seconds of the device's clock; returns how many */
+    void (*mark)(Backend *be, int tag);
+    int (*marks)(Backend *be, int *tags, double *seconds, int cap);
+    void (*stats)(const Backend *be, BackendStats *out);
+    /* copy bandwidth over two buffers of bytes (GB/s counting bytes read and written) */
+    int (*copy_probe)(Backend *be, size_t bytes, double *gbs, Err *err);
 } BackendVt;
 
 typedef struct BackendOptions {
-    const char *name; /* "cpu" (default) or "ref" */
+    const char *name; /* "cpu" (default), "ref", "vulkan" or "vulkan:N" */
     int isa;          /* cpu: an Isa level (kernels/cpu/isa.h), or -1 for the best this CPU has */
     int n_threads;    /* 0 = every CPU this process may use */
     MatMode mode;
     bool pack;        /* cpu, MATMUL_GGML: repack matrices the kernels read faster another way (same bits) */
-    /* load progress in bytes (DlProgressFn): "pack" while bind copies, "prefetch" while make_resident reads;
+    /* a device's tuning, "key=value,..." (vulkan: coop=0|1 tensor cores for batched products, tile=N the batch
+     * from which products take the tiled GEMM, chunk=N the length from which the delta rule is chunked);
+     * NULL: the measured defaults (docs/VULKAN.md). An unknown key fails backend_create. */
+    const char *tune;
+    /* load progress in bytes (DlProgressFn): "pack" while bind copies, "upload" while a device's bind takes the
+     * weights, "prefetch" while make_resident reads;
      * called on the calling thread; NULL: none */
     void (*progress)(void *user, const char *phase, uint64_t done, uint64_t total);
     void *progress_user;
@@ -223,19 +256,41 @@ struct Backend {
     char name[32];    /* "ref", "cpu:avx512", ... */
     MatMode mode;
     int n_threads;
+    int dn_chunk_min; /* the sequence length from which this backend's chunked delta rule is the faster form
+                         (measured per backend), or 0: the forward pass's own rule */
 };
 
-/* Creates a backend; fails with one line for an unknown name or an ISA this CPU lacks. */
+/* Creates a backend (backend.c dispatches by name); fails with one line for an unknown name, an ISA this
+ * CPU lacks, or a device that is missing or unusable. */
 Backend *backend_create(const BackendOptions *o, Err *err);
 void backend_destroy(Backend *be);
-/* The names backend_create accepts, for messages ("cpu, ref"). */
+/* The names backend_create accepts, for messages ("cpu, ref, vulkan[:N]"). */
 const char *backend_names(void);
 
-/* Host-side statistics a host backend can report (for --profile and the engine's info); zero elsewhere. */
-typedef struct BackendStats {
+/* Statistics a backend can report (for --profile and the engine's info); zero where it has none. */
+struct BackendStats {
     size_t packed_bytes; /* weights held in a repacked copy */
     int n_packed;
-} BackendStats;
+    uint64_t h2d_bytes, d2h_bytes; /* a device: bytes uploaded and downloaded since it was created */
+    uint64_t submits;              /* a device: command submissions */
+    size_t device_weight_bytes;    /* a device: weights it holds */
+    bool f16_products;             /* a device: batched products round their inputs to f16 (tensor cores) */
+};
 void backend_stats(const Backend *be, BackendStats *out);
+
+/* A device backend's copy bandwidth (GB/s, bytes read + written) over buffers of `bytes`: the ceiling a
+ * decode's weight bandwidth is judged against. Fails for a backend without a probe (the host backends:
+ * cli/bwprobe.h measures the CPU's read bandwidth). */
+int backend_copy_probe(const char *name, size_t bytes, double *gbs, Err *err);
+
+/* One device this build can compute on (deltallm devices). */
+typedef struct BackendDevice {
+    char name[48];       /* what --device takes: "cpu", "vulkan:0" */
+    char desc[200];
+    uint64_t memory_bytes;
+} BackendDevice;
+/* Fills up to cap devices and returns how many there are; a part that cannot be listed (no Vulkan loader)
+ * leaves its line in note. */
+int backend_devices(BackendDevice *out, int cap, char *note, size_t note_cap);
 
 #endif

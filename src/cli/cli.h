@@ -24,6 +24,7 @@ DL_CMD(cmd_chat);
 DL_CMD(cmd_convert);
 DL_CMD(cmd_quantize);
 DL_CMD(cmd_perplexity);
+DL_CMD(cmd_devices);
 #undef DL_CMD
 
 /* Shared helpers for option parsing: print "deltallm CMD: message" to stderr and return 2. */

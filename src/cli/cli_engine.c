@@ -10,6 +10,8 @@
 #include <string.h>
 
 const char cli_engine_help[] =
+    "  --device D         cpu (default) or vulkan[:N]: where the model runs (DELTALLM_DEVICE; deltallm devices)\n"
+    "  -ngl N             the first N layers on the --device (vulkan when none is given), the rest on the CPU\n"
     "  --backend cpu|ref  the CPU kernels (default) or the scalar reference of every op (DELTALLM_BACKEND)\n"
     "  --isa LEVEL        auto, ref, avx2 or avx512: the kernels' ISA level (DELTALLM_ISA)\n"
     "  --deltanet FORM    auto, recurrent or chunked: the delta-net scan (DELTALLM_DELTANET)\n"
@@ -21,21 +23,32 @@ const char cli_engine_help[] =
 void cli_engine_init(CliEngine *o) {
     memset(o, 0, sizeof *o);
     o->backend = getenv("DELTALLM_BACKEND");
+    o->device = getenv("DELTALLM_DEVICE");
+    o->tune = getenv("DELTALLM_VK_TUNE");
     o->isa = getenv("DELTALLM_ISA");
     o->deltanet = getenv("DELTALLM_DELTANET");
     const char *pk = getenv("DELTALLM_PACK");
     o->no_pack = pk && strcmp(pk, "0") == 0;
+    o->ngl = -1;
 }
 
 int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o) {
     const char *a = argv[*i];
     const char *timeout = NULL;
     const char **slot = !strcmp(a, "--backend") ? &o->backend : !strcmp(a, "--isa") ? &o->isa
-                      : !strcmp(a, "--deltanet") ? &o->deltanet : !strcmp(a, "--split") ? &o->split
+                      : !strcmp(a, "--deltanet") ? &o->deltanet : !strcmp(a, "--device") ? &o->device
+                      : !strcmp(a, "--split") ? &o->split
                       : !strcmp(a, "--mpi-timeout") ? &timeout : NULL; /* read by cli_mpi_start */
     if (slot) {
         if (*i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         *slot = argv[++*i];
+        return 1;
+    }
+    if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
+        long long v;
+        if (*i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+        if (cli_parse_int(cmd, a, argv[++*i], 0, 1 << 20, &v)) return 2;
+        o->ngl = (int)v;
         return 1;
     }
     if (!strcmp(a, "--no-pack") || !strcmp(a, "--mpi")) {
@@ -45,13 +58,42 @@ int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o)
     return 0;
 }
 
+/* the model's layer count, read from its header (-1 if the file cannot be read: opening it fails later) */
+static int model_layers(const char *path) {
+    Err err = {{0}};
+    Gguf *g = path ? gguf_open(path, &err) : NULL;
+    ModelConfig c;
+    const int n = g && model_config_read(&c, g, &err) == 0 ? c.n_layer : -1;
+    gguf_close(g);
+    return n;
+}
+
+/* -ngl's two stages: dl_engine_open reads them while it opens (and keeps what it needs), which every caller
+ * does right after cli_engine_apply */
+static DlStage split[2];
+
 void cli_engine_apply(const CliEngine *o, DlEngineParams *p) {
-    p->backend = o->backend;
+    const bool on_device = o->device && strcmp(o->device, "cpu") != 0;
+    p->backend = on_device ? o->device : o->backend;
     p->isa = o->isa;
     p->deltanet = o->deltanet;
     p->no_pack = o->no_pack;
     p->mpi = o->mpi;
     p->split = o->split;
+    p->device_tune = o->tune;
+    if (o->ngl < 0 || (o->device && !on_device)) return; /* no split, or everything on the CPU anyway */
+    const char *dev = on_device ? o->device : "vulkan";
+    const int L = model_layers(p->model_path);
+    if (o->ngl == 0) {
+        p->backend = o->backend;
+    } else if (L > 0 && o->ngl >= L) {
+        p->backend = dev; /* llama.cpp's -ngl 99: every layer */
+    } else {
+        split[0] = (DlStage){dev, o->ngl};
+        split[1] = (DlStage){o->backend ? o->backend : "cpu", 0};
+        p->stages = split;
+        p->n_stages = 2;
+    }
 }
 
 /* ---- MPI ------------------------------------------------------------------------------------------------ */
@@ -103,11 +145,14 @@ void cli_engine_report(DlEngine *e) {
 int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOptions *fo, Err *err) {
     Isa isa;
     if (isa_parse(o->isa, &isa, err) || deltanet_algo_parse(o->deltanet, &fo->algo, err)) return -1;
+    if (o->ngl >= 0) return err_set(err, "-ngl splits the layers of an engine; this tool runs one backend (use --device)");
+    const bool on_device = o->device && strcmp(o->device, "cpu") != 0;
     fo->be = NULL;
-    fo->backend = (BackendOptions){.name = o->backend,
+    fo->backend = (BackendOptions){.name = on_device ? o->device : o->backend,
                                    .isa = (int)isa,
                                    .n_threads = n_threads,
                                    .mode = exact ? MATMUL_EXACT : MATMUL_GGML,
-                                   .pack = !o->no_pack};
+                                   .pack = !o->no_pack,
+                                   .tune = o->tune};
     return 0;
 }

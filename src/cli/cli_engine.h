@@ -1,12 +1,15 @@
 /* cli_engine.h — the engine options every computing command (run, serve, bench, eval, parity) shares,
  * parsed in one place, and the environment variables behind them, read once, here:
  *
- *   --backend cpu|ref                    DELTALLM_BACKEND   the kernels, or the scalar reference of every op
+ *   --device cpu|vulkan[:N]              DELTALLM_DEVICE    where the model runs (deltallm devices lists them)
+ *   -ngl N, --n-gpu-layers N                                the first N layers on the device, the rest on the CPU
+ *   --backend cpu|ref                    DELTALLM_BACKEND   the CPU's kernels, or the scalar reference of every op
  *   --isa auto|ref|avx2|avx512           DELTALLM_ISA       the CPU kernels' ISA level
  *   --deltanet auto|recurrent|chunked    DELTALLM_DELTANET  the delta-net scan's form
  *   --no-pack                            DELTALLM_PACK=0    keep the file's weight layout
  *   --mpi [--split F,F,..]                                  the layers over the ranks of an MPI job (mpirun)
  *   --mpi-timeout S                                         how long a rank may stay silent (default 30)
+ *                                        DELTALLM_VK_TUNE   the Vulkan backend's tuning (coop=0,tile=N,chunk=N)
  *
  * A flag wins over its variable. The values are checked where they are used (backend_create, isa_parse,
  * deltanet_algo_parse), each by its one parser. */
@@ -20,6 +23,9 @@
 
 typedef struct CliEngine {
     const char *backend, *isa, *deltanet;
+    const char *device; /* NULL: the CPU (backend) */
+    const char *tune;   /* DELTALLM_VK_TUNE */
+    int ngl;            /* -1: not given */
     bool no_pack;
     bool mpi;
     const char *split;
@@ -28,9 +34,10 @@ typedef struct CliEngine {
 /* The defaults: the environment's values. */
 void cli_engine_init(CliEngine *o);
 /* If argv[*i] is one of the options above, takes it (and its value: *i advances) and returns 1; 0 if it is
- * not one; 2 after printing a usage error for a missing value. */
+ * not one; 2 after printing a usage error for a missing or bad value. */
 int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o);
-/* Sets the engine parameters' backend, ISA, delta-net form and packing. */
+/* Sets the engine parameters' backend (or the -ngl stages: p->model_path must be set, its layer count is
+ * read; open the engine before the next call), ISA, delta-net form, packing and a device's tuning. */
 void cli_engine_apply(const CliEngine *o, DlEngineParams *p);
 /* The help lines of the options (ends with a newline). */
 extern const char cli_engine_help[];

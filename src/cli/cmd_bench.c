@@ -2,7 +2,11 @@
  * one pass from an empty context) and generation (tgN: N one-token steps from an empty context), repeated,
  * mean ± standard deviation in tokens/s, as a markdown table or JSON. Decode rows also show the effective
  * weight bandwidth (weight bytes read per token × tokens/s) next to a read-bandwidth probe measured in the
- * same run, and every row the major page faults during compute (0 once the weights are resident). */
+ * same run (on a device: its copy kernel's bandwidth, bytes read + written), and every row the major page
+ * faults during compute (0 once the weights are resident). `--draft N` measures speculative decoding instead
+ * (bench_draft.c); with --mpi a table per stage follows (bench_pipe.c). */
+#include "backend/backend.h"
+#include "cli/bench_draft.h"
 #include "cli/bench_pipe.h"
 #include "cli/bwprobe.h"
 #include "cli/cli.h"
@@ -80,20 +84,32 @@ int cmd_bench(int argc, char **argv) {
     const char *models[MAX_LIST];
     int n_models = 0, n_pp = 1, n_tg = 1, n_thr = 1;
     long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512, slots = 1;
-    bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false;
+    bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false, draft = false, n_given = false;
+    const char *prompt = NULL;
     CliEngine eo;
     cli_engine_init(&eo);
+    DraftOptions dro;
+    draft_options_init(&dro);
     for (int i = 1; i < argc; i++) {
         const int er = cli_engine_arg("bench", argc, argv, &i, &eo);
         if (er == 2) return 2;
         if (er == 1) continue;
+        const int dr = draft_options_parse(&dro, "bench", argc, argv, &i);
+        if (dr < 0) return 2;
+        if (dr > 0) continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm bench -m MODEL.gguf [-m ...] [-p 512[,..]] [-n 128[,..]] [-t 1,2] [-r 3] [-b 512]\n"
                    "                      [--json] [--profile] [--mlock] [--no-prefetch] [--exact] [--slots N]\n"
+                   "       deltallm bench -m MODEL.gguf --draft N [--draft-p-min P] [--model-draft F] [--prompt TEXT]\n"
+                   "                      [-n 128] [-t 1,2] [-r 3] [--json]\n"
                    "  -p 0 or -n 0 skips that test. Weights are read into memory first (--no-prefetch: not);\n"
                    "  --mlock also locks them. --slots N: tgN decodes N sessions at once (t/s counts all of them;\n"
-                   "  with --mpi in groups kept in flight, as the server does). With --mpi a table per stage follows.\n%s",
+                   "  with --mpi in groups kept in flight, as the server does). With --mpi a table per stage follows.\n"
+                   "  --draft N: speculative decoding against plain decoding, greedy, n tokens after the prompt\n"
+                   "  (default: 32 random tokens): tokens/s of both, acceptance per draft position, the cost of a\n"
+                   "  drafter pass, the verify and the rollback next to a decode step of the same run (not with\n"
+                   "  --mpi or --slots).\n%s",
                    cli_engine_help);
             return 0;
         } else if (!strcmp(a, "-m") && v) {
@@ -103,6 +119,12 @@ int cmd_bench(int argc, char **argv) {
             if (parse_list(argv[++i], 0, 1 << 20, pp, &n_pp)) return cli_usage_error("bench", "bad -p list '%s'", v);
         } else if (!strcmp(a, "-n") && v) {
             if (parse_list(argv[++i], 0, 1 << 20, tg, &n_tg)) return cli_usage_error("bench", "bad -n list '%s'", v);
+            n_given = true;
+        } else if (!strcmp(a, "--draft") && v) {
+            if (cli_parse_int("bench", a, argv[++i], 1, DL_DRAFT_MAX, &dro.n_max)) return 2;
+            draft = true;
+        } else if (!strcmp(a, "--prompt") && v) {
+            prompt = argv[++i];
         } else if (!strcmp(a, "-t") && v) {
             if (parse_list(argv[++i], 1, 1024, thr, &n_thr)) return cli_usage_error("bench", "bad -t list '%s'", v);
         } else if (!strcmp(a, "-r") && v) {
@@ -126,6 +148,16 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (!n_models) return cli_usage_error("bench", "needs -m MODEL.gguf");
+    if (draft_options_check(&dro, "bench")) return 2;
+    if (!draft && (prompt || dro.model || dro.n_max >= 0)) return cli_usage_error("bench", "--prompt and the draft options need --draft N");
+    if (draft) {
+        if (eo.mpi || slots > 1) return cli_usage_error("bench", "--draft measures one session in one process (not with --mpi or --slots)");
+        if (n_tg != 1 || tg[0] < 2 || tg[0] > 65536)
+            return cli_usage_error("bench", "--draft: -n takes one count of 2 to 65536 tokens");
+        BenchDraft bd = {models, n_models, thr, n_thr, n_given ? (int)tg[0] : 128, (int)reps, (int)batch, exact, json,
+                         prefetch, mlock_, profile, prompt, dro, eo};
+        return bench_draft(&bd);
+    }
     long long max_tok = 0;
     for (int i = 0; i < n_pp; i++) max_tok = pp[i] > max_tok ? pp[i] : max_tok;
     for (int i = 0; i < n_tg; i++) max_tok = tg[i] > max_tok ? tg[i] : max_tok;
@@ -133,7 +165,7 @@ int cmd_bench(int argc, char **argv) {
 
     Result res[MAX_LIST * MAX_LIST * 2 * 4];
     int n_res = 0, rc = 0;
-    double probe_cache[1025] = {0};
+    double probe_cache[1025] = {0}, device_probe = 0;
     char *report = profile ? malloc(1 << 16) : NULL;
     for (int mi = 0; mi < n_models && rc == 0; mi++) {
         for (int ti = 0; ti < n_thr && rc == 0; ti++) {
@@ -216,9 +248,16 @@ int cmd_bench(int argc, char **argv) {
                     }
                     if (kind == 1) {
                         R->weights_gbs = (double)info->decode_bytes * R->mean / 1e9;
-                        if (nthreads <= 1024 && probe_cache[nthreads] == 0)
-                            probe_cache[nthreads] = bwprobe_read_gbs((size_t)512 << 20, nthreads, 3);
-                        R->probe_gbs = probe_cache[nthreads];
+                        if (strncmp(info->ops, "vulkan", 6) == 0) { /* a device: its copy kernel's bandwidth */
+                            Err pe = {{0}};
+                            if (device_probe == 0 && backend_copy_probe(info->ops, (size_t)1 << 30, &device_probe, &pe))
+                                fprintf(stderr, "deltallm bench: device probe: %s\n", pe.msg);
+                            R->probe_gbs = device_probe;
+                        } else {
+                            if (nthreads <= 1024 && probe_cache[nthreads] == 0)
+                                probe_cache[nthreads] = bwprobe_read_gbs((size_t)512 << 20, nthreads, 3);
+                            R->probe_gbs = probe_cache[nthreads];
+                        }
                     }
                     if (profile) {
                         dl_engine_profile_report(e, report, 1 << 16);

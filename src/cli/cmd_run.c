@@ -1,9 +1,11 @@
 /* cmd_run.c — `deltallm run`: generate text from a prompt, streaming it as it comes, then report prompt
  * and generation speed. Sits on the public API (deltallm.h) only, plus the chat formatter for --chat.
  * `run -cnv` is `deltallm chat` (cmd_chat.c). Nothing reaches stdout before the prompt is evaluated, so a
- * failing run prints only its error (on stderr). */
+ * failing run prints only its error (on stderr). With --draft-max / --model-draft (draft_options.h) the tokens
+ * come from speculative steps (dl_session_speculate): the same tokens, several per forward pass. */
 #include "cli/chat_prompt.h"
 #include "cli/cli.h"
+#include "cli/draft_options.h"
 #include "cli/gen_options.h"
 #include "deltallm.h"
 
@@ -25,9 +27,9 @@ static void usage(void) {
            "  -f, --file FILE          the prompt from a file (- = standard input)\n"
            "  --chat                   wrap the prompt in the model's chat template (user turn + assistant prompt)\n"
            "  -cnv, --conversation     interactive multi-turn chat (the same as `deltallm chat`)\n"
-           "%s%s"
-           "  (-n defaults to 64)\n",
-           gen_options_help, cli_engine_help);
+           "%s%s%s"
+           "  (-n defaults to 64; with drafting, -v also prints the drafts' acceptance)\n",
+           gen_options_help, draft_options_help, cli_engine_help);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -35,12 +37,16 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(argv[i], "-cnv") || !strcmp(argv[i], "--conversation")) return cmd_chat(argc, argv);
     GenOptions o;
     gen_options_init(&o, 64);
+    DraftOptions dro;
+    draft_options_init(&dro);
     const char *prompt = NULL, *file = NULL;
     bool chat = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = gen_options_parse(&o, "run", argc, argv, &i);
         if (r < 0) return 2;
+        if (r > 0) continue;
+        if ((r = draft_options_parse(&dro, "run", argc, argv, &i)) < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(), 0;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
@@ -53,6 +59,7 @@ int cmd_run(int argc, char **argv) {
         else return cli_usage_error("run", "unknown option '%s' (see --help)", a);
     }
     if (!o.model) return cli_usage_error("run", "needs -m MODEL.gguf");
+    if (draft_options_check(&dro, "run")) return 2;
     if (!prompt == !file) return cli_usage_error("run", "needs exactly one of -p PROMPT or -f FILE");
     if (!chat && !o.think) return cli_usage_error("run", "--no-think needs --chat (it changes the chat template)");
     if (!chat && o.system_prompt) return cli_usage_error("run", "--system-prompt needs --chat");
@@ -96,7 +103,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     s = dl_session_new(e, &err);
-    if (!s) goto done;
+    if (!s || draft_options_open(&dro, e, &err) || draft_options_apply(&dro, s, &err)) goto done;
     smp = gen_new_sampler(&o, e, &err);
     dt = smp ? dl_detok_new(e, o.special, &err) : NULL;
     if (!smp || !dt) goto done;
@@ -110,13 +117,28 @@ int cmd_run(int argc, char **argv) {
     long long n_done = 0;
     double t2 = now_s();
     const char *stop = NULL;
+    DlDraftParams dp;
+    const bool drafting = draft_options_on(&dro, &dp);
+    int32_t out[DL_DRAFT_MAX + 1], tok = -1;
+    int n_out = 0, at = 0; /* tokens of the last speculative step, and the next of them to emit */
     while (o.n_gen < 0 || n_done < o.n_gen) {
-        if (dl_session_n_past(s) >= dl_session_n_ctx(s)) {
+        if (at == n_out && dl_session_n_past(s) >= dl_session_n_ctx(s) - (drafting && n_done > 0)) {
             stop = "context full";
             break;
         }
-        int32_t tok = dl_sampler_sample(smp, dl_session_logits(s));
-        dl_sampler_accept(smp, tok);
+        if (drafting && n_done > 0 && at == n_out) { /* tok: emitted, not evaluated; the step samples the next ones */
+            long long cap = o.n_gen < 0 ? DL_DRAFT_MAX + 1 : o.n_gen - n_done;
+            cap = cap < DL_DRAFT_MAX + 1 ? cap : DL_DRAFT_MAX + 1;
+            const long long room = dl_session_n_ctx(s) - dl_session_n_past(s) - 1; /* as plain decoding stops */
+            cap = cap < room ? cap : room;
+            if ((n_out = dl_session_speculate(s, smp, tok, out, (size_t)cap, &err)) < 0) goto done;
+            at = 0;
+        }
+        if (at < n_out) tok = out[at++]; /* sampled and accepted by the step */
+        else {
+            tok = dl_sampler_sample(smp, dl_session_logits(s));
+            dl_sampler_accept(smp, tok);
+        }
         n_done++;
         if (!o.ignore_eos && dl_token_is_eog(e, tok)) {
             stop = "end of generation";
@@ -127,7 +149,7 @@ int cmd_run(int argc, char **argv) {
         if (dl_detok_push(dt, tok, &piece, &len, &err)) goto done;
         fwrite(piece, 1, len, stdout);
         fflush(stdout);
-        if (dl_session_eval(s, &tok, 1, &err)) goto done;
+        if (!drafting && dl_session_eval(s, &tok, 1, &err)) goto done;
     }
     double t_gen = now_s() - t2;
     const char *piece;
@@ -138,6 +160,18 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "\nprompt: %zu tokens in %.3f s (%.1f t/s); generation: %lld tokens in %.3f s (%.1f t/s)%s%s\n", n_ids,
             t_prompt, (double)n_ids / (t_prompt > 0 ? t_prompt : 1e-9), n_done, t_gen,
             (double)n_done / (t_gen > 0 ? t_gen : 1e-9), stop ? "; stopped: " : "", stop ? stop : "");
+    if (drafting && o.verbose) {
+        DlDraftStats st;
+        dl_session_draft_stats(s, &st);
+        fprintf(stderr, "drafts: %llu steps, %llu of %llu drafts accepted (%.1f%%); by position:", (unsigned long long)st.steps,
+                (unsigned long long)st.accepted, (unsigned long long)st.drafted,
+                100.0 * (double)st.accepted / (double)(st.drafted ? st.drafted : 1));
+        for (int i = 0; i < dp.n_max && i < DL_DRAFT_MAX && st.drafted_at[i]; i++)
+            fprintf(stderr, " %.1f%%", 100.0 * (double)st.accepted_at[i] / (double)st.drafted_at[i]);
+        const double ns = (double)(st.steps ? st.steps : 1);
+        fprintf(stderr, "\ndraft steps: drafting %.2f ms (%llu passes), verifying %.2f ms, rollback %.3f ms per step\n",
+                1e3 * st.draft_s / ns, (unsigned long long)st.draft_passes, 1e3 * st.verify_s / ns, 1e3 * st.keep_s / ns);
+    }
     rc = 0;
 done:
     if (rc) fprintf(stderr, "deltallm run: %s\n", err.msg[0] ? err.msg : "failed");

@@ -3,6 +3,7 @@
  * that line; with --port 0 it carries the port that was chosen). */
 #include "cli/cli.h"
 #include "cli/cli_engine.h"
+#include "cli/draft_options.h"
 #include "cli/progress.h"
 #include "server/server.h"
 #include "server/util.h"
@@ -50,7 +51,7 @@ static void usage(void) {
            "                           sampling defaults for requests that do not set them (OpenAI's: 1, 1, off, off)\n"
            "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
            "  --no-webui               no chat page at / (by default http://HOST:PORT/ is a chat in the browser)\n"
-           "  -v, --verbose            debug log\n%s", cli_engine_help);
+           "  -v, --verbose            debug log\n%s%s", draft_options_help, cli_engine_help);
 }
 
 /* Over MPI, a rank that fails ends the server as SIGTERM does (every thread blocks it; sigwait takes it). */
@@ -64,10 +65,15 @@ int cmd_serve(int argc, char **argv) {
     double d;
     CliEngine eo;
     cli_engine_init(&eo);
+    DraftOptions dro;
+    draft_options_init(&dro);
     for (int i = 1; i < argc; i++) {
         const int er = cli_engine_arg("serve", argc, argv, &i, &eo);
         if (er == 2) return free(key_owned), 2;
         if (er == 1) continue;
+        const int dr = draft_options_parse(&dro, "serve", argc, argv, &i);
+        if (dr < 0) return free(key_owned), 2;
+        if (dr > 0) continue;
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEEDV                                                                                              \
     if (!val) return free(key_owned), cli_usage_error("serve", "%s needs a value", a);                     \
@@ -162,6 +168,7 @@ int cmd_serve(int argc, char **argv) {
         free(key_owned);
         return cli_usage_error("serve", "no model: -m MODEL.gguf");
     }
+    if (draft_options_check(&dro, "serve")) return free(key_owned), 2;
     if (c.n_predict == 0) c.n_predict = -1;
     const char *env_key = getenv("DELTALLM_API_KEY");
     if (!c.api_key && env_key && *env_key) c.api_key = env_key;
@@ -174,8 +181,15 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    c.backend = eo.backend, c.isa = eo.isa, c.deltanet = eo.deltanet, c.no_pack = eo.no_pack;
-    c.mpi = eo.mpi, c.split = eo.split;
+    DlEngineParams ep; /* the engine options as cli_engine resolves them (device, -ngl split) */
+    dl_engine_params_init(&ep);
+    ep.model_path = c.model_path;
+    cli_engine_apply(&eo, &ep);
+    c.backend = ep.backend, c.isa = ep.isa, c.deltanet = ep.deltanet, c.no_pack = ep.no_pack;
+    c.stages = ep.stages, c.n_stages = ep.n_stages;
+    c.draft = draft_options_on(&dro, &c.draft_params);
+    c.model_draft = dro.model;
+    c.mpi = ep.mpi, c.split = ep.split;
     dl_mpi_on_failure(stop_on_mpi_failure); /* a rank that died: fail what is running and shut down */
     Err err = {{0}};
     LoadProgress bar;

@@ -36,7 +36,7 @@ static int make_parent(const char *path) {
 }
 
 int cmd_synth(int argc, char **argv) {
-    const char *out = NULL, *preset = "qwen3.5-0.8b", *vocab = DEFAULT_VOCAB, *type = NULL;
+    const char *out = NULL, *preset = "qwen3.5-0.8b", *vocab = DEFAULT_VOCAB, *type = NULL, *add_mtp = NULL;
     long long layers = 0, seed = 1;
     bool if_missing = false;
     for (int i = 1; i < argc; i++) {
@@ -44,16 +44,21 @@ int cmd_synth(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm synth [--default] [--preset NAME] [--layers K] [--type T] [--vocab FILE.gguf]\n"
                    "                      [--seed N] [--if-missing] OUT.gguf\n"
+                   "       deltallm synth --add-mtp MODEL.gguf [--seed N] OUT.gguf\n"
                    "  presets: qwen3.5-0.8b (default), qwen3.5-2b, qwen3.5-9b, qwen3.5-35b-a3b, qwen3-next-80b-a3b\n"
                    "  --type: matrix weight format (default q8_0): f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K..q6_K iq4_nl iq4_xs\n"
                    "  --vocab: tokenizer source (default %s)\n"
-                   "  --default: the model `make run` uses (qwen3.5-0.8b, q8_0), written only if missing\n",
+                   "  --default: the model `make run` uses (qwen3.5-0.8b, q8_0), written only if missing\n"
+                   "  --add-mtp: a copy of MODEL with one MTP block of random weights added (an attention block with\n"
+                   "             the model's FFN and blk.N.nextn.*), for speculative decoding's speed and tests\n",
                    DEFAULT_VOCAB);
             return 0;
         } else if (!strcmp(a, "--default")) {
             if_missing = true;
         } else if (!strcmp(a, "--if-missing")) {
             if_missing = true;
+        } else if (!strcmp(a, "--add-mtp") && v) {
+            add_mtp = argv[++i];
         } else if (!strcmp(a, "--preset") && v) {
             preset = argv[++i];
         } else if (!strcmp(a, "--vocab") && v) {
@@ -76,6 +81,13 @@ int cmd_synth(int argc, char **argv) {
     struct stat st;
     if (if_missing && stat(out, &st) == 0) return 0;
     Err err = {{0}};
+    if (add_mtp) {
+        if (synth_add_mtp(add_mtp, out, (uint64_t)seed, &err)) {
+            fprintf(stderr, "deltallm synth: %s\n", err.msg);
+            return 1;
+        }
+        return 0;
+    }
     SynthSpec spec;
     if (synth_preset(&spec, preset, &err)) {
         fprintf(stderr, "deltallm synth: %s\n", err.msg);

@@ -17,7 +17,7 @@ typedef struct Command {
 static CmdFn f_inspect = cmd_inspect, f_run = cmd_run, f_eval = cmd_eval, f_synth = cmd_synth,
              f_parity = cmd_parity, f_bench = cmd_bench, f_tokenize = cmd_tokenize, f_detokenize = cmd_detokenize,
              f_chat_format = cmd_chat_format, f_serve = cmd_serve, f_chat = cmd_chat, f_convert = cmd_convert,
-             f_quantize = cmd_quantize, f_perplexity = cmd_perplexity;
+             f_quantize = cmd_quantize, f_perplexity = cmd_perplexity, f_devices = cmd_devices;
 
 static const Command commands[] = {
     {"run", &f_run, "generate text: run -m MODEL.gguf -p PROMPT [-n N] [--chat] [sampling options]"},
@@ -33,6 +33,7 @@ static const Command commands[] = {
     {"convert", &f_convert, "Hugging Face checkpoint directory to GGUF: convert HF_DIR -o OUT.gguf [--type T]"},
     {"quantize", &f_quantize, "requantize a GGUF with llama-quantize's type mixes: quantize IN.gguf OUT.gguf TYPE"},
     {"perplexity", &f_perplexity, "perplexity of a text file (llama-perplexity's windows), KL vs a base: -m M -f TEXT"},
+    {"devices", &f_devices, "the devices this build can run on (--device names), with memory; --probe: copy bandwidth"},
     {"synth", &f_synth, "write a synthetic random-weight model (real shapes) with deltallm's GGUF writer"},
 };
 

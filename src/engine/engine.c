@@ -28,6 +28,7 @@ int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend
                                .n_threads = p->n_threads,
                                .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
                                .pack = !p->no_pack,
+                               .tune = p->device_tune,
                                .progress = p->progress,
                                .progress_user = p->progress_user};
     Stage *st = &en->st[en->n_st++];
@@ -96,6 +97,17 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     en->n_ctx = n_ctx;
     en->n_batch = n_batch;
     en->n_seq_max = n_seq;
+    en->params = *p; /* for a draft model; the strings are copied, the stages and the path not kept */
+    snprintf(en->backend, sizeof en->backend, "%s", p->backend ? p->backend : "");
+    snprintf(en->isa, sizeof en->isa, "%s", p->isa ? p->isa : "");
+    snprintf(en->deltanet, sizeof en->deltanet, "%s", p->deltanet ? p->deltanet : "");
+    en->params.backend = p->backend ? en->backend : NULL;
+    en->params.isa = p->isa ? en->isa : NULL;
+    en->params.deltanet = p->deltanet ? en->deltanet : NULL;
+    en->params.model_path = NULL;
+    en->params.stages = NULL;
+    en->params.n_stages = 0;
+    en->params.progress = NULL;
     if (p->mpi && dl_mpi_size() > 1 ? pipe_open(en, p, isa, algo, &e) : open_stages(en, p, isa, algo, &e)) goto fail;
     en->info = (DlModelInfo){c->arch_name,
                              c->name,
@@ -120,6 +132,7 @@ fail:
 
 void dl_engine_close(DlEngine *e) {
     if (!e) return;
+    spec_engine_free(e);
     pipe_close(e);
     for (int s = 0; s < e->n_st; s++) {
         forward_free(e->st[s].fw);
@@ -161,12 +174,9 @@ int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n
     BatchSeq q[256];
     if (n > (int)(sizeof q / sizeof q[0])) return err_set(err, "batch too large");
     if (en->pipe) return pipe_run(en, sess, seqs, n, false, err);
-    if (en->n_st == 1) {
-        for (int i = 0; i < n; i++) q[i] = seqs[i], q[i].state = sess[i]->states[0];
-        return forward_batch(en->st[0].fw, q, n, err);
-    }
     for (int i = 0; i < n; i++)
         if (!seqs[i].tokens) return err_set(err, "no tokens for sequence %d of the batch", i);
+    if (en->n_spec && spec_before_run(en, sess, seqs, n, err)) return -1;
     for (int s = 0; s < en->n_st; s++) {
         const Stage *st = &en->st[s];
         const bool first = s == 0, last = s == en->n_st - 1;
@@ -179,11 +189,15 @@ int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n
         if (first) forward_embed(st->fw);
         else forward_hidden_write(st->fw, en->hidden);
         forward_layers(st->fw, st->l0, st->l1);
-        if (last) forward_head(st->fw);
-        else forward_hidden_read(st->fw, en->hidden);
+        if (last) {
+            forward_head(st->fw);
+            if (en->n_spec) spec_capture(en, st->fw, sess, seqs, n);
+        } else {
+            forward_hidden_read(st->fw, en->hidden);
+        }
         if (forward_end(st->fw, err)) return -1;
     }
-    return 0;
+    return en->n_spec ? spec_after_run(en, sess, seqs, n, err) : 0;
 }
 
 int engine_keep(DlEngine *en, DlSession *s, int k, Err *err) {

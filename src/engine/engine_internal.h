@@ -1,5 +1,5 @@
 /* engine_internal.h — the structs behind the opaque types of include/deltallm.h, shared by the engine's
- * files (engine.c, tokens.c, sampling.c). */
+ * files (engine.c, session.c, tokens.c, sampling.c, speculative.c, spec_mtp.c). */
 #ifndef DL_ENGINE_ENGINE_INTERNAL_H
 #define DL_ENGINE_ENGINE_INTERNAL_H
 
@@ -17,6 +17,8 @@ typedef struct Stage {
 } Stage;
 
 typedef struct Pipe Pipe;
+typedef struct MtpPass MtpPass; /* model/mtp.h */
+typedef struct Spec Spec;       /* speculative.c: a session's drafter */
 
 struct DlEngine {
     Model *model;
@@ -27,6 +29,12 @@ struct DlEngine {
     float *hidden; /* [n_batch][n_embd]: the rows crossing from one stage to the next */
     int n_ctx, n_batch, n_seq_max;
     DlModelInfo info;
+    /* speculative decoding (speculative.c) */
+    DlEngineParams params; /* as opened (strings not kept): a draft model opens with the same */
+    char backend[32], isa[16], deltanet[16];
+    MtpPass *mtp;          /* MTP passes on the last stage, made when a session first drafts with it */
+    DlEngine *draft;       /* dl_engine_open_draft */
+    int n_spec;            /* sessions with drafting on: engine_run calls the drafter's hooks */
 };
 
 int engine_fail(DlError *err, const Err *e); /* copies e into err; returns -1 */
@@ -40,6 +48,17 @@ int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n
 /* forward_keep on every stage's state of a session. */
 int engine_keep(DlEngine *en, DlSession *s, int k, Err *err);
 
+/* The drafter's hooks (speculative.c, spec_mtp.c), called only while en->n_spec > 0: before a batch runs,
+ * between the last stage's head and its forward_end (f: that stage's pass, the batch's hidden rows still in
+ * it), and after it; on keep; when a session is reset (resync: its state jumped, by restore or copy); freed
+ * with the session and the engine. */
+int spec_before_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, Err *err);
+void spec_capture(DlEngine *en, Forward *f, DlSession *const *sess, const BatchSeq *seqs, int n);
+int spec_after_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, Err *err);
+void spec_reset(DlSession *s, bool resync);
+void spec_free(DlSession *s);
+void spec_engine_free(DlEngine *en);
+
 struct DlSession {
     DlEngine *engine;
     SeqState *states[DL_MAX_STAGES]; /* one per stage */
@@ -50,6 +69,7 @@ struct DlSession {
     int tent_cap, n_tent; /* n_tent: tokens of the tentative batch that can still be cut back, or -1 */
     int pipe_id;   /* over MPI: the session's number on the other ranks */
     int pipe_busy; /* over MPI: its batches still in the pipe */
+    Spec *spec;           /* drafting (dl_session_set_draft), or NULL */
 };
 
 /* ---- over MPI (pipe.c); in one process (en->pipe == NULL) these are not called ------------------------ */

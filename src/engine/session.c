@@ -35,6 +35,7 @@ DlSession *dl_session_new(DlEngine *e, DlError *err) {
 void dl_session_free(DlSession *s) {
     if (!s) return;
     if (s->engine->pipe) pipe_session_free(s);
+    spec_free(s);
     for (int i = 0; i < DL_MAX_STAGES; i++) seqstate_free(s->states[i]);
     free(s->logits);
     free(s->tent_logits);
@@ -46,6 +47,7 @@ void dl_session_reset(DlSession *s) {
     for (int i = 0; i < s->engine->n_st; i++) seqstate_reset(s->states[i]);
     s->has_logits = false;
     s->n_tent = -1;
+    spec_reset(s, false);
 }
 
 int dl_session_n_past(const DlSession *s) { return s->state->n_past; }
@@ -165,6 +167,7 @@ int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err)
     memcpy(s->logits, p, sizeof(float) * (size_t)c->n_vocab);
     s->has_logits = h.has_logits != 0;
     s->n_tent = -1;
+    spec_reset(s, true);
     return 0;
 }
 
@@ -176,6 +179,7 @@ int dl_session_copy(DlSession *dst, const DlSession *src, DlError *err) {
     dst->n_tent = -1;
     memcpy(dst->logits, src->logits, sizeof(float) * (size_t)src->engine->info.n_vocab);
     dst->has_logits = src->has_logits;
+    spec_reset(dst, true);
     return 0;
 }
 
@@ -212,6 +216,7 @@ int dl_session_eval_tentative(DlSession *s, const int32_t *tokens, size_t n, DlE
         return err_set(&e, "a tentative batch of %zu tokens (this session has room for 1 to %d)", n, s->tent_cap),
                fail(err, &e);
     s->n_tent = -1;
+    for (int i = 0; i < en->n_st; i++) s->states[i]->rb.n = -1; /* an earlier tentative batch is kept whole */
     const BatchSeq q = {NULL, tokens, (int)n, (int)n, s->tent_logits, true};
     if (engine_run(en, &s, &q, 1, &e)) return fail(err, &e);
     s->n_tent = (int)n;

@@ -82,6 +82,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
      * save ~1% of a prefill, docs/KERNELS.md); the exact mode takes the chunked form from 32 tokens, where
      * it is 1.2-1.4x faster */
     f->chunk_min_tokens = f->be->mode == MATMUL_EXACT ? 32 : 1 << 30;
+    if (f->be->dn_chunk_min > 0) f->chunk_min_tokens = f->be->dn_chunk_min; /* a device's own measurement */
 
     const size_t E = (size_t)c->n_embd, conv = (size_t)c->ssm_conv_dim, val = (size_t)c->ssm_d_inner;
     const size_t Hv = (size_t)c->ssm_n_v_head, key = (size_t)c->ssm_key_dim;
@@ -92,6 +93,18 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     for (int il = 0; il < c->n_layer; il++) legacy |= m->layers[il].legacy;
     const size_t R = (size_t)opt.max_batch;
     Bufs *b = &f->b;
+    /* a backend that cannot write into the caller's memory gets the logits in a staging buffer; one that
+     * groups experts itself (moe_ffn) gets the grouped activations and its work area */
+    BView probe;
+    float probe_host[1];
+    const bool wraps = f->be->vt->wrap_host(f->be, probe_host, sizeof probe_host, &probe);
+    const bool fused_moe = c->moe && f->be->vt->moe_ffn;
+    /* logits staging: the rows of a multi-sequence batch (at most max_seqs), or for a device, chunks of the
+     * rows that want logits (forward_head runs the head over them in turn) */
+    int head_rows = opt.max_seqs > 1 ? opt.max_seqs : 0;
+    const int chunk = opt.max_batch < 32 ? opt.max_batch : 32;
+    if (!wraps && head_rows < chunk) head_rows = chunk;
+    const size_t Fe = (size_t)c->n_ff_exp, moe_work = fused_moe ? MOE_WORK_INTS(R, kE, nE) : 0;
     BufSpec specs[] = {
         {&b->x, E, false},         {&b->h, E, false},         {&b->tmp, E, false},
         {&b->tmp2, c->moe ? E : 0, false},                    {&b->proj, legacy ? conv + val : 0, false},
@@ -104,7 +117,8 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         {&b->rl, nE, false},       {&b->ew, kE, false},       {&b->es, kE, false},
         {&b->gidx, kE, false},     {&b->sidx, kE, false},     {&b->gx, c->moe ? E : 0, false},
         {&b->eo, kE * E, false},   {&b->sgate, 1, false},
-        {&b->head, opt.max_seqs > 1 ? (size_t)opt.max_seqs * (size_t)c->n_vocab : 0, true},
+        {&b->mg, fused_moe ? kE * Fe : 0, false},             {&b->mu, fused_moe ? kE * Fe : 0, false},
+        {&b->mwork, moe_work, true},
         {&b->ids, 1, false},       {&b->pos, 1, false},       {&b->hrows, 1, false},
     };
     const size_t n_specs = sizeof specs / sizeof specs[0];
@@ -113,7 +127,8 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     const BackendSizes sizes = {
         .max_rows = (int)R,
         /* widest activation row any matmul sees, for the quantized-activation scratch */
-        .max_cols = max64(max64((int64_t)E, (int64_t)val), max64((int64_t)HD, (int64_t)maxF)),
+        .max_cols = max64(max64(max64((int64_t)E, (int64_t)val), max64((int64_t)HD, (int64_t)maxF)),
+                          m->n_mtp ? 2 * (int64_t)E : 0), /* an MTP block's eh_proj reads [embedding | hidden] */
         .max_ctx = opt.max_ctx,
         .head_dim = c->head_dim,
         .gqa_group = c->n_head / c->n_head_kv,
@@ -131,6 +146,10 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         forward_free(f);
         return NULL;
     }
+    if (head_rows && forward_reserve_out(f, head_rows, err)) {
+        forward_free(f);
+        return NULL;
+    }
     size_t at = 0;
     for (size_t i = 0; i < n_specs; i++) {
         const size_t n = ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * 4);
@@ -140,8 +159,20 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     return f;
 }
 
+int forward_reserve_out(Forward *f, int rows, Err *err) {
+    if (rows <= f->max_out) return 0;
+    BBuf *mem = f->be->vt->alloc(f->be, sizeof(float) * (size_t)rows * (size_t)f->m->cfg.n_vocab, err);
+    if (!mem) return err_prefix(err, "logits staging for %d rows", rows), -1;
+    if (f->head_mem) f->be->vt->free(f->be, f->head_mem);
+    f->head_mem = mem;
+    f->b.head = (BView){mem, 0};
+    f->max_out = rows;
+    return 0;
+}
+
 void forward_free(Forward *f) {
     if (!f) return;
+    if (f->head_mem) f->be->vt->free(f->be, f->head_mem);
     if (f->mem) f->be->vt->free(f->be, f->mem);
     if (f->own_be) backend_destroy(f->be);
     free(f->host_mem);
@@ -219,9 +250,9 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
         if (q->n_tokens > q->state->n_ctx - q->state->n_past)
             return err_set(err, "context full: %d tokens + %d new exceed the context size %d", q->state->n_past,
                            q->n_tokens, q->state->n_ctx);
-        if (q->tentative && q->n_tokens > q->state->rb.cap)
-            return err_set(err, "a tentative batch of %d tokens (the state has rollback room for %d)", q->n_tokens,
-                           q->state->rb.cap);
+        if (q->tentative && (q->state->rb.n > 0 ? q->state->rb.n : 0) + q->n_tokens > q->state->rb.cap)
+            return err_set(err, "a tentative batch of %d tokens (the state has rollback room for %d)",
+                           (q->state->rb.n > 0 ? q->state->rb.n : 0) + q->n_tokens, q->state->rb.cap);
         if (q->tokens)
             for (int t = 0; t < q->n_tokens; t++)
                 if (q->tokens[t] < 0 || q->tokens[t] >= c->n_vocab)
@@ -232,8 +263,8 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
         rows += q->n_tokens;
         n_out += q->n_out;
     }
-    if (n_seqs > 1 && n_out > f->max_seqs)
-        return err_set(err, "%d logit rows requested from a multi-sequence batch (at most %d)", n_out, f->max_seqs);
+    if (n_seqs > 1 && n_out > f->max_out)
+        return err_set(err, "%d logit rows requested from a multi-sequence batch (at most %d)", n_out, f->max_out);
     f->seqs = seqs;
     f->n_seqs = n_seqs;
     f->rows = rows;
@@ -257,7 +288,7 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
 
 void forward_embed(Forward *f) {
     const Model *m = f->m;
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     f->be->vt->get_rows(f->be, m->tok_embd, f->b.ids, f->rows, f->b.x);
     fwd_dump(f, m->cfg.arch == ARCH_QWEN3NEXT ? "model.embed_tokens" : "model.input_embed", -1, f->b.x, m->cfg.n_embd,
              f->rows, 1, 1);
@@ -271,7 +302,7 @@ void forward_layers(Forward *f, int l0, int l1) {
     Bufs *b = &f->b;
     const int rows = f->rows, E = c->n_embd;
     const VecSet rs = vs_rows(rows, E);
-    ASSERT(l0 >= 0 && l0 <= l1 && l1 <= c->n_layer);
+    ASSERT(l0 >= 0 && l0 <= l1 && l1 <= c->n_layer + m->n_mtp); /* MTP blocks follow the trunk */
     for (int s = 0; s < f->n_seqs; s++) ASSERT(f->seqs[s].state->l0 <= l0 && l1 <= f->seqs[s].state->l1);
     for (int il = l0; il < l1; il++) {
         be->vt->rms_norm(be, b->x, b->h, m->layers[il].attn_norm, &rs, c->rms_eps);
@@ -289,13 +320,13 @@ void forward_layers(Forward *f, int l0, int l1) {
     }
 }
 
-void forward_head(Forward *f) {
+void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1) {
     const Model *m = f->m;
     Backend *be = f->be;
     Bufs *b = &f->b;
     const int64_t E = m->cfg.n_embd;
-    const int V = f->v1 ? f->v1 - f->v0 : m->cfg.n_vocab;
-    double t0 = fwd_now();
+    const int V = v1 ? v1 - v0 : m->cfg.n_vocab;
+    double t0 = fwd_phase_start(f);
     /* the rows that want logits, gathered and normed into h */
     int n = 0;
     for (int s = 0; s < f->n_seqs; s++) {
@@ -306,28 +337,36 @@ void forward_head(Forward *f) {
     be->vt->upload(be, b->hrows, f->hx.hrows, sizeof(int32_t) * (size_t)n);
     be->vt->gather_rows(be, b->h, b->x, b->hrows, n, (int)E);
     const VecSet hs = vs_rows(n, (int)E);
-    be->vt->rms_norm(be, b->h, b->h, m->output_norm, &hs, m->cfg.rms_eps);
+    be->vt->rms_norm(be, b->h, b->h, norm, &hs, m->cfg.rms_eps);
     fwd_dump(f, "result_norm", -1, b->h, E, n, 1, 1);
-    MatArgs a = {m->output, -1, NULL, f->v0, f->v1, b->h, b->head, n};
+    MatArgs a = {out, -1, NULL, v0, v1, b->h, b->head, n};
     BView direct;
     const bool one = f->n_seqs == 1;
     if (one && be->vt->wrap_host(be, f->seqs[0].logits, sizeof(float) * (size_t)n * V, &direct)) {
         a.y = direct; /* straight into the caller's buffer */
         f->be->vt->matmul(be, &a);
     } else {
-        /* several sequences (or a device): one pass over the head weights into the staging rows, then each
-         * sequence's rows out */
-        f->be->vt->matmul(be, &a);
-        for (int s = 0, r = 0; s < f->n_seqs; s++) {
-            const BatchSeq *q = &f->seqs[s];
-            if (q->n_out)
-                be->vt->download(be, q->logits, bv_f32(b->head, (int64_t)r * V), sizeof(float) * (size_t)q->n_out * V);
-            r += q->n_out;
+        /* several sequences (or a device): the head over the staging rows (all of a multi-sequence batch's at
+         * once: one pass over the head weights; a device's in chunks), then each sequence's rows out */
+        for (int r0 = 0; r0 < n; r0 += f->max_out) {
+            a.x = bv_f32(b->h, (int64_t)r0 * E);
+            a.T = n - r0 < f->max_out ? n - r0 : f->max_out;
+            f->be->vt->matmul(be, &a);
+            for (int s = 0, r = 0; s < f->n_seqs; s++) { /* rows [r, r + n_out) are sequence s's */
+                const BatchSeq *q = &f->seqs[s];
+                const int lo = r > r0 ? r : r0, hi = r + q->n_out < r0 + a.T ? r + q->n_out : r0 + (int)a.T;
+                if (lo < hi)
+                    be->vt->download(be, (float *)q->logits + (size_t)(lo - r) * V, bv_f32(b->head, (int64_t)(lo - r0) * V),
+                                     sizeof(float) * (size_t)(hi - lo) * V);
+                r += q->n_out;
+            }
         }
     }
     if (fwd_dumping(f, -1)) dump_tensor(f->dump, "result_output", -1, f->seqs[0].logits, V, n, 1, 1);
     fwd_phase(f, PH_HEAD, &t0);
 }
+
+void forward_head(Forward *f) { fwd_head(f, f->m->output_norm, f->m->output, f->v0, f->v1); }
 
 int forward_end(Forward *f, Err *err) {
     Err e = {{0}};
@@ -338,7 +377,9 @@ int forward_end(Forward *f, Err *err) {
     if (rc) return err_set(err, "%s", e.msg);
     for (int s = 0; s < f->n_seqs; s++) {
         SeqState *st = f->seqs[s].state;
-        if (f->seqs[s].tentative) {
+        if (f->seqs[s].tentative && st->rb.n > 0) { /* extends the unresolved tentative batch */
+            st->rb.n += f->seqs[s].n_tokens;
+        } else if (f->seqs[s].tentative) {
             st->rb.n = f->seqs[s].n_tokens;
             st->rb.pos0 = st->n_past;
         } else {

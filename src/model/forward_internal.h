@@ -42,7 +42,9 @@ typedef struct Bufs {
     BView gx;      /* [R][E]  gathered expert inputs */
     BView eo;      /* [R][kE][E] expert outputs */
     BView sgate;   /* [R] */
-    BView head;    /* [max_seqs][n_vocab] logits staging when several sequences want logits */
+    BView mg, mu;  /* [R·kE][Fe] grouped expert activations (a backend with moe_ffn only) */
+    BView mwork;   /* int32 MOE_WORK_INTS: its grouping */
+    BView head;    /* [max_out][n_vocab] logits staging (several sequences, or a device: the head in chunks); its own buffer */
     BView ids;     /* int32 [R] token ids */
     BView pos;     /* int32 [R] positions */
     BView hrows;   /* int32 [R] rows that want logits */
@@ -64,7 +66,8 @@ typedef enum Phase { PH_EMBED, PH_ATTN, PH_DN_PRE, PH_DN_SCAN, PH_DN_POST, PH_FF
 
 typedef struct ProfOp {
     const char *name; /* static string */
-    double seconds;
+    double seconds;   /* host time (on a device: recording) */
+    double dev_seconds; /* device time between its timestamps (a backend with marks) */
     uint64_t calls;
 } ProfOp;
 
@@ -76,6 +79,10 @@ typedef struct Profile {
     uint64_t forwards, tokens;
     long majflt; /* major page faults (disk reads) during forward passes */
     double total;
+    /* a backend with timestamps (a device): the same phases and ops on the device's clock, and the traffic */
+    bool device;
+    double dev_phase[PH_COUNT], dev_total;
+    uint64_t h2d, d2h, h2d0, d2h0;
     long flt0;   /* at forward_begin */
     double t0;
 } Profile;
@@ -88,6 +95,8 @@ struct Forward {
     float *dump_host; /* staging for dumps */
     size_t dump_cap;
     int max_batch, max_seqs, max_ctx;
+    int max_out;          /* logit rows a multi-sequence batch may ask for (forward_reserve_out) */
+    BBuf *head_mem;       /* the staging of b.head */
     DeltaNetAlgo algo;
     int chunk_min_tokens; /* AUTO: chunked form from this many tokens of one sequence */
     int v0, v1;           /* head columns */
@@ -114,13 +123,21 @@ void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, con
 void fwd_conv_silu(Forward *f, BView x, int T, int C, int K, const Weight *w, BView state, BView y);
 void fwd_deltanet(Forward *f, const DeltaArgs *a);
 void fwd_attention(Forward *f, const AttentionArgs *a);
+void fwd_moe_ffn(Forward *f, const MoeArgs *a);
 void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n); /* g = silu(g)·u */
 double fwd_now(void);
+/* The start of a phase: the host time, and a device timestamp when profiling on a device. */
+double fwd_phase_start(Forward *f);
 /* Adds the time since *t0 to a phase and resets *t0 (no-op unless profiling). */
 void fwd_phase(Forward *f, Phase ph, double *t0);
 void fwd_prof_op(Forward *f, const char *name, double seconds);
 void fwd_prof_begin(Forward *f); /* a forward pass starts / ends: totals and page faults */
 void fwd_prof_end(Forward *f);
+
+/* The head over the rows that want logits: gathered into b->h, normed with norm (they stay there, normed),
+ * multiplied by out for vocabulary columns [v0, v1) (0, 0: all) into each sequence's logits. forward_head
+ * is the model's output_norm and output; an MTP block passes its own. */
+void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1);
 
 void layer_deltanet(Forward *f, Bufs *b, int il);
 void layer_attention(Forward *f, Bufs *b, int il);

@@ -1,6 +1,8 @@
 /* forward_profile.c — profiling of the forward pass (model.h: forward_profile_*): the timed wrappers of
  * the heavy ops (forward_internal.h: fwd_*), time per phase, and major page faults during compute. On a
- * host backend an op is done when it returns, so wall time per op is its cost. */
+ * host backend an op is done when it returns, so wall time per op is its cost. On a device (a backend with
+ * timestamps: BackendVt.mark) the same phases and ops are timed on the device's clock from marks recorded
+ * into the stream, read back when the pass ends, and the report adds the host↔device bytes per token. */
 #include "model/forward_internal.h"
 
 #include <stdio.h>
@@ -15,23 +17,40 @@ double fwd_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* mark tags: a phase's end is its Phase; these, and TAG_OP + the op's slot for an op's end */
+enum { TAG_PASS = -1, TAG_OP_START = -2, TAG_PHASE_START = -3, TAG_OP = 1000 };
+
+static bool dev_marks(const Forward *f) { return f->prof.enabled && f->be->vt->mark; }
+
+double fwd_phase_start(Forward *f) {
+    if (dev_marks(f)) f->be->vt->mark(f->be, TAG_PHASE_START);
+    return fwd_now();
+}
+
 void fwd_phase(Forward *f, Phase ph, double *t0) {
     if (!f->prof.enabled) return;
     double t = fwd_now();
     f->prof.phase[ph] += t - *t0;
     *t0 = t;
+    if (dev_marks(f)) f->be->vt->mark(f->be, (int)ph);
 }
 
-void fwd_prof_op(Forward *f, const char *name, double dt) {
-    Profile *p = &f->prof;
+static int op_slot(Profile *p, const char *name) {
     int i = 0;
     while (i < p->n_ops && p->ops[i].name != name) i++;
     if (i == p->n_ops) {
-        if (p->n_ops == PROFILE_MAX_OPS) return;
-        p->ops[p->n_ops++] = (ProfOp){name, 0, 0};
+        if (p->n_ops == PROFILE_MAX_OPS) return -1;
+        p->ops[p->n_ops++] = (ProfOp){name, 0, 0, 0};
     }
-    p->ops[i].seconds += dt;
-    p->ops[i].calls++;
+    return i;
+}
+
+void fwd_prof_op(Forward *f, const char *name, double dt) {
+    const int i = op_slot(&f->prof, name);
+    if (i < 0) return;
+    f->prof.ops[i].seconds += dt;
+    f->prof.ops[i].calls++;
+    if (dev_marks(f)) f->be->vt->mark(f->be, TAG_OP + i);
 }
 
 static long majflt(void) {
@@ -43,6 +62,30 @@ static long majflt(void) {
 void fwd_prof_begin(Forward *f) {
     f->prof.flt0 = majflt();
     f->prof.t0 = fwd_now();
+    BackendStats st;
+    backend_stats(f->be, &st);
+    f->prof.h2d0 = st.h2d_bytes, f->prof.d2h0 = st.d2h_bytes;
+    if (dev_marks(f)) f->be->vt->mark(f->be, TAG_PASS);
+}
+
+/* the device's marks of the pass: phase time from the last phase boundary to a phase's end, op time
+ * between an op's start and end marks */
+static void read_marks(Forward *f) {
+    Profile *p = &f->prof;
+    enum { CAP = 4096 };
+    static int tags[CAP]; /* profiling only: one pass at a time per process is what the report assumes */
+    static double sec[CAP];
+    const int n = f->be->vt->marks(f->be, tags, sec, CAP);
+    double t_phase = n ? sec[0] : 0, t_op = 0;
+    for (int i = 0; i < n; i++) {
+        const int g = tags[i];
+        if (g == TAG_PASS || g == TAG_PHASE_START) t_phase = sec[i];
+        else if (g == TAG_OP_START) t_op = sec[i];
+        else if (g >= 0 && g < PH_COUNT) p->dev_phase[g] += sec[i] - t_phase, t_phase = sec[i];
+        else if (g >= TAG_OP && g < TAG_OP + p->n_ops) p->ops[g - TAG_OP].dev_seconds += sec[i] - t_op;
+    }
+    if (n > 1) p->dev_total += sec[n - 1] - sec[0];
+    p->device = p->device || n > 0;
 }
 
 void fwd_prof_end(Forward *f) {
@@ -50,6 +93,17 @@ void fwd_prof_end(Forward *f) {
     f->prof.total += fwd_now() - f->prof.t0;
     f->prof.forwards++;
     f->prof.tokens += (uint64_t)f->rows;
+    BackendStats st;
+    backend_stats(f->be, &st);
+    f->prof.h2d += st.h2d_bytes - f->prof.h2d0;
+    f->prof.d2h += st.d2h_bytes - f->prof.d2h0;
+    if (dev_marks(f)) {
+        f->be->vt->mark(f->be, TAG_PASS); /* the pass's end, read with the rest at the next wait */
+        Err e = {{0}};
+        f->be->vt->submit(f->be, &e);
+        f->be->vt->wait(f->be, &e);
+        read_marks(f);
+    }
 }
 
 #define TIMED(f, label, call)                                                                                   \
@@ -57,6 +111,7 @@ void fwd_prof_end(Forward *f) {
         if (!(f)->prof.enabled) {                                                                              \
             call;                                                                                              \
         } else {                                                                                               \
+            if (dev_marks(f)) (f)->be->vt->mark((f)->be, TAG_OP_START);                                         \
             const double t_ = fwd_now();                                                                       \
             call;                                                                                              \
             fwd_prof_op((f), (label), fwd_now() - t_);                                                         \
@@ -82,6 +137,8 @@ void fwd_deltanet(Forward *f, const DeltaArgs *a) {
     TIMED(f, a->chunked ? "deltanet (chunked)" : "deltanet (recurrent)", f->be->vt->deltanet(f->be, a));
 }
 
+void fwd_moe_ffn(Forward *f, const MoeArgs *a) { TIMED(f, "moe experts (fused)", f->be->vt->moe_ffn(f->be, a)); }
+
 void fwd_attention(Forward *f, const AttentionArgs *a) { TIMED(f, "attention", f->be->vt->attention(f->be, a)); }
 
 void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n) {
@@ -105,18 +162,27 @@ int forward_profile_report(const Forward *f, char *buf, size_t cap) {
     const Profile *p = &f->prof;
     size_t n = 0;
 #define OUT(...) (n += (size_t)snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, __VA_ARGS__))
-    const double tot = p->total > 0 ? p->total : 1e-12;
+    /* on a device the phases and ops are the device's times; the host's total is still the wall time */
+    const bool dev = p->device;
+    const double total = dev ? p->dev_total : p->total, tot = total > 0 ? total : 1e-12;
     OUT("profile: %llu forward passes, %llu tokens, %.3f s, ops: %s, major page faults during compute: %ld\n",
         (unsigned long long)p->forwards, (unsigned long long)p->tokens, p->total, f->be->name, p->majflt);
+    if (dev || p->h2d || p->d2h) {
+        const double tk = p->tokens ? (double)p->tokens : 1;
+        OUT("  device time %.3f s (timestamps); host<->device per token: %.0f B up, %.0f B down\n", p->dev_total,
+            (double)p->h2d / tk, (double)p->d2h / tk);
+    }
     OUT("  %-36s %10s %7s\n", "phase", "ms", "%");
     double covered = 0;
     for (int i = 0; i < PH_COUNT; i++) {
-        OUT("  %-36s %10.2f %6.1f%%\n", names[i], p->phase[i] * 1e3, 100 * p->phase[i] / tot);
-        covered += p->phase[i];
+        const double t = dev ? p->dev_phase[i] : p->phase[i];
+        OUT("  %-36s %10.2f %6.1f%%\n", names[i], t * 1e3, 100 * t / tot);
+        covered += t;
     }
-    OUT("  %-36s %10.2f %6.1f%%\n", "other (norms, residuals)", (p->total - covered) * 1e3, 100 * (p->total - covered) / tot);
+    OUT("  %-36s %10.2f %6.1f%%\n", "other (norms, residuals)", (total - covered) * 1e3, 100 * (total - covered) / tot);
     ProfOp ops[PROFILE_MAX_OPS];
     memcpy(ops, p->ops, sizeof(ProfOp) * (size_t)p->n_ops);
+    for (int i = 0; dev && i < p->n_ops; i++) ops[i].seconds = ops[i].dev_seconds;
     qsort(ops, (size_t)p->n_ops, sizeof ops[0], cmp_op);
     OUT("  %-36s %10s %7s %8s\n", "op", "ms", "%", "calls");
     for (int i = 0; i < p->n_ops; i++)

@@ -13,7 +13,7 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     const ModelConfig *c = &m->cfg;
     const LayerW *l = &m->layers[il];
     Backend *be = f->be;
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     const int R = f->rows, H = c->n_head, Hkv = c->n_head_kv, D = c->head_dim;
     const int HD = H * D, KVD = Hkv * D;
 
@@ -45,13 +45,21 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     fwd_dump(f, "Qcur", il, b->qa, D, H, R, 1);
     fwd_dump(f, "Kcur", il, b->ka, D, Hkv, R, 1);
 
+    /* exact mode, batches shorter than the chunked scan's threshold: one query at a time, so that their rows are
+     * the bits of single-token steps (the kernels sum P·V in another order for batches, as llama.cpp does, and
+     * pick their form by the batch's end) — a speculative verify batch then leaves exactly the state of the
+     * tokens it keeps. Longer batches (prompts) keep the batched kernels' speed. */
     for (int s = 0; s < f->n_seqs; s++) {
         const int64_t r0 = f->row0[s];
         SeqState *st = f->seqs[s].state;
-        const AttentionArgs a = {f->seqs[s].n_tokens, st->n_past, H, Hkv, D, 1.0f / sqrtf((float)D),
-                                 bv_f32(b->qa, r0 * HD), st->segs[st->seg_k[il]].view, st->segs[st->seg_v[il]].view,
-                                 bv_f32(b->ao, r0 * HD)};
-        fwd_attention(f, &a);
+        const int T = f->seqs[s].n_tokens;
+        const bool by_row = be->mode == MATMUL_EXACT && forward_deltanet_algo(f, T) == DELTANET_RECURRENT;
+        for (int t = 0; t < T; t += by_row ? 1 : T) {
+            const AttentionArgs a = {by_row ? 1 : T, st->n_past + t, H, Hkv, D, 1.0f / sqrtf((float)D),
+                                     bv_f32(b->qa, (r0 + t) * HD), st->segs[st->seg_k[il]].view,
+                                     st->segs[st->seg_v[il]].view, bv_f32(b->ao, (r0 + t) * HD)};
+            fwd_attention(f, &a);
+        }
     }
     fwd_dump(f, "attn_pregate", il, b->ao, HD, R, 1, 1);
 

@@ -4,7 +4,8 @@
  *   β = sigmoid(b), g = softplus(a + dt_bias)·ssm_a → the delta rule (recurrent or chunked) on the state →
  *   gated RMSNorm with z → ssm_out.
  * A tentative sequence (BatchSeq.tentative) keeps its conv window and delta-net state from before the batch
- * and logs the scan's inputs per token, so forward_keep (forward_keep.c) can return to any of its tokens.
+ * and logs the scan's inputs per token, so forward_keep (forward_keep.c) can return to any of its tokens; a
+ * tentative batch on a state that still holds one extends it (its tokens logged after the earlier ones).
  * Stage dumps use llama.cpp's names. */
 #include "model/forward_internal.h"
 
@@ -46,7 +47,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     const ModelConfig *c = &m->cfg;
     const LayerW *l = &m->layers[il];
     Backend *be = f->be;
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     const int R = f->rows;
     const int conv = c->ssm_conv_dim, val = c->ssm_d_inner, key = c->ssm_key_dim;
     const int Hv = c->ssm_n_v_head, Hk = c->ssm_n_k_head, Dk = c->ssm_d_state, Dv = c->ssm_head_v_dim;
@@ -91,9 +92,11 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         SeqState *st = f->seqs[s].state;
         const int64_t r0 = f->row0[s];
         const BView cs = st->segs[st->seg_conv[il]].view;
-        if (f->seqs[s].tentative) {
-            be->vt->copy(be, st->rb.conv_prev[il], cs, st->segs[st->seg_conv[il]].bytes);
-            be->vt->copy_rows(be, st->rb.log[il], LW, bv_f32(b->mixed, r0 * conv), conv, f->seqs[s].n_tokens, conv);
+        if (f->seqs[s].tentative) { /* a batch after an unresolved tentative one extends it (rb.n tokens logged) */
+            const int at = st->rb.n > 0 ? st->rb.n : 0;
+            if (at == 0) be->vt->copy(be, st->rb.conv_prev[il], cs, st->segs[st->seg_conv[il]].bytes);
+            be->vt->copy_rows(be, bv_f32(st->rb.log[il], at * LW), LW, bv_f32(b->mixed, r0 * conv), conv,
+                              f->seqs[s].n_tokens, conv);
         }
         fwd_conv_silu(f, bv_f32(b->mixed, r0 * conv), f->seqs[s].n_tokens, conv, c->ssm_d_conv, l->conv1d, cs,
                       bv_f32(b->conv_y, r0 * conv));
@@ -134,17 +137,20 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         DeltaArgs a = {T, Hk, Hv, Dk, Dv, c->arch == ARCH_QWEN3NEXT, forward_deltanet_algo(f, T) == DELTANET_CHUNKED,
                        bv_f32(b->q, r0 * key), bv_f32(b->k, r0 * key), bv_f32(b->v, r0 * val), bv_f32(b->g, r0 * Hv),
                        bv_f32(b->beta, r0 * Hv), sg->view, sg->view, bv_f32(b->o, r0 * val), {0}, false};
+        const bool first_tent = f->seqs[s].tentative && st->rb.n <= 0;
         if (f->seqs[s].tentative) {
-            const BView lg = st->rb.log[il];
+            const BView lg = bv_f32(st->rb.log[il], (first_tent ? 0 : st->rb.n) * LW);
             be->vt->copy_rows(be, bv_f32(lg, conv), LW, a.q, key, T, key);
             be->vt->copy_rows(be, bv_f32(lg, conv + key), LW, a.k, key, T, key);
             be->vt->copy_rows(be, bv_f32(lg, conv + 2 * key), LW, a.v, val, T, val);
             be->vt->copy_rows(be, bv_f32(lg, 2 * conv), LW, a.g, Hv, T, Hv);
             be->vt->copy_rows(be, bv_f32(lg, 2 * conv + Hv), LW, a.beta, Hv, T, Hv);
-            a.state = st->rb.ssm_alt[il]; /* the old state stays where it is: swap the two afterwards */
+            /* the state before the first tentative batch stays where it is (swap the two afterwards); an
+             * extending batch updates the current one in place */
+            if (first_tent) a.state = st->rb.ssm_alt[il];
         }
         fwd_deltanet(f, &a);
-        if (f->seqs[s].tentative) {
+        if (first_tent) {
             st->rb.ssm_alt[il] = sg->view;
             sg->view = a.state;
         }

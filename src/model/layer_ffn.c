@@ -6,7 +6,8 @@
  * Experts run grouped: the selection comes back to the host once per layer, the rows routed to each expert
  * are listed (index work only), gathered and multiplied together, so each selected expert's weights are read
  * once per batch. The expert provider (model.h), when set, supplies the experts' bytes between routing and
- * the expert matmuls. */
+ * the expert matmuls. A backend with the fused op moe_ffn (a device) groups the rows itself, so nothing
+ * comes back to the host; it is used when no provider is set (the host backends do not have it). */
 #include "model/forward_internal.h"
 
 #include <string.h>
@@ -41,24 +42,12 @@ static int group_by_expert(HostIdx *h, int R, int kE, int nE) {
     return n_used;
 }
 
-static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
+/* the routed experts with the grouping on the host: the selection comes back once per layer */
+static void experts_grouped_on_host(Forward *f, Bufs *b, const LayerW *l, int il) {
     const ModelConfig *c = &f->m->cfg;
     Backend *be = f->be;
     HostIdx *h = &f->hx;
-    const int R = f->rows, E = c->n_embd, nE = c->n_expert, kE = c->n_expert_used;
-    const int Fe = c->n_ff_exp, Fs = c->n_ff_shexp;
-
-    /* routing (the router is F32: exact logits) */
-    fwd_matmul(f, "moe_router", l->router, b->h, R, b->rl);
-    fwd_dump(f, "ffn_moe_logits", il, b->rl, nE, R, 1, 1);
-    be->vt->moe_route(be, b->rl, b->es, b->ew, R, nE, kE);
-    fwd_dump(f, "ffn_moe_probs", il, b->rl, nE, R, 1, 1);
-    if (fwd_dumping(f, il)) {
-        fwd_dump_view(f, "ffn_moe_topk", il, b->es, kE, R, 1, 1, true);
-        fwd_dump(f, "ffn_moe_weights_norm", il, b->ew, kE, R, 1, 1);
-    }
-
-    /* experts, grouped: gather the rows routed to e, run its SwiGLU on all of them, scatter */
+    const int R = f->rows, E = c->n_embd, nE = c->n_expert, kE = c->n_expert_used, Fe = c->n_ff_exp;
     be->vt->download(be, h->es, b->es, sizeof(int32_t) * (size_t)R * kE);
     const int n_used = group_by_expert(h, R, kE, nE);
     be->vt->upload(be, b->gidx, h->gs, sizeof(int32_t) * (size_t)R * kE);
@@ -86,6 +75,28 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
         be->vt->scatter_rows(be, b->eo, b->gx, si, n, E);
     }
     if (provided && f->provider.release) f->provider.release(f->provider.ctx, il);
+}
+
+static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
+    const ModelConfig *c = &f->m->cfg;
+    Backend *be = f->be;
+    const int R = f->rows, E = c->n_embd, nE = c->n_expert, kE = c->n_expert_used, Fs = c->n_ff_shexp;
+
+    /* routing (the router is F32: exact logits) */
+    fwd_matmul(f, "moe_router", l->router, b->h, R, b->rl);
+    fwd_dump(f, "ffn_moe_logits", il, b->rl, nE, R, 1, 1);
+    be->vt->moe_route(be, b->rl, b->es, b->ew, R, nE, kE);
+    fwd_dump(f, "ffn_moe_probs", il, b->rl, nE, R, 1, 1);
+    if (fwd_dumping(f, il)) {
+        fwd_dump_view(f, "ffn_moe_topk", il, b->es, kE, R, 1, 1, true);
+        fwd_dump(f, "ffn_moe_weights_norm", il, b->ew, kE, R, 1, 1);
+    }
+    if (be->vt->moe_ffn && !f->has_provider) {
+        const MoeArgs ma = {l->gate_exps, l->up_exps, l->down_exps, b->h, b->es, b->eo, b->mg, b->mu, b->mwork, R, kE, nE};
+        fwd_moe_ffn(f, &ma);
+    } else {
+        experts_grouped_on_host(f, b, l, il);
+    }
     /* weighted sum in selection order */
     be->vt->moe_combine(be, b->tmp, b->eo, b->ew, R, kE, E);
     fwd_dump(f, "ffn_moe_out", il, b->tmp, E, R, 1, 1);
@@ -104,7 +115,7 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
 
 void layer_ffn(Forward *f, Bufs *b, int il) {
     const LayerW *l = &f->m->layers[il];
-    double t0 = fwd_now();
+    double t0 = fwd_phase_start(f);
     if (f->m->cfg.moe) ffn_moe(f, b, l, il);
     else ffn_dense(f, b, l);
     fwd_phase(f, PH_FFN, &t0);

@@ -53,6 +53,18 @@ typedef struct LayerW {
     const Weight *down_shexp; /* [E][Fs] */
 } LayerW;
 
+/* An MTP (multi-token prediction) block, as the released checkpoints hold it: blk.N.nextn.{eh_proj, enorm,
+ * hnorm} plus an ordinary attention block with its FFN at layers[N] (N = n_layer + i), and optionally its own
+ * head norm, head and embedding (NULL: the model's output_norm, output and token_embd). model/mtp.h runs it. */
+typedef struct MtpW {
+    int layer;               /* N: its index in layers[] and in the registry */
+    const Weight *eh_proj;   /* [E][2E] over concat(enorm(embed(token)), hnorm(h)) */
+    const Weight *enorm, *hnorm; /* [E] */
+    const Weight *head_norm; /* [E] nextn.shared_head_norm, or output_norm */
+    const Weight *head;      /* [n_vocab][E] nextn.shared_head_head, or output */
+    const Weight *embd;      /* [n_vocab][E] nextn.embed_tokens, or token_embd */
+} MtpW;
+
 typedef struct Model {
     ModelConfig cfg;
     Gguf *gguf;               /* owned */
@@ -62,7 +74,10 @@ typedef struct Model {
     const Weight *output_norm; /* [E] */
     const Weight *output;     /* [n_vocab][E]; token_embd when tied */
     bool tied;
-    LayerW *layers;           /* [n_layer] (MTP blocks not bound) */
+    LayerW *layers;           /* [n_layer + n_mtp]: the trunk, then the bound MTP blocks */
+    MtpW *mtp;                /* [n_mtp] */
+    int n_mtp;                /* MTP blocks bound: cfg.n_nextn, or 0 when the file has none (or a broken one) */
+    char mtp_missing[600];    /* why n_mtp is 0 although cfg.n_nextn > 0 ("" otherwise) */
     int n_tensors_bound;      /* file tensors bound (a fused tensor once) */
     void **owned;             /* F32 copies made at load */
     int n_owned;
@@ -76,8 +91,8 @@ Model *model_from_gguf(Gguf *g, Err *err);
 void model_free(Model *m);
 /* The registry entry of a file tensor (the first, for a fused one), or NULL. */
 const Weight *model_weight(const Model *m, const char *name);
-/* Weight bytes one decoded token reads: every matrix, one embedding row (the whole table when the head is
- * tied to it), and of each expert stack the share of n_expert_used experts. */
+/* Weight bytes one decoded token reads: every trunk matrix, one embedding row (the whole table when the head
+ * is tied to it), and of each expert stack the share of n_expert_used experts (MTP blocks not counted). */
 uint64_t model_decode_bytes(const Model *m);
 
 /* ---- per-sequence state: a table of segments -------------------------------------------------------------- */
@@ -120,7 +135,8 @@ typedef struct SeqState {
     Rollback rb;
 } SeqState;
 
-/* A state for layers [l0, l1) (l1 = 0: every layer) at context n_ctx, allocated by be. */
+/* A state for layers [l0, l1) (l1 = 0: every trunk layer; up to n_layer + n_mtp: an MTP block's KV) at
+ * context n_ctx, allocated by be. */
 SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, Err *err);
 void seqstate_free(SeqState *s);
 void seqstate_reset(SeqState *s); /* back to an empty sequence */
@@ -179,6 +195,10 @@ typedef struct BatchSeq {
     bool tentative;
 } BatchSeq;
 
+/* Room for `rows` rows of logits in a multi-sequence batch (at first max_seqs: one per sequence; speculative
+ * decoding's verify batches want every row of each sequence). */
+int forward_reserve_out(Forward *f, int rows, Err *err);
+
 /* Runs the tokens of n_seqs sequences (Σ n_tokens ≤ max_batch, n_seqs ≤ max_seqs) through the model in one
  * pass: the matrix products see all rows at once, the recurrences and attention run per sequence. Each
  * state advances by its n_tokens. Fails with every state untouched if a context would overflow, a token id
@@ -207,7 +227,9 @@ void forward_hidden_write(Forward *f, const float *src);
 int forward_set_head_range(Forward *f, int v0, int v1, Err *err);
 
 /* After a tentative batch of n tokens of s: keeps its first k (0 ≤ k ≤ n), leaving s exactly as the
- * batch's arithmetic had it after token k (recurrent state, conv window, KV length). */
+ * batch's arithmetic had it after token k (recurrent state, conv window, KV length). Tentative batches that
+ * follow an unresolved one extend it (a draft model's one-token steps): n is then their sum, and keep(k)
+ * replays k tokens of them all. */
 int forward_keep(Forward *f, SeqState *s, int k, Err *err);
 
 /* The expert-provider hook: between routing and the expert matmuls of an MoE layer, the forward pass tells

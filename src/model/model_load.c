@@ -3,7 +3,8 @@
  * entries (name, layer, role, format, bytes, expert count) that the backends, packing, uploads and the
  * bytes-per-token estimate all read. Both qwen3next layouts (legacy
  * fused ssm_in, and attn_qkv + attn_gate), ssm_ba vs ssm_beta/ssm_alpha, fused ffn_gate_up_exps and tied
- * output are handled here; MTP blocks (the last nextn_predict_layers) are left unbound. */
+ * output are handled here, and the MTP blocks (the last nextn_predict_layers: an attention block with its FFN
+ * plus blk.N.nextn.*) when the file has them. */
 #include "model/model.h"
 
 #include "gguf/format.h"
@@ -224,8 +225,71 @@ static int bind_ffn(Binder *b, LayerW *l) {
     return 0;
 }
 
+/* The norms, mixer and FFN of block b->layer. */
+static int bind_block(Binder *b, LayerW *l) {
+    const ModelConfig *c = &b->m->cfg;
+    if (bind_vec(b, &l->attn_norm, W_ATTN_NORM, "blk.%d.attn_norm.weight", c->n_embd, true) < 0) return -1;
+    if (bind_vec(b, &l->post_norm, W_POST_NORM, "blk.%d.post_attention_norm.weight", c->n_embd, true) < 0) return -1;
+    if ((l->recurrent ? bind_deltanet(b, l) : bind_attention(b, l)) < 0) return -1;
+    return bind_ffn(b, l);
+}
+
+static int bind_nextn(Binder *b, MtpW *t) {
+    Model *m = b->m;
+    const int64_t E = m->cfg.n_embd, V = m->cfg.n_vocab;
+    if (bind_mat(b, &t->eh_proj, W_NEXTN_EH_PROJ, "blk.%d.nextn.eh_proj.weight", 2 * E, E, true) < 0) return -1;
+    if (bind_vec(b, &t->enorm, W_NEXTN_ENORM, "blk.%d.nextn.enorm.weight", E, true) < 0) return -1;
+    if (bind_vec(b, &t->hnorm, W_NEXTN_HNORM, "blk.%d.nextn.hnorm.weight", E, true) < 0) return -1;
+    int rc = bind_vec(b, &t->head_norm, W_NEXTN_HEAD_NORM, "blk.%d.nextn.shared_head_norm.weight", E, false);
+    if (rc < 0) return -1;
+    if (rc == 0) t->head_norm = m->output_norm;
+    if ((rc = bind_mat(b, &t->head, W_NEXTN_HEAD, "blk.%d.nextn.shared_head_head.weight", E, V, false)) < 0) return -1;
+    if (rc == 0) t->head = m->output;
+    if ((rc = bind_mat(b, &t->embd, W_NEXTN_EMBD, "blk.%d.nextn.embed_tokens.weight", E, V, false)) < 0) return -1;
+    if (rc == 0) t->embd = m->tok_embd;
+    else m->weights[t->embd->id].lookup_only = true;
+    return 0;
+}
+
+/* The MTP blocks. Many files keep nextn_predict_layers but drop the blocks' tensors, and a broken block must
+ * not stop the trunk from running: either way the model loads without MTP and keeps the reason, which the
+ * engine reports when drafts from the MTP head are asked for. */
+static void bind_mtp(Binder *b) {
+    Model *m = b->m;
+    const ModelConfig *c = &m->cfg;
+    if (c->n_nextn == 0) return;
+    b->layer = c->n_layer;
+    if (!find(b, "blk.%d.nextn.eh_proj.weight", false)) {
+        snprintf(m->mtp_missing, sizeof m->mtp_missing, "the file has no MTP block (no tensor 'blk.%d.nextn.eh_proj.weight')",
+                 c->n_layer);
+        return;
+    }
+    const int n_weights = m->n_weights, n_bound = m->n_tensors_bound;
+    Err e = {{0}}, *outer = b->err;
+    b->err = &e;
+    int rc = (m->mtp = calloc((size_t)c->n_nextn, sizeof *m->mtp)) ? 0 : err_set(&e, "out of memory");
+    for (int i = 0; rc == 0 && i < c->n_nextn; i++) {
+        b->layer = c->n_layer + i;
+        m->mtp[i].layer = b->layer;
+        rc = bind_block(b, &m->layers[b->layer]) || bind_nextn(b, &m->mtp[i]) ? -1 : 0;
+    }
+    b->err = outer;
+    if (rc == 0) {
+        m->n_mtp = c->n_nextn;
+        return;
+    }
+    /* drop what was bound of the blocks (F32 copies stay owned until model_free) */
+    m->n_weights = n_weights;
+    m->n_tensors_bound = n_bound;
+    memset(&m->layers[c->n_layer], 0, sizeof *m->layers * (size_t)c->n_nextn);
+    free(m->mtp);
+    m->mtp = NULL;
+    snprintf(m->mtp_missing, sizeof m->mtp_missing, "the MTP block cannot be used: %s", e.msg);
+}
+
 void model_free(Model *m) {
     if (!m) return;
+    free(m->mtp);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->weights);
@@ -253,8 +317,9 @@ Model *model_from_gguf(Gguf *g, Err *err) {
                 c->n_attention);
         goto fail;
     }
-    /* at most 24 entries per block (a fused gate_up stack is two) and 3 global ones */
-    Binder b = {m, g, err, -1, 24 * c->n_layer + 3};
+    /* at most 24 entries per block (a fused gate_up stack is two; an MTP block's nextn tensors are 6 more
+     * beside its attention and FFN) and 3 global ones */
+    Binder b = {m, g, err, -1, 24 * c->n_layer_all + 3};
     m->weights = calloc((size_t)b.cap, sizeof *m->weights);
     if (!m->weights) {
         err_set(err, "out of memory");
@@ -270,7 +335,7 @@ Model *model_from_gguf(Gguf *g, Err *err) {
     } else {
         m->weights[m->tok_embd->id].lookup_only = true;
     }
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    m->layers = calloc((size_t)c->n_layer_all, sizeof *m->layers);
     if (!m->layers) {
         err_set(err, "out of memory");
         goto fail;
@@ -279,11 +344,9 @@ Model *model_from_gguf(Gguf *g, Err *err) {
         LayerW *l = &m->layers[il];
         b.layer = il;
         l->recurrent = c->recurrent[il];
-        if (bind_vec(&b, &l->attn_norm, W_ATTN_NORM, "blk.%d.attn_norm.weight", c->n_embd, true) < 0) goto fail;
-        if (bind_vec(&b, &l->post_norm, W_POST_NORM, "blk.%d.post_attention_norm.weight", c->n_embd, true) < 0) goto fail;
-        if ((l->recurrent ? bind_deltanet(&b, l) : bind_attention(&b, l)) < 0) goto fail;
-        if (bind_ffn(&b, l) < 0) goto fail;
+        if (bind_block(&b, l) < 0) goto fail;
     }
+    bind_mtp(&b);
     return m;
 fail:
     model_free(m);
@@ -300,6 +363,7 @@ uint64_t model_decode_bytes(const Model *m) {
     uint64_t n = 0;
     for (int i = 0; i < m->n_weights; i++) {
         const Weight *w = &m->weights[i];
+        if (w->layer >= m->cfg.n_layer) continue; /* MTP blocks run only when drafting */
         if (w->role == W_TOK_EMBD) n += m->tied ? w->bytes : w->row_bytes; /* one row, or the tied head */
         else if (w->n_expert) n += (uint64_t)w->bytes * (uint64_t)m->cfg.n_expert_used;
         else n += w->bytes;

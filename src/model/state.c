@@ -35,10 +35,11 @@ SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, E
     const ModelConfig *c = &m->cfg;
     if (n_ctx < 1 || n_ctx > (1 << 24)) return err_set(err, "context size %d out of range [1, %d]", n_ctx, 1 << 24), NULL;
     if (l1 == 0) l1 = c->n_layer;
-    if (l0 < 0 || l0 >= l1 || l1 > c->n_layer)
-        return err_set(err, "layer range [%d, %d) outside the model's %d layers", l0, l1, c->n_layer), NULL;
+    const int NL = c->n_layer_all; /* per-layer tables cover the MTP blocks too */
+    if (l0 < 0 || l0 >= l1 || l1 > c->n_layer + m->n_mtp)
+        return err_set(err, "layer range [%d, %d) outside the model's %d layers", l0, l1, c->n_layer + m->n_mtp), NULL;
     SeqState *s = calloc(1, sizeof *s);
-    int *idx = calloc(4 * (size_t)c->n_layer, sizeof *idx);
+    int *idx = calloc(4 * (size_t)NL, sizeof *idx);
     StateSeg *segs = calloc(2 * (size_t)(l1 - l0), sizeof *segs);
     if (!s || !idx || !segs) {
         free(s), free(idx), free(segs);
@@ -50,10 +51,10 @@ SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, E
     s->be = be;
     s->segs = segs;
     s->seg_conv = idx;
-    s->seg_ssm = idx + c->n_layer;
-    s->seg_k = idx + 2 * c->n_layer;
-    s->seg_v = idx + 3 * c->n_layer;
-    for (int i = 0; i < 4 * c->n_layer; i++) idx[i] = -1;
+    s->seg_ssm = idx + NL;
+    s->seg_k = idx + 2 * NL;
+    s->seg_v = idx + 3 * NL;
+    for (int i = 0; i < 4 * NL; i++) idx[i] = -1;
     size_t bytes = 0;
     for (int il = l0; il < l1; il++) {
         const bool rec = c->recurrent[il];
@@ -147,10 +148,11 @@ int seqstate_enable_rollback(SeqState *s, const Model *m, int cap, Err *err) {
     rollback_free(s);
     if (cap == 0) return 0;
     Rollback *rb = &s->rb;
-    rb->ssm_alt = calloc(3 * (size_t)c->n_layer, sizeof *rb->ssm_alt);
+    const int NL = c->n_layer_all;
+    rb->ssm_alt = calloc(3 * (size_t)NL, sizeof *rb->ssm_alt);
     if (!rb->ssm_alt) return err_set(err, "out of memory");
-    rb->conv_prev = rb->ssm_alt + c->n_layer;
-    rb->log = rb->ssm_alt + 2 * c->n_layer;
+    rb->conv_prev = rb->ssm_alt + NL;
+    rb->log = rb->ssm_alt + 2 * NL;
     size_t bytes = 0;
     for (int il = s->l0; il < s->l1; il++) {
         if (!c->recurrent[il]) continue;

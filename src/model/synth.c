@@ -5,6 +5,7 @@
 #include "gguf/format.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
+#include "model/config.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -145,12 +146,13 @@ static int mat(Build *b, const char *name, int64_t in, int64_t out, float scale)
 }
 static int vec(Build *b, const char *name, int64_t n, Init init) { return add(b, name, 1, n, 1, 1, FMT_F32, init, 0); }
 
-static int layer(Build *b, int il) {
+/* Block il: a delta-net or attention mixer by the interval (attention always for an MTP block), and its FFN. */
+static int layer(Build *b, int il, bool mtp) {
     const SynthSpec *sp = b->sp;
     const int64_t E = sp->n_embd, D = sp->head_dim, H = sp->n_head, Hkv = sp->n_head_kv;
     const int64_t Hv = sp->ssm_dt_rank, key = (int64_t)sp->ssm_n_group * sp->ssm_d_state, val = Hv * sp->ssm_d_state;
     const bool qwen3next = strcmp(sp->arch, "qwen3next") == 0, moe = strcmp(sp->arch, "qwen35") != 0;
-    const bool recurrent = (il + 1) % sp->full_attn_interval != 0;
+    const bool recurrent = !mtp && (il + 1) % sp->full_attn_interval != 0;
     char n[96];
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
     if (vec(b, NAME("attn_norm.weight"), E, INIT_NORM) || vec(b, NAME("post_attention_norm.weight"), E, INIT_NORM)) return -1;
@@ -315,10 +317,89 @@ int synth_write(const SynthSpec *sp, const char *vocab_gguf, const char *path, E
              mat(&b, "token_embd.weight", sp->n_embd, sp->n_vocab, 1.0f) ||
              vec(&b, "output_norm.weight", sp->n_embd, INIT_NORM) ||
              (!sp->tied && mat(&b, "output.weight", sp->n_embd, sp->n_vocab, 2.0f));
-    for (int il = 0; !rc && il < sp->n_layer; il++) rc = layer(&b, il);
+    for (int il = 0; !rc && il < sp->n_layer; il++) rc = layer(&b, il, false);
     if (!rc) rc = gguf_writer_write_file(w, path, err);
     gguf_writer_free(w);
     free(gen->rowbuf);
     free(gen);
+    return rc ? -1 : 0;
+}
+
+/* ---- an MTP block added to a model ---------------------------------------------------------------------- */
+
+/* The generator's view of a model read from its file (shapes only; the weight type of its attention). */
+static int spec_of(const ModelConfig *c, const Gguf *g, SynthSpec *sp, Err *err) {
+    *sp = (SynthSpec){.arch = c->arch_name, .n_embd = c->n_embd, .n_layer = c->n_layer, .n_head = c->n_head,
+                      .n_head_kv = c->n_head_kv, .head_dim = c->head_dim, .n_rot = c->n_rot, .n_ff = c->n_ff,
+                      .n_expert = c->n_expert, .n_expert_used = c->n_expert_used, .n_ff_exp = c->n_ff_exp,
+                      .n_ff_shexp = c->n_ff_shexp, .ssm_d_state = c->ssm_d_state, .ssm_n_group = c->ssm_n_k_head,
+                      .ssm_dt_rank = c->ssm_n_v_head, .ssm_d_conv = c->ssm_d_conv, .full_attn_interval = 2,
+                      .n_vocab = c->n_vocab, .wtype = FMT_Q8_0};
+    for (int il = 0; il < c->n_layer; il++) {
+        if (c->recurrent[il]) continue;
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_q.weight", il);
+        const GgufTensor *t = gguf_find_tensor(g, name);
+        if (t) sp->wtype = t->type;
+        return 0;
+    }
+    return err_set(err, "the model has no attention layer to model an MTP block on");
+}
+
+int synth_add_mtp(const char *src, const char *dst, uint64_t seed, Err *err) {
+    Gguf *g = gguf_open(src, err);
+    if (!g) return -1;
+    ModelConfig c;
+    SynthSpec sp;
+    Gen *gen = NULL;
+    GgufWriter *w = NULL;
+    int rc = -1;
+    if (model_config_read(&c, g, err) || spec_of(&c, g, &sp, err)) goto done;
+    if (c.n_nextn > 0) {
+        err_set(err, "'%s' already has %d MTP block(s)", src, c.n_nextn);
+        goto done;
+    }
+    if (c.n_layer_all + 1 > MODEL_MAX_LAYERS) {
+        err_set(err, "too many blocks");
+        goto done;
+    }
+    sp.seed = seed;
+    const Format *wf = format_get(sp.wtype);
+    if (!wf || !wf->quantize) sp.wtype = FMT_Q8_0; /* a type the generator cannot write: the common fallback */
+    gen = calloc(1, sizeof *gen);
+    w = gguf_writer_new(gguf_alignment(g));
+    if (!gen || !w) {
+        err_set(err, "out of memory");
+        goto done;
+    }
+    gen->spec = &sp;
+    char k_blocks[64], k_nextn[64];
+    snprintf(k_blocks, sizeof k_blocks, "%s.block_count", c.arch_name);
+    snprintf(k_nextn, sizeof k_nextn, "%s.nextn_predict_layers", c.arch_name);
+    const char *skip[] = {k_blocks, k_nextn};
+    if (gguf_w_copy_kv(w, g, skip, 2) || gguf_w_u32(w, k_blocks, (uint32_t)c.n_layer + 1) ||
+        gguf_w_u32(w, k_nextn, 1)) {
+        err_set(err, "out of memory copying the metadata");
+        goto done;
+    }
+    for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const GgufTensor *t = gguf_tensor(g, i);
+        if (gguf_w_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, NULL, NULL, err)) goto done;
+    }
+    Build b = {w, gen, &sp, err};
+    const int N = c.n_layer;
+    const int64_t E = c.n_embd;
+    char n[96];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d.nextn." x, N), n)
+    if (layer(&b, N, true) || mat(&b, NAME("eh_proj.weight"), 2 * E, E, 1) || vec(&b, NAME("enorm.weight"), E, INIT_NORM) ||
+        vec(&b, NAME("hnorm.weight"), E, INIT_NORM) || vec(&b, NAME("shared_head_norm.weight"), E, INIT_NORM))
+        goto done;
+#undef NAME
+    rc = gguf_writer_write_file(w, dst, err);
+done:
+    gguf_writer_free(w);
+    if (gen) free(gen->rowbuf);
+    free(gen);
+    gguf_close(g);
     return rc ? -1 : 0;
 }

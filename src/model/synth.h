@@ -35,4 +35,10 @@ int synth_preset(SynthSpec *spec, const char *name, Err *err);
 /* Writes the model to path, taking the tokenizer (tokenizer.* metadata) from vocab_gguf. */
 int synth_write(const SynthSpec *spec, const char *vocab_gguf, const char *path, Err *err);
 
+/* Copies the model at src to dst with one MTP block added (block_count + 1, nextn_predict_layers 1): an
+ * attention block with the model's FFN (dense or MoE) and blk.N.nextn.{eh_proj, enorm, hnorm, shared_head_norm},
+ * random values in the weight type of the model's attention matrices; the head and embedding stay shared.
+ * Makes real-shape (and test-sized) models with an MTP block for every arch. */
+int synth_add_mtp(const char *src, const char *dst, uint64_t seed, Err *err);
+
 #endif

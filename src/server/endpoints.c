@@ -178,6 +178,8 @@ static void metrics_text(Server *s, SBuf *b) {
            st.gen_seconds > 0 ? (double)st.tokens_generated / st.gen_seconds : 0);
     metric(b, "forward_passes_total", "counter", "Forward passes (prefill segments and batched decode steps).",
            (double)st.forward_passes);
+    metric(b, "drafts_total", "counter", "Speculative decoding: drafted tokens verified.", (double)st.drafted);
+    metric(b, "drafts_accepted_total", "counter", "Speculative decoding: drafted tokens accepted.", (double)st.accepted);
     metric(b, "slots", "gauge", "Slots (requests computed at once).", st.n_slots);
     metric(b, "slots_busy", "gauge", "Slots computing a request.", st.busy);
     metric(b, "queue_waiting", "gauge", "Requests waiting for a slot.", st.queued);

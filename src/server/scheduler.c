@@ -50,6 +50,8 @@ typedef struct Slot {
     DlDetok *detok;
     uint64_t *keys; /* prefix keys of the prompt, one per checkpoint interval */
     int32_t token;  /* sampled, to be decoded */
+    bool pending;   /* drafting: token was emitted by a speculative step and waits for the next one */
+    int ahead;      /* drafting: tokens the session evaluated beyond what plain decoding has at this token */
     bool truncating; /* constrained, and the shortest answer does not fit max_tokens: cut, not closed */
     uint64_t order; /* admission order */
     SBuf out;       /* scratch for released text */
@@ -84,6 +86,7 @@ struct Scheduler {
     int depth;      /* dl_engine_pipeline_depth: > 1 over MPI */
     Group *groups;  /* [depth], oldest at g_head */
     int g_head, g_n;
+    DlDraftParams draft;     /* cfg.draft points here */
 };
 
 /* ------------------------------------------------------------------------------------------ output */
@@ -161,6 +164,8 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     DlError e = {{0}};
     sl->order = ++s->order; /* sl->job was set at admission, under the lock */
     sl->n_done = 0;
+    sl->pending = false;
+    sl->ahead = 0;
     job_set_time(j, &j->t_admit);
     sl->smp = dl_sampler_new(s->cfg.engine, &j->sp, &e);
     sl->detok = sl->smp ? dl_detok_new(s->cfg.engine, false, &e) : NULL;
@@ -323,7 +328,7 @@ static void flush_text(Slot *sl) {
 /* Tokens the job may still emit: max_tokens and the context. */
 static int budget_left(const Slot *sl) {
     int by_max = sl->job->max_tokens - sl->job->n_gen;
-    int by_ctx = dl_session_n_ctx(sl->sess) - dl_session_n_past(sl->sess);
+    int by_ctx = dl_session_n_ctx(sl->sess) - (dl_session_n_past(sl->sess) - sl->ahead);
     return by_max < by_ctx ? by_max : by_ctx;
 }
 
@@ -384,8 +389,9 @@ static bool constraint_fits(Scheduler *s, Slot *sl, int32_t t) {
     return ok;
 }
 
-/* Handles one sampled token; returns true when the slot goes on (the token must be decoded). */
-static bool emit_token(Scheduler *s, Slot *sl, int32_t t) {
+/* Handles one sampled token; returns true when the slot goes on (the token must be decoded). accept: record
+ * it in the sampler (a speculative step has done that already). */
+static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
     Job *j = sl->job;
     DlError e = {{0}};
     if (t < 0) { /* the constraint admits no token: close it */
@@ -407,7 +413,7 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t) {
         slot_fail(s, sl, FINISH_ERROR, e.msg);
         return false;
     }
-    dl_sampler_accept(sl->smp, t);
+    if (accept) dl_sampler_accept(sl->smp, t);
     pthread_mutex_lock(&j->mu);
     j->n_gen++;
     if (j->n_gen == 1) j->t_first = now_s();
@@ -446,7 +452,7 @@ static bool next_token(Scheduler *s, Slot *sl) {
     }
     int32_t t = sample(s, sl);
     if (t >= 0 && sl->job->logprobs >= 0) record_logprob(s, sl, t);
-    return emit_token(s, sl, t);
+    return emit_token(s, sl, t, true);
 }
 
 /* Over MPI (depth > 1): the generating slots in up to depth groups; a group's step starts as soon as its
@@ -496,6 +502,50 @@ static void decode_step_pipelined(Scheduler *s) {
     if (s->g_n > 0) finish_group(s);
 }
 
+/* Whether the slot's job takes speculative steps: drafting is on and the job samples from the model's own
+ * distribution (the step samples each position from the raw logits, as plain decoding of such a job does). */
+static bool slot_drafts(const Scheduler *s, const Slot *sl) {
+    const Job *j = sl->job;
+    return s->cfg.draft && !j->n_bias && !j->constraint && j->logprobs < 0;
+}
+
+/* One speculative step for n slots (their tokens emitted, not yet evaluated): emits what each step returns. */
+static void speculate_step(Scheduler *s, Slot **who, int n) {
+    DlSession *sess[256];
+    DlSampler *smp[256];
+    int32_t first[256], out[256 * (DL_DRAFT_MAX + 1)];
+    int n_out[256];
+    uint64_t drafted = 0, accepted = 0;
+    DlDraftStats st;
+    for (int i = 0; i < n; i++) {
+        sess[i] = who[i]->sess, smp[i] = who[i]->smp, first[i] = who[i]->token;
+        dl_session_draft_stats(sess[i], &st);
+        drafted -= st.drafted, accepted -= st.accepted;
+    }
+    DlError e = {{0}};
+    s->n_forward++;
+    if (dl_speculate_batch(sess, smp, first, n, out, DL_DRAFT_MAX + 1, n_out, &e)) {
+        srv_log(LOG_ERROR, "speculative step failed: %s", e.msg);
+        for (int i = 0; i < n; i++) slot_fail(s, who[i], FINISH_ERROR, e.msg);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        Slot *sl = who[i];
+        dl_session_draft_stats(sess[i], &st);
+        drafted += st.drafted, accepted += st.accepted;
+        bool going = true;
+        for (int t = 0; t < n_out[i] && going; t++) {
+            sl->ahead = n_out[i] - 1 - t; /* budget_left counts the context as plain decoding has it */
+            going = emit_token(s, sl, out[i * (DL_DRAFT_MAX + 1) + t], false);
+        }
+        sl->ahead = 0;
+        sl->pending = going;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->st.drafted += drafted, s->st.accepted += accepted;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void decode_step(Scheduler *s) {
     if (s->depth > 1) {
         decode_step_pipelined(s);
@@ -503,15 +553,33 @@ static void decode_step(Scheduler *s) {
     }
     DlSession *sess[256];
     int32_t toks[256];
-    Slot *who[256];
-    int n = 0;
+    Slot *who[256], *spec[256];
+    int n = 0, ns = 0;
     for (int i = 0; i < s->cfg.n_slots; i++) {
         Slot *sl = &s->slots[i];
-        if (sl->state != SLOT_GEN || !next_token(s, sl)) continue;
+        if (sl->state != SLOT_GEN) continue;
+        if (!sl->job->started) {
+            pthread_mutex_lock(&sl->job->mu);
+            sl->job->started = true;
+            pthread_mutex_unlock(&sl->job->mu);
+        }
+        if (sl->pending) { /* emitted by the last speculative step */
+            sl->pending = false;
+            spec[ns++] = sl;
+            continue;
+        }
+        int32_t t = sample(s, sl);
+        if (t >= 0 && sl->job->logprobs >= 0) record_logprob(s, sl, t);
+        if (!emit_token(s, sl, t, true)) continue;
+        if (slot_drafts(s, sl)) {
+            spec[ns++] = sl;
+            continue;
+        }
         sess[n] = sl->sess;
         toks[n] = sl->token;
         who[n++] = sl;
     }
+    if (ns) speculate_step(s, spec, ns);
     if (!n) return;
     DlError e = {{0}};
     s->n_forward++;
@@ -591,6 +659,7 @@ Scheduler *sched_new(const SchedConfig *cfg, Err *err) {
     Scheduler *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, "out of memory"), NULL;
     s->cfg = *cfg;
+    if (cfg->draft) s->draft = *cfg->draft, s->cfg.draft = &s->draft;
     s->info = dl_engine_info(cfg->engine);
     s->depth = dl_engine_pipeline_depth(cfg->engine);
     if (s->depth > cfg->n_slots) s->depth = cfg->n_slots;
@@ -620,7 +689,8 @@ Scheduler *sched_new(const SchedConfig *cfg, Err *err) {
     for (int i = 0; i < cfg->n_slots; i++) {
         DlError e = {{0}};
         s->slots[i].id = i;
-        if (!(s->slots[i].sess = dl_session_new(cfg->engine, &e))) {
+        if (!(s->slots[i].sess = dl_session_new(cfg->engine, &e)) ||
+            (cfg->draft && dl_session_set_draft(s->slots[i].sess, cfg->draft, &e))) {
             err_set(err, "slot %d: %s", i, e.msg);
             sched_free(s);
             return NULL;

@@ -7,7 +7,10 @@
  *      is a prefix of its prompt,
  *   3. runs one prefill segment of the earliest admitted slot that is still reading its prompt,
  *   4. samples one token for every generating slot and advances all of them in ONE forward pass
- *      (dl_decode_batch).
+ *      (dl_decode_batch); with drafting (SchedConfig.draft), the slots whose jobs sample from the model's
+ *      own distribution (no logit bias, constraint or logprobs) take a speculative step instead, all of them
+ *      in one dl_speculate_batch (its verify is one forward pass): several tokens each, the ones plain
+ *      decoding gives (greedy; and with the same seed where batches compute as single tokens do).
  *
  * Prefill segments end at multiples of the segment size (the smaller of the checkpoint interval and the
  * batch size), counted from position 0. A run that resumes from a checkpoint therefore computes exactly
@@ -35,6 +38,8 @@ typedef struct SchedConfig {
     PrefixCache *cache; /* NULL: no prefix reuse */
     bool dense;        /* keep a checkpoint at every interval (default: the last one of each prompt and
                           those at 1, 2, 4, 8, ... intervals) */
+    const DlDraftParams *draft; /* speculative decoding in every slot (NULL: none); the engine's draft model
+                                   drafts when it has one, else the model's MTP block */
 } SchedConfig;
 
 Scheduler *sched_new(const SchedConfig *cfg, Err *err);
@@ -52,7 +57,8 @@ void sched_cancel(Scheduler *s, Job *job);
 typedef struct SchedStats {
     int n_slots, busy, queued, queue_max;
     uint64_t jobs_done, tokens_generated, tokens_prompt, tokens_cached;
-    uint64_t forward_passes;            /* prefill segments + batched decode steps */
+    uint64_t forward_passes;            /* prefill segments + batched decode steps (+ speculative steps) */
+    uint64_t drafted, accepted;         /* speculative decoding: drafts verified and accepted, all slots */
     double prompt_seconds, gen_seconds; /* time finished jobs spent in prefill / generating */
 } SchedStats;
 void sched_stats(Scheduler *s, SchedStats *st);

@@ -157,8 +157,14 @@ Server *server_start(const ServerConfig *c, Err *err) {
     p.progress_user = c->load_progress_user;
     p.mpi = c->mpi;
     p.split = c->split;
+    p.stages = c->stages;
+    p.n_stages = c->n_stages;
     DlError de = {{0}};
     if (!(s->engine = dl_engine_open(&p, &de)) || (c->mlock && dl_engine_prefetch(s->engine, true, &de))) {
+        err_set(err, "%s", de.msg);
+        goto fail;
+    }
+    if (c->draft && c->model_draft && dl_engine_open_draft(s->engine, c->model_draft, &de)) {
         err_set(err, "%s", de.msg);
         goto fail;
     }
@@ -213,7 +219,11 @@ Server *server_start(const ServerConfig *c, Err *err) {
                       .chunk = chunk,
                       .segment = segment,
                       .cache = s->cache,
-                      .dense = c->cache_dense};
+                      .dense = c->cache_dense,
+                      .draft = c->draft ? &c->draft_params : NULL};
+    if (c->draft)
+        srv_log(LOG_INFO, "speculative decoding: up to %d drafts a step (p-min %g) by %s", c->draft_params.n_max,
+                c->draft_params.p_min, c->model_draft ? c->model_draft : "the model's MTP block");
     if (!(s->sched = sched_new(&sc, err))) goto fail;
     if (!(s->store = rstore_new(4096, (size_t)64 << 20))) goto oom;
     if (http_start(s, err)) goto fail;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "deltallm.h"
 
 typedef struct ServerConfig {
     const char *model_path;
@@ -50,6 +51,11 @@ typedef struct ServerConfig {
     bool no_webui; /* no chat page at / */
     bool mpi;          /* the layers over the ranks of an MPI job (this process is rank 0) */
     const char *split; /* with mpi: each rank's share of the layers, or NULL (balanced) */
+    bool draft;              /* speculative decoding in every slot (draft_params) */
+    DlDraftParams draft_params;
+    const char *model_draft; /* a smaller model of the same vocabulary drafts (NULL: the MTP block) */
+    const DlStage *stages;   /* -ngl's split (NULL: every layer on backend) */
+    int n_stages;
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);

@@ -72,7 +72,7 @@ async function main() {
     `${(N / secs).toFixed(2)} req/s, ${(tokens / secs).toFixed(1)} generated tok/s, latency p50 ${pct(0.5)} ms p95 ${pct(0.95)} ms`;
   console.log(`load: ${detail}`);
   if (errors.length) console.log(errors.slice(0, 5).join('\n'));
-  check(errors.length === 0 && results.length === N, 'load: 200 requests x 8 concurrent, 0 failures', detail);
+  check(errors.length === 0 && results.length === N, `load: ${N} requests x ${CONC} concurrent, 0 failures`, detail);
 }
 
 main().catch((e) => notOk('load', e.stack || String(e)));

@@ -240,6 +240,12 @@ static void h_destroy(Backend *be) {
     free(hb);
 }
 
+static void h_stats(const Backend *be, BackendStats *out) {
+    const HostBackend *hb = (const HostBackend *)be;
+    out->packed_bytes = hb->packs.bytes;
+    out->n_packed = hb->packs.n;
+}
+
 static BackendVt host_vt(void) {
     BackendVt vt = {
         .destroy = h_destroy,
@@ -260,6 +266,7 @@ static BackendVt host_vt(void) {
         .conv_silu = h_conv_silu,
         .deltanet = h_deltanet,
         .attention = h_attention,
+        .stats = h_stats,
     };
     host_ops_install(&vt);
     return vt;
@@ -268,13 +275,7 @@ static BackendVt host_vt(void) {
 static BackendVt vt_host;
 static int vt_built;
 
-const char *backend_names(void) { return "cpu, ref"; }
-
-Backend *backend_create(const BackendOptions *o, Err *err) {
-    const char *name = o->name && *o->name ? o->name : "cpu";
-    const bool ref = strcmp(name, "ref") == 0;
-    if (!ref && strcmp(name, "cpu") != 0)
-        return err_set(err, "unknown backend '%s' (this build has: %s)", name, backend_names()), NULL;
+Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err) {
     Isa isa = ISA_REF;
     if (!ref) {
         if (o->isa < 0) isa = isa_best();
@@ -303,16 +304,4 @@ Backend *backend_create(const BackendOptions *o, Err *err) {
     hb->pack = o->pack && !ref;
     hb->progress = (HostProgress){o->progress, o->progress_user};
     return &hb->be;
-}
-
-void backend_destroy(Backend *be) {
-    if (be) be->vt->destroy(be);
-}
-
-void backend_stats(const Backend *be, BackendStats *out) {
-    memset(out, 0, sizeof *out);
-    const HostBackend *hb = (const HostBackend *)be;
-    if (be->vt != &vt_host) return;
-    out->packed_bytes = hb->packs.bytes;
-    out->n_packed = hb->packs.n;
 }

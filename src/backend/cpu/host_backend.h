@@ -67,6 +67,9 @@ void host_pack_free(PackSet *p);
  * per block: block i of row 8g+r goes to dst + g·8·row_bytes + (8i + r)·block_bytes. */
 void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes);
 
+/* "cpu" (ref false: the ISA's kernels) or "ref" (the scalar reference); backend.c calls it by name. */
+Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err);
+
 /* The row ops (host_ops.c), installed into a vtable by backend_cpu.c. */
 void host_ops_install(BackendVt *vt);
 

@@ -1,0 +1,73 @@
+// attention.comp — causal attention with online softmax: one workgroup per (query token, head). Keys go
+// by blocks of 128: each thread scores one key (q held in shared memory), the block's maximum and sum
+// update the running ones, and the output dims (threads over dims) accumulate the block's weighted V rows.
+// GQA maps head h to KV head h / (H / Hkv). The caller applies the sigmoid output gate (mul_sigmoid).
+#version 450
+#include "common.glsl"
+
+#define BLOCK 128u
+#define MAX_D 512u
+layout(push_constant) uniform Push {
+    uint64_t q, k, v, out_;
+    uint T, pos0, H, Hkv, D;
+    float scale;
+} p;
+layout(local_size_x = 128) in;
+shared float qs[MAX_D];
+shared float pr[BLOCK];
+shared float red[BLOCK];
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+    const uint D = p.D, kvs = p.Hkv * D, hk = h / (p.H / p.Hkv);
+    F32 Q = F32(p.q), K = F32(p.k), V = F32(p.v), O = F32(p.out_);
+    const uint qo = (t * p.H + h) * D;
+    for (uint d = tid; d < D; d += BLOCK) qs[d] = Q.v[qo + d];
+    barrier();
+    const uint n_keys = p.pos0 + t + 1u;
+    float m = -1.0 / 0.0, l = 0.0;
+    float acc[MAX_D / BLOCK];
+    for (uint i = 0u; i < MAX_D / BLOCK; i++) acc[i] = 0.0;
+    for (uint k0 = 0u; k0 < n_keys; k0 += BLOCK) {
+        const uint key = k0 + tid;
+        float s = -1.0 / 0.0;
+        if (key < n_keys) {
+            s = 0.0;
+            const uint ko = key * kvs + hk * D;
+            for (uint d = 0u; d < D; d++) s += qs[d] * K.v[ko + d];
+            s *= p.scale;
+        }
+        red[tid] = s;
+        barrier();
+        for (uint st = BLOCK / 2u; st > 0u; st >>= 1) {
+            if (tid < st) red[tid] = max(red[tid], red[tid + st]);
+            barrier();
+        }
+        const float mn = max(m, red[0]);
+        barrier();
+        const float e = key < n_keys ? exp(s - mn) : 0.0;
+        pr[tid] = e;
+        red[tid] = e;
+        barrier();
+        for (uint st = BLOCK / 2u; st > 0u; st >>= 1) {
+            if (tid < st) red[tid] += red[tid + st];
+            barrier();
+        }
+        const float corr = exp(m - mn);
+        l = l * corr + red[0];
+        m = mn;
+        const uint nb = min(BLOCK, n_keys - k0);
+        for (uint i = 0u; i < MAX_D / BLOCK; i++) {
+            const uint d = tid + i * BLOCK;
+            if (d >= D) break;
+            float a = acc[i] * corr;
+            for (uint j = 0u; j < nb; j++) a += pr[j] * V.v[(k0 + j) * kvs + hk * D + d];
+            acc[i] = a;
+        }
+        barrier();
+    }
+    for (uint i = 0u; i < MAX_D / BLOCK; i++) {
+        const uint d = tid + i * BLOCK;
+        if (d < D) O.v[qo + d] = acc[i] / l;
+    }
+}

@@ -1,0 +1,26 @@
+// mm_common.glsl — the matrix kernels' arguments (vk_matmul.c: MatPush) and their work items.
+//
+// A product runs over work items: (expert, first token p0, tokens n). Without an item list (items == 0)
+// the item of workgroup row y is (0, y·TILE, min(TILE, T − y·TILE)): a plain product. With one (the MoE
+// path: moe_group.comp writes it), each item is one expert's tokens. Token p reads activation row
+// xidx[p] (or p) and writes output row yidx[p] (or p), so a gather before and a scatter after need no
+// copies. The weight of expert e is at w + e·estride; rows are row_bytes apart.
+layout(push_constant) uniform MatPush {
+    uint64_t w, x, y, items, xidx, yidx, tab, estride;
+    uint cols, rows, T, ldx, ldy, row_bytes, xv4, pad;
+} p;
+
+void item_of(uint y, uint tile, out uint e, out uint p0, out uint n) {
+    if (p.items != 0ul) {
+        I32 it = I32(p.items);
+        e = uint(it.v[3u * y]);
+        p0 = uint(it.v[3u * y + 1u]);
+        n = uint(it.v[3u * y + 2u]);
+    } else {
+        e = 0u;
+        p0 = y * tile;
+        n = min(tile, p.T - p0);
+    }
+}
+uint xrow_of(uint t) { return p.xidx != 0ul ? uint(I32(p.xidx).v[t]) : t; }
+uint yrow_of(uint t) { return p.yidx != 0ul ? uint(I32(p.yidx).v[t]) : t; }

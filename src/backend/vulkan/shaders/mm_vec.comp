@@ -1,0 +1,60 @@
+// mm_vec.comp — the dequantizing GEMV (decode, and batches of a few tokens): y[t][row] = W[row]·x[t] for up
+// to VEC_TOKENS tokens of one work item. One subgroup per output row at a time, its lanes over the row's
+// 32-element items (lane l takes items l, l + subgroup size, …: neighbouring lanes read neighbouring
+// bytes), each item dequantized once and dotted with every token; a workgroup covers VEC_ROWS rows, the
+// subgroups taking turns, so any subgroup size works. Grid: x = row groups, y = work items.
+#version 450
+#include "common.glsl"
+#include "dequant.glsl"
+#include "mm_common.glsl"
+
+#define VEC_ROWS 16u
+#define VEC_TOKENS 8u
+layout(local_size_x = 128) in;
+
+void main() {
+    g_tab = p.tab;
+    uint e, p0, nt;
+    item_of(gl_WorkGroupID.y, VEC_TOKENS, e, p0, nt);
+    const uint64_t wbase = p.w + uint64_t(e) * p.estride;
+    uint64_t xa[VEC_TOKENS];
+    uint yr[VEC_TOKENS];
+    for (uint q = 0u; q < VEC_TOKENS; q++) {
+        const uint t = p0 + min(q, nt - 1u);
+        xa[q] = p.x + uint64_t(xrow_of(t)) * uint64_t(p.ldx) * 4ul;
+        yr[q] = yrow_of(t);
+    }
+    const uint n_items = (p.cols + 31u) / 32u;
+    const uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupSize;
+    for (uint rl = gl_SubgroupID; rl < VEC_ROWS; rl += gl_NumSubgroups) {
+        const uint row = gl_WorkGroupID.x * VEC_ROWS + rl;
+        if (row >= p.rows) break;
+        const uint64_t rowa = wbase + uint64_t(row) * uint64_t(p.row_bytes);
+        float acc[VEC_TOKENS];
+        for (uint q = 0u; q < VEC_TOKENS; q++) acc[q] = 0.0;
+        for (uint it = lane; it < n_items; it += sg) {
+            float v[32];
+            dq32(rowa + uint64_t(it / FMT_SUBS) * uint64_t(FMT_BYTES), it % FMT_SUBS, v);
+            const uint nv = min(32u, p.cols - 32u * it);
+            for (uint q = 0u; q < VEC_TOKENS; q++) {
+                if (q >= nt) break;
+                const uint64_t xi = xa[q] + uint64_t(it) * 128ul;
+                float s = 0.0;
+                if (p.xv4 != 0u && nv == 32u) {
+                    for (uint j = 0u; j < 8u; j++) {
+                        const vec4 xv = V4(xi).v[j];
+                        s += v[4u * j] * xv.x + v[4u * j + 1u] * xv.y + v[4u * j + 2u] * xv.z + v[4u * j + 3u] * xv.w;
+                    }
+                } else {
+                    for (uint j = 0u; j < nv; j++) s += v[j] * F32(xi).v[j];
+                }
+                acc[q] += s;
+            }
+        }
+        for (uint q = 0u; q < VEC_TOKENS; q++) {
+            if (q >= nt) break;
+            const float s = subgroupAdd(acc[q]);
+            if (lane == 0u) F32(p.y).v[yr[q] * p.ldy + row] = s;
+        }
+    }
+}

@@ -1,0 +1,220 @@
+/* vk_internal.h — the Vulkan backend's shared declarations (the .c files of src/backend/vulkan/ only).
+ *
+ *   vk_loader.c    libvulkan opened at run time (dlopen), the entry points this backend calls
+ *   vk_device.c    one context per physical device, shared by every backend on it: instance, device, queue,
+ *                  memory types, the i-quant tables, pipelines (created on first use), device listing
+ *   vk_stream.c    a backend's command stream: recording, barriers, the staging ring, submit / wait,
+ *                  uploads, downloads, copies, fills, dispatches, timestamps
+ *   vk_backend.c   the BackendVt: memory, weights (bind: upload once, progress bar), reserve, create
+ *   vk_ops.c       the row ops;  vk_matmul.c the matrix products (GEMV, tiled GEMM, cooperative matrix, MoE)
+ *   vk_seq.c       conv + SiLU, the delta rule (recurrent, chunked), attention
+ *
+ * Memory: every BBuf is one VkBuffer with its own device-local memory, addressed by shaders through its
+ * device address (VK_KHR_buffer_device_address): push constants carry 64-bit addresses, so no descriptor
+ * sets exist. Shaders are GLSL compiled to SPIR-V at build time (shaders/, embedded by the Makefile). */
+#ifndef DL_BACKEND_VULKAN_VK_INTERNAL_H
+#define DL_BACKEND_VULKAN_VK_INTERNAL_H
+
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/vulkan/vk_backend.h"
+
+/* ---- entry points (vk_loader.c) ------------------------------------------------------------------------------- */
+
+#define VK_GLOBAL_FNS(X) X(vkCreateInstance) X(vkEnumerateInstanceVersion) X(vkEnumerateInstanceExtensionProperties)
+#define VK_INSTANCE_FNS(X)                                                                                            \
+    X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                              \
+    X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2) X(vkGetPhysicalDeviceMemoryProperties)         \
+    X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr)                             \
+    X(vkEnumerateDeviceExtensionProperties)
+#define VK_DEVICE_FNS(X)                                                                                              \
+    X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkQueueSubmit) X(vkDeviceWaitIdle) X(vkAllocateMemory) X(vkFreeMemory) \
+    X(vkMapMemory) X(vkUnmapMemory) X(vkCreateBuffer) X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements)           \
+    X(vkBindBufferMemory) X(vkGetBufferDeviceAddress) X(vkCreateShaderModule) X(vkDestroyShaderModule)               \
+    X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) X(vkCreateComputePipelines) X(vkDestroyPipeline)            \
+    X(vkCreateCommandPool) X(vkDestroyCommandPool) X(vkAllocateCommandBuffers) X(vkResetCommandBuffer)               \
+    X(vkBeginCommandBuffer) X(vkEndCommandBuffer) X(vkCmdBindPipeline) X(vkCmdPushConstants) X(vkCmdDispatch)       \
+    X(vkCmdDispatchIndirect) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdWriteTimestamp)   \
+    X(vkCmdResetQueryPool) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkGetQueryPoolResults) X(vkCreateFence)     \
+    X(vkDestroyFence) X(vkResetFences) X(vkWaitForFences)
+
+typedef struct VkFns {
+#define VK_DECL(name) PFN_##name name;
+    VK_GLOBAL_FNS(VK_DECL) VK_INSTANCE_FNS(VK_DECL) VK_DEVICE_FNS(VK_DECL)
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV vkGetPhysicalDeviceCooperativeMatrixPropertiesNV;
+#undef VK_DECL
+} VkFns;
+
+extern VkFns vkf; /* filled by vk_load, vk_load_instance, vk_load_device */
+
+/* Opens libvulkan once ($DELTALLM_VULKAN_LIB, else libvulkan.so.1); false with a line in err if it cannot. */
+bool vk_load(Err *err);
+void vk_load_instance(VkInstance inst);
+void vk_load_device(VkDevice dev);
+const char *vk_result_str(VkResult r);
+
+/* ---- shaders (the Makefile compiles shaders/NAME.comp and embeds them) -------------------------------------------------- */
+
+typedef struct VkSpv {
+    const char *name; /* the .comp file's name, with _FORMAT for per-format variants ("mm_vec_q4_K") */
+    const uint32_t *words;
+    size_t n_words;
+} VkSpv;
+extern const VkSpv vk_spv[];
+extern const int vk_n_spv;
+
+/* ---- the device context: one per physical device, shared by every backend on it ----------------------------- */
+
+/* Kernels with one variant per weight format. */
+typedef enum VkFmtKernel { VKF_MM_VEC, VKF_MM_MAT, VKF_MM_COOP, VKF_GET_ROWS, VKF_COUNT } VkFmtKernel;
+
+/* Kernels without format variants, in the order of vk_kernel_names (vk_device.c). */
+typedef enum VkKernel {
+    VK_ELTWISE, VK_NORM, VK_ROPE, VK_DN_GATES, VK_MOE_ROUTE, VK_MOE_GROUP, VK_CONV_SILU, VK_DN_RECURRENT,
+    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_KERNEL_COUNT
+} VkKernel;
+
+#define VK_PUSH_BYTES 128 /* push-constant block of every kernel */
+
+typedef struct VkDev {
+    int index, refs;
+    VkInstance instance;
+    VkPhysicalDevice phys;
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t queue_family;
+    pthread_mutex_t lock; /* the queue and the pipeline table */
+    VkPhysicalDeviceProperties props;
+    uint32_t subgroup_min, subgroup_max; /* subgroup sizes the device may use for compute */
+    bool full_subgroups;                 /* VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT allowed */
+    bool coopmat;                        /* VK_NV_cooperative_matrix with 16x16x16 f16 → f32 */
+    bool timestamps;
+    double ns_per_tick;
+    uint32_t mem_device, mem_host;       /* memory type indices: device-local; host-visible + coherent */
+    bool device_is_host;                 /* the device-local type is also host-visible + coherent (lavapipe,
+                                            integrated GPUs): uploads and downloads can skip the staging copy */
+    uint64_t device_bytes;               /* the largest device-local heap */
+    uint64_t max_alloc;
+    char name[256];
+    VkPipelineLayout layout;
+    VkPipeline pipes[VK_KERNEL_COUNT];
+    VkPipeline fmt_pipes[VKF_COUNT][64];
+    int fmt_spv[VKF_COUNT][64];          /* index into vk_spv, or -1: no kernel for that format */
+    BBuf *tables;                        /* the i-quant grids and IQ4 / MXFP4 levels (vk_tables.h) */
+} VkDev;
+
+/* The context of device index (created on first use, shared, kept for the process); NULL with a line. */
+VkDev *vk_dev_get(int index, Err *err);
+void vk_dev_put(VkDev *d);
+int vk_dev_count(Err *err);
+VkPipeline vk_pipe(VkDev *d, VkKernel k);
+VkPipeline vk_fmt_pipe(VkDev *d, VkFmtKernel k, uint32_t fmt);
+bool vk_fmt_has(const VkDev *d, VkFmtKernel k, uint32_t fmt);
+
+/* ---- memory ------------------------------------------------------------------------------------------------------ */
+
+struct BBuf {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    VkDeviceAddress addr;
+    size_t bytes;
+    void *map; /* host pointer when the memory is host-visible */
+};
+
+/* A buffer of bytes (+ 256 bytes of slack that kernels may read past a matrix's end), zeroed if zero. */
+BBuf *vk_buf_new(VkDev *d, size_t bytes, bool host, bool zero, Err *err);
+void vk_buf_free(VkDev *d, BBuf *b);
+static inline uint64_t va(BView v) { return v.buf->addr + v.off; }
+
+/* ---- the backend --------------------------------------------------------------------------------------------------- */
+
+#define VK_MARKS_MAX 4096
+
+typedef struct VkMark {
+    int tag;
+    uint64_t ticks;
+} VkMark;
+
+typedef struct VkBackend {
+    Backend be;
+    VkDev *d;
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    bool recording, in_flight;
+    int n_cmds;          /* commands recorded since the last submission */
+    /* staging ring (host-visible): uploads recorded in the stream read from here */
+    BBuf *stage;
+    size_t stage_at;
+    /* weights: per registry id the buffer view that holds it */
+    BView *wv;
+    const Weight *weights;
+    int n_weights;
+    BBuf **wbufs;
+    int n_wbufs;
+    /* scratch for the chunked delta rule, the MoE grouping's dispatch arguments, copies of provider data */
+    BBuf *scratch;
+    size_t scratch_bytes;
+    BBuf *pscratch;      /* an expert provider's matrix, uploaded for one product */
+    size_t pscratch_bytes;
+    size_t weight_bytes;
+    void (*progress)(void *user, const char *phase, uint64_t done, uint64_t total); /* "upload" in bind */
+    void *progress_user;
+    /* timestamps */
+    VkQueryPool qpool;
+    int n_queries;       /* recorded in the current command buffer */
+    int q_tags[VK_MARKS_MAX];
+    VkMark marks[VK_MARKS_MAX];
+    int n_marks;
+    /* statistics */
+    uint64_t h2d, d2h, n_submits;
+    bool failed;
+    char fail_msg[300];
+    bool coop;           /* use the cooperative-matrix GEMM (device has it, not turned off) */
+    int tile_min_rows;   /* batches of at least this many rows take the tiled GEMM */
+} VkBackend;
+
+static inline VkBackend *vkb(Backend *be) { return (VkBackend *)be; }
+
+/* stream (vk_stream.c) */
+void vks_begin(VkBackend *b);                      /* starts recording if not already */
+int vks_flush(VkBackend *b, Err *err);             /* submits what is recorded and waits */
+void vks_barrier(VkBackend *b);                    /* the next command sees everything recorded before */
+void vks_dispatch(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
+void vks_dispatch_indirect(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, BView args);
+void vks_upload(VkBackend *b, BView dst, const void *src, size_t bytes);
+void vks_download(VkBackend *b, void *dst, BView src, size_t bytes);
+void vks_copy(VkBackend *b, BView dst, BView src, size_t bytes);
+void vks_fill(VkBackend *b, BView dst, uint8_t byte, size_t bytes);
+void vks_mark(VkBackend *b, int tag);
+int vks_init(VkBackend *b, Err *err);
+void vks_install(BackendVt *vt); /* memory copies and the stream calls */
+void vks_destroy(VkBackend *b);
+/* a failure inside the stream (device lost, out of memory) is kept and reported by the next submit/wait */
+void vks_fail(VkBackend *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* scratch of at least bytes (grown between passes only; the stream is flushed first when it must grow) */
+BView vk_scratch(VkBackend *b, size_t bytes);
+
+/* ops (vk_ops.c, vk_matmul.c, vk_seq.c) install themselves into the vtable */
+void vk_ops_install(BackendVt *vt);
+void vk_matmul_install(BackendVt *vt);
+void vk_seq_install(BackendVt *vt);
+/* y = silu(g)·u over rows of n (y may alias g) */
+void vk_swiglu(VkBackend *b, BView y, BView g, BView u, int rows, int n);
+/* the weight view of an entry (expert e of a stack when e >= 0) */
+BView vk_weight(VkBackend *b, const Weight *w, int expert);
+
+/* work items of at most this many tokens per workgroup for the vector kernels (mm_vec) */
+#define VK_VEC_TOKENS 8
+/* sequence length from which the chunked delta rule is used (docs/VULKAN.md, "Delta rule: the choice") */
+#define VK_DN_CHUNK_MIN 128
+
+#endif

@@ -1,0 +1,141 @@
+/* vk_matmul.c — the matrix products of the Vulkan backend: get_rows (embedding lookup), matmul and the
+ * fused MoE experts (moe_ffn), for every weight format with a kernel (shaders/dequant.glsl).
+ *
+ * Kernels (shaders/mm_*.comp), all F32 on dequantized weights in either arithmetic mode:
+ *   mm_vec   the dequantizing GEMV: batches below tile_min_rows (decode), ≤ 8 tokens per work item
+ *   mm_mat   the tiled GEMM: 64 rows × 32 tokens per workgroup, the weight tile dequantized once into shared
+ *            memory per tile of tokens
+ *   mm_coop  the same tile on tensor cores (VK_NV_cooperative_matrix, f16 inputs, f32 accumulation), where
+ *            the device has them (64 × 64 tiles)
+ * A product runs over work items (mm_common.glsl); a plain product has one per tile of tokens, an MoE layer
+ * one per tile of each expert's tokens, written on the device by moe_group.comp and dispatched indirectly.
+ * A matrix handed in by an expert provider (host bytes) is uploaded for that product. */
+#include "backend/vulkan/vk_internal.h"
+
+#include "gguf/format.h"
+
+#include <string.h>
+
+#define VEC_ROWS 16 /* mm_vec.comp */
+#define MAT_ROWS 64 /* mm_mat.comp, mm_coop.comp */
+#define MAT_TOKENS 32
+#define COOP_TOKENS 64
+
+typedef struct MatPush {
+    uint64_t w, x, y, items, xidx, yidx, tab, estride;
+    uint32_t cols, rows, T, ldx, ldy, row_bytes, xv4, pad;
+} MatPush;
+
+typedef enum Kind { K_VEC, K_MAT, K_COOP } Kind;
+
+static const VkFmtKernel kind_kernel[] = {VKF_MM_VEC, VKF_MM_MAT, VKF_MM_COOP};
+static const int kind_rows[] = {VEC_ROWS, MAT_ROWS, MAT_ROWS};
+static const int kind_tokens[] = {VK_VEC_TOKENS, MAT_TOKENS, COOP_TOKENS};
+
+static Kind pick(const VkBackend *b, const Weight *w, int64_t tokens_per_item) {
+    if (tokens_per_item < b->tile_min_rows) return K_VEC;
+    return b->coop && vk_fmt_has(b->d, VKF_MM_COOP, w->type) ? K_COOP : K_MAT;
+}
+
+static uint64_t tab_addr(const VkBackend *b) { return b->d->tables->addr; }
+
+/* an expert provider's matrix in host memory, uploaded in stream order */
+static BView provided(VkBackend *b, const void *data, size_t bytes) {
+    if (bytes > b->pscratch_bytes) {
+        Err e = {{0}};
+        if (b->pscratch) {
+            vks_flush(b, &e);
+            vk_buf_free(b->d, b->pscratch);
+        }
+        b->pscratch = vk_buf_new(b->d, bytes, false, false, &e);
+        b->pscratch_bytes = b->pscratch ? bytes : 0;
+        if (!b->pscratch) {
+            vks_fail(b, "expert upload of %zu MiB: %s", bytes >> 20, e.msg);
+            b->pscratch = vk_buf_new(b->d, 4096, false, false, &e);
+            ASSERT(b->pscratch);
+            return (BView){b->pscratch, 0};
+        }
+    }
+    const BView v = {b->pscratch, 0};
+    vks_upload(b, v, data, bytes);
+    return v;
+}
+
+static void v_matmul(Backend *be, const MatArgs *a) {
+    VkBackend *b = vkb(be);
+    const Weight *w = a->w;
+    BView wv = a->data ? provided(b, a->data, w->bytes) : vk_weight(b, w, a->expert);
+    int64_t rows = w->rows;
+    if (a->o1 > 0) {
+        ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= w->rows);
+        wv.off += (size_t)a->o0 * w->row_bytes;
+        rows = a->o1 - a->o0;
+    }
+    if (a->T <= 0) return;
+    const Kind k = pick(b, w, a->T);
+    const uint64_t x = va(a->x);
+    const MatPush p = {va(wv), x, va(a->y), 0, 0, 0, tab_addr(b), 0, (uint32_t)w->cols, (uint32_t)rows, (uint32_t)a->T,
+                       (uint32_t)w->cols, (uint32_t)rows, (uint32_t)w->row_bytes, (x % 16 == 0 && w->cols % 4 == 0), 0};
+    const uint32_t gx = (uint32_t)((rows + kind_rows[k] - 1) / kind_rows[k]);
+    const uint32_t gy = (uint32_t)((a->T + kind_tokens[k] - 1) / kind_tokens[k]);
+    vks_dispatch(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, gx, gy, 1);
+}
+
+typedef struct GetRowsPush {
+    uint64_t w, ids, out, tab;
+    uint32_t row_bytes, cols, n;
+} GetRowsPush;
+
+static void v_get_rows(Backend *be, const Weight *w, BView ids, int n, BView out) {
+    VkBackend *b = vkb(be);
+    const GetRowsPush p = {va(vk_weight(b, w, -1)), va(ids), va(out), tab_addr(b), (uint32_t)w->row_bytes, (uint32_t)w->cols,
+                           (uint32_t)n};
+    const uint32_t items = (uint32_t)((w->cols + 31) / 32);
+    vks_dispatch(b, vk_fmt_pipe(b->d, VKF_GET_ROWS, w->type), &p, sizeof p, (items + 63) / 64, (uint32_t)n, 1);
+}
+
+/* ---- the routed experts of an MoE layer, grouped on the device ---------------------------------------------------- */
+
+typedef struct GroupPush {
+    uint64_t sel, work;
+    uint32_t n, k, nE, tile, groups_a, groups_b;
+    uint32_t off_s, off_items, off_args;
+} GroupPush;
+
+static void expert_product(VkBackend *b, Kind k, const Weight *w, uint64_t x, uint64_t xidx, uint32_t ldx, uint64_t y,
+                           uint64_t yidx, uint32_t ldy, uint64_t items, BView args) {
+    const MatPush p = {va(vk_weight(b, w, 0)), x, y, items, xidx, yidx, tab_addr(b), w->expert_stride, (uint32_t)w->cols,
+                       (uint32_t)w->rows, 0, ldx, ldy, (uint32_t)w->row_bytes, (x % 16 == 0 && ldx % 4 == 0), 0};
+    vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, args);
+}
+
+static void v_moe_ffn(Backend *be, const MoeArgs *a) {
+    VkBackend *b = vkb(be);
+    const uint32_t n = (uint32_t)a->R * (uint32_t)a->k, nE = (uint32_t)a->n_expert;
+    const uint32_t E = (uint32_t)a->gate->cols, F = (uint32_t)a->gate->rows;
+    ASSERT(a->down->cols == F && a->down->rows == E);
+    if (nE > 1024) {
+        vks_fail(b, "an MoE layer of %u experts: the Vulkan backend takes at most 1024", nE);
+        return;
+    }
+    /* tokens per expert on average decide the kernel (every expert's items have the same tile) */
+    const Kind k = pick(b, a->gate, (int64_t)n / (nE ? nE : 1) >= 16 ? a->R : 1);
+    const uint32_t tile = (uint32_t)kind_tokens[k], rows = (uint32_t)kind_rows[k];
+    const uint32_t off_s = n, off_items = 2 * n, off_args = (2 * n + 3 * (n + nE) + 3) & ~3u;
+    ASSERT(off_args + 8 <= MOE_WORK_INTS(a->R, a->k, a->n_expert));
+    const GroupPush g = {va(a->sel), va(a->work), n, (uint32_t)a->k, nE, tile, (F + rows - 1) / rows, (E + rows - 1) / rows,
+                         off_s, off_items, off_args};
+    vks_dispatch(b, vk_pipe(b->d, VK_MOE_GROUP), &g, sizeof g, 1, 1, 1);
+    const uint64_t work = va(a->work), items = work + 4ull * off_items, sidx = work + 4ull * off_s;
+    const BView args_a = bv_f32(a->work, off_args), args_b = bv_f32(a->work, off_args + 4);
+    expert_product(b, k, a->gate, va(a->x), work, E, va(a->gate_out), 0, F, items, args_a);
+    expert_product(b, k, a->up, va(a->x), work, E, va(a->up_out), 0, F, items, args_a);
+    vk_swiglu(b, a->gate_out, a->gate_out, a->up_out, (int)n, (int)F);
+    expert_product(b, k, a->down, va(a->gate_out), 0, F, va(a->eo), sidx, E, items, args_b);
+}
+
+void vk_matmul_install(BackendVt *vt) {
+    vt->matmul = v_matmul;
+    vt->get_rows = v_get_rows;
+    vt->moe_ffn = v_moe_ffn;
+}

@@ -1,0 +1,296 @@
+/* vk_stream.c — a Vulkan backend's command stream (backend.h: begin / submit / wait, and the ordering rules
+ * of uploads, downloads and ops).
+ *
+ * One primary command buffer records everything between submissions: dispatches, copies, fills and the
+ * copies out of the staging ring that carry uploads. A global memory barrier separates each command from
+ * the one before (a forward pass is a chain: each op reads what the last one wrote). An upload issued while
+ * commands are recorded is copied into the staging ring at once and recorded as a buffer copy, so it lands
+ * in issue order; a download submits what is recorded, waits, and reads. When nothing is pending and the
+ * device memory is the host's (lavapipe, integrated GPUs), uploads and downloads are plain memcpy.
+ *
+ * Timestamps (vks_mark) go into a query pool and are read back after each wait, so a profile can span the
+ * several submissions of one forward pass (an MoE layer's selection download flushes the stream). */
+#include "backend/vulkan/vk_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define STAGE_BYTES ((size_t)32 << 20)
+
+void vks_fail(VkBackend *b, const char *fmt, ...) {
+    if (b->failed) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->fail_msg, sizeof b->fail_msg, fmt, ap);
+    va_end(ap);
+    b->failed = true;
+}
+
+int vks_init(VkBackend *b, Err *err) {
+    VkDev *d = b->d;
+    const VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                         .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                         .queueFamilyIndex = d->queue_family};
+    VkResult r = vkf.vkCreateCommandPool(d->dev, &pci, NULL, &b->pool);
+    if (r != VK_SUCCESS) return err_set(err, "command pool: %s", vk_result_str(r));
+    const VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = b->pool,
+                                            .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    if ((r = vkf.vkAllocateCommandBuffers(d->dev, &ai, &b->cmd)) != VK_SUCCESS)
+        return err_set(err, "command buffer: %s", vk_result_str(r));
+    const VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    if ((r = vkf.vkCreateFence(d->dev, &fci, NULL, &b->fence)) != VK_SUCCESS) return err_set(err, "fence: %s", vk_result_str(r));
+    if (!(b->stage = vk_buf_new(d, STAGE_BYTES, true, false, err))) return err_prefix(err, "staging buffer"), -1;
+    if (d->timestamps) {
+        const VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                           .queryCount = VK_MARKS_MAX};
+        if (vkf.vkCreateQueryPool(d->dev, &qci, NULL, &b->qpool) != VK_SUCCESS) b->qpool = VK_NULL_HANDLE;
+    }
+    return 0;
+}
+
+void vks_destroy(VkBackend *b) {
+    VkDev *d = b->d;
+    Err e = {{0}};
+    if (b->recording || b->in_flight) vks_flush(b, &e);
+    if (b->qpool) vkf.vkDestroyQueryPool(d->dev, b->qpool, NULL);
+    vk_buf_free(d, b->stage);
+    if (b->fence) vkf.vkDestroyFence(d->dev, b->fence, NULL);
+    if (b->pool) vkf.vkDestroyCommandPool(d->dev, b->pool, NULL);
+}
+
+static int wait_fence(VkBackend *b) {
+    if (!b->in_flight) return 0;
+    const VkResult r = vkf.vkWaitForFences(b->d->dev, 1, &b->fence, VK_TRUE, UINT64_MAX);
+    b->in_flight = false;
+    if (r != VK_SUCCESS) {
+        vks_fail(b, "Vulkan device %s: %s", b->d->name, vk_result_str(r));
+        return -1;
+    }
+    if (b->n_queries > 0) {
+        uint64_t t[VK_MARKS_MAX];
+        if (vkf.vkGetQueryPoolResults(b->d->dev, b->qpool, 0, (uint32_t)b->n_queries, sizeof t, t, sizeof t[0],
+                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+            for (int i = 0; i < b->n_queries && b->n_marks < VK_MARKS_MAX; i++)
+                b->marks[b->n_marks++] = (VkMark){b->q_tags[i], t[i]};
+        b->n_queries = 0;
+    }
+    return 0;
+}
+
+void vks_begin(VkBackend *b) {
+    if (b->recording) return;
+    wait_fence(b);
+    vkf.vkResetCommandBuffer(b->cmd, 0);
+    const VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    vkf.vkBeginCommandBuffer(b->cmd, &bi);
+    if (b->qpool) vkf.vkCmdResetQueryPool(b->cmd, b->qpool, 0, VK_MARKS_MAX);
+    b->recording = true;
+    b->n_cmds = 0;
+    b->n_queries = 0;
+    b->stage_at = 0; /* nothing in flight reads the ring any more */
+}
+
+static int submit(VkBackend *b) {
+    if (!b->recording) return 0;
+    b->recording = false;
+    vkf.vkEndCommandBuffer(b->cmd);
+    if (b->n_cmds == 0 && b->n_queries == 0) return 0;
+    vkf.vkResetFences(b->d->dev, 1, &b->fence);
+    const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &b->cmd};
+    pthread_mutex_lock(&b->d->lock);
+    const VkResult r = vkf.vkQueueSubmit(b->d->queue, 1, &si, b->fence);
+    pthread_mutex_unlock(&b->d->lock);
+    b->n_submits++;
+    if (r != VK_SUCCESS) {
+        vks_fail(b, "Vulkan submission: %s", vk_result_str(r));
+        return -1;
+    }
+    b->in_flight = true;
+    return 0;
+}
+
+static int report(VkBackend *b, Err *err) {
+    if (!b->failed) return 0;
+    b->failed = false;
+    return err_set(err, "%s", b->fail_msg);
+}
+
+int vks_flush(VkBackend *b, Err *err) {
+    submit(b);
+    wait_fence(b);
+    return report(b, err);
+}
+
+/* the vtable's stream calls */
+static void v_begin(Backend *be) { vks_begin(vkb(be)); }
+static int v_submit(Backend *be, Err *err) {
+    submit(vkb(be));
+    return report(vkb(be), err);
+}
+static int v_wait(Backend *be, Err *err) {
+    wait_fence(vkb(be));
+    return report(vkb(be), err);
+}
+
+void vks_barrier(VkBackend *b) {
+    if (b->n_cmds == 0) return;
+    const VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                                .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                                 VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                                                 VK_ACCESS_INDIRECT_COMMAND_READ_BIT};
+    vkf.vkCmdPipelineBarrier(b->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                                 VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT,
+                             0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+static void before(VkBackend *b) {
+    vks_begin(b);
+    vks_barrier(b);
+    b->n_cmds++;
+}
+
+void vks_dispatch(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    if (!gx || !gy || !gz) return;
+    if (!p) {
+        vks_fail(b, "a Vulkan pipeline could not be created");
+        return;
+    }
+    const uint32_t lim = b->d->props.limits.maxComputeWorkGroupCount[1];
+    ASSERT(gx <= b->d->props.limits.maxComputeWorkGroupCount[0] && gy <= lim && gz <= b->d->props.limits.maxComputeWorkGroupCount[2]);
+    before(b);
+    vkf.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    vkf.vkCmdPushConstants(b->cmd, b->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)push_bytes, push);
+    vkf.vkCmdDispatch(b->cmd, gx, gy, gz);
+}
+
+void vks_dispatch_indirect(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, BView args) {
+    if (!p) {
+        vks_fail(b, "a Vulkan pipeline could not be created");
+        return;
+    }
+    before(b);
+    vkf.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    vkf.vkCmdPushConstants(b->cmd, b->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)push_bytes, push);
+    vkf.vkCmdDispatchIndirect(b->cmd, args.buf->buf, args.off);
+}
+
+static bool idle(const VkBackend *b) { return !b->in_flight && (!b->recording || b->n_cmds == 0); }
+
+void vks_upload(VkBackend *b, BView dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    ASSERT(dst.off + bytes <= dst.buf->bytes + 256);
+    b->h2d += bytes;
+    if (dst.buf->map && idle(b)) {
+        memcpy((uint8_t *)dst.buf->map + dst.off, src, bytes);
+        return;
+    }
+    const uint8_t *s = src;
+    while (bytes) {
+        size_t n = bytes < STAGE_BYTES / 2 ? bytes : STAGE_BYTES / 2;
+        if (b->stage_at + n > STAGE_BYTES) {
+            Err e = {{0}};
+            if (vks_flush(b, &e)) vks_fail(b, "%s", e.msg);
+            vks_begin(b);
+        }
+        before(b);
+        memcpy((uint8_t *)b->stage->map + b->stage_at, s, n);
+        const VkBufferCopy c = {b->stage_at, dst.off, n};
+        vkf.vkCmdCopyBuffer(b->cmd, b->stage->buf, dst.buf->buf, 1, &c);
+        b->stage_at = (b->stage_at + n + 63) & ~(size_t)63;
+        s += n, dst.off += n, bytes -= n;
+    }
+}
+
+void vks_download(VkBackend *b, void *dst, BView src, size_t bytes) {
+    if (!bytes) return;
+    ASSERT(src.off + bytes <= src.buf->bytes + 256);
+    b->d2h += bytes;
+    Err e = {{0}};
+    if (!idle(b) && vks_flush(b, &e)) vks_fail(b, "%s", e.msg);
+    if (src.buf->map) {
+        memcpy(dst, (const uint8_t *)src.buf->map + src.off, bytes);
+        return;
+    }
+    uint8_t *d = dst;
+    while (bytes) {
+        const size_t n = bytes < STAGE_BYTES ? bytes : STAGE_BYTES;
+        vks_begin(b);
+        before(b);
+        const VkBufferCopy c = {src.off, 0, n};
+        vkf.vkCmdCopyBuffer(b->cmd, src.buf->buf, b->stage->buf, 1, &c);
+        if (vks_flush(b, &e)) vks_fail(b, "%s", e.msg);
+        memcpy(d, b->stage->map, n);
+        d += n, src.off += n, bytes -= n;
+    }
+}
+
+void vks_copy(VkBackend *b, BView dst, BView src, size_t bytes) {
+    if (!bytes || (dst.buf == src.buf && dst.off == src.off)) return;
+    const bool overlap = dst.buf == src.buf && dst.off < src.off + bytes && src.off < dst.off + bytes;
+    if (overlap) { /* memmove semantics through the staging ring */
+        ASSERT(bytes <= STAGE_BYTES / 2);
+        if (b->stage_at + bytes > STAGE_BYTES) {
+            Err e = {{0}};
+            if (vks_flush(b, &e)) vks_fail(b, "%s", e.msg);
+        }
+        before(b);
+        const VkBufferCopy c1 = {src.off, b->stage_at, bytes};
+        vkf.vkCmdCopyBuffer(b->cmd, src.buf->buf, b->stage->buf, 1, &c1);
+        before(b);
+        const VkBufferCopy c2 = {b->stage_at, dst.off, bytes};
+        vkf.vkCmdCopyBuffer(b->cmd, b->stage->buf, dst.buf->buf, 1, &c2);
+        b->stage_at = (b->stage_at + bytes + 63) & ~(size_t)63;
+        return;
+    }
+    before(b);
+    const VkBufferCopy c = {src.off, dst.off, bytes};
+    vkf.vkCmdCopyBuffer(b->cmd, src.buf->buf, dst.buf->buf, 1, &c);
+}
+
+void vks_fill(VkBackend *b, BView dst, uint8_t byte, size_t bytes) {
+    if (!bytes) return;
+    uint8_t pat[4] = {byte, byte, byte, byte};
+    while (bytes && (dst.off & 3)) { /* an unaligned head, byte by byte through the ring */
+        vks_upload(b, dst, pat, 1);
+        b->h2d--;
+        dst.off++, bytes--;
+    }
+    const size_t body = bytes & ~(size_t)3;
+    if (body) {
+        before(b);
+        vkf.vkCmdFillBuffer(b->cmd, dst.buf->buf, dst.off, body, (uint32_t)byte * 0x01010101u);
+    }
+    if (bytes > body) {
+        vks_upload(b, bv_bytes(dst, body), pat, bytes - body);
+        b->h2d -= bytes - body;
+    }
+}
+
+void vks_mark(VkBackend *b, int tag) {
+    if (!b->qpool) return;
+    vks_begin(b);
+    if (b->n_queries >= VK_MARKS_MAX) return;
+    vks_barrier(b);
+    vkf.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->qpool, (uint32_t)b->n_queries);
+    b->q_tags[b->n_queries++] = tag;
+}
+
+/* memory calls of the vtable */
+static void v_upload(Backend *be, BView dst, const void *src, size_t bytes) { vks_upload(vkb(be), dst, src, bytes); }
+static void v_download(Backend *be, void *dst, BView src, size_t bytes) { vks_download(vkb(be), dst, src, bytes); }
+static void v_copy(Backend *be, BView dst, BView src, size_t bytes) { vks_copy(vkb(be), dst, src, bytes); }
+static void v_fill(Backend *be, BView dst, uint8_t byte, size_t bytes) { vks_fill(vkb(be), dst, byte, bytes); }
+
+void vks_install(BackendVt *vt) {
+    vt->upload = v_upload;
+    vt->download = v_download;
+    vt->copy = v_copy;
+    vt->fill = v_fill;
+    vt->begin = v_begin;
+    vt->submit = v_submit;
+    vt->wait = v_wait;
+}
