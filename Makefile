@@ -7,6 +7,7 @@
 #   make fuzz       the libFuzzer targets for FUZZ_TIME seconds each (clang)
 #   make format     clang-format every source file
 #   make install    the binary, libdeltallm.so / .a, deltallm.h and deltallm.pc under PREFIX (DESTDIR for staging)
+#   MPI=0           build without Open MPI even where mpicc is installed (default: use it when found)
 #
 # Files named *_avx2.c / *_avx512.c are compiled with that ISA's flags only; everything else is
 # portable C11 and runs on any x86-64 (runtime dispatch picks the variant, see src/kernels/).
@@ -23,6 +24,17 @@ APPLIBS  = -lcjson -lmicrohttpd
 
 ISA_AVX2   = -mavx2 -mfma -mf16c -mbmi2
 ISA_AVX512 = $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+# Open MPI (optional, `--mpi`): found through mpicc. Only src/dist/dist_mpi.c includes <mpi.h>; without MPI
+# dist_none.c stands in and --mpi says the build has none.
+MPI ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(MPI),1)
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+DIST_LIBS  := $(shell mpicc --showme:link 2>/dev/null)
+DIST_SRC    = src/dist/dist_mpi.c
+else
+DIST_SRC    = src/dist/dist_none.c
+endif
 
 # ---- the Vulkan backend (src/backend/vulkan/) ------------------------------------------------------------------
 # Built when the Vulkan headers and glslc are there (VULKAN=0 or 1 forces it off or on); libvulkan is opened
@@ -46,7 +58,7 @@ VK_SRC   = $(sort $(wildcard src/backend/vulkan/*.c))
 VK_GEN   = $(BUILD)/gen/vk_spv.c
 
 LIB_SRC  = $(filter-out $(VK_SRC),$(sort $(wildcard src/base/*.c src/gguf/*.c src/tokenizer/*.c src/kernels/*.c \
-                              src/kernels/*/*.c src/backend/*.c src/backend/*/*.c src/model/*.c src/engine/*.c)))
+                              src/kernels/*/*.c src/backend/*.c src/backend/*/*.c src/model/*.c src/engine/*.c) $(DIST_SRC)))
 ifeq ($(VULKAN),1)
 LIB_SRC += $(VK_SRC) $(VK_GEN)
 endif
@@ -94,6 +106,16 @@ $(BUILD)/obj/%_avx512.o: %_avx512.c
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/obj/src/dist/dist_mpi.o: src/dist/dist_mpi.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+
+# switching MPI on or off rebuilds the library and relinks
+MPI_STAMP = $(BUILD)/.mpi-$(MPI)
+$(MPI_STAMP):
+	@mkdir -p $(@D)
+	@rm -f $(BUILD)/.mpi-*
+	@touch $@
 
 # the registry learns whether the backend is built; a stamp per setting rebuilds it when VULKAN changes
 $(BUILD)/gen/vulkan-$(VULKAN).stamp:
@@ -117,9 +139,9 @@ $(VK_GEN): $(VK_SPV) src/backend/vulkan/embed_spv.sh
 	@mkdir -p $(@D)
 	sh src/backend/vulkan/embed_spv.sh $@ $(VK_SPV)
 
-$(BUILD)/libdeltallm.a: $(LIB_OBJ)
+$(BUILD)/libdeltallm.a: $(LIB_OBJ) $(MPI_STAMP)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(LIB_OBJ)
 
 # The library for other programs, as llama.cpp's is used: libdeltallm.so.MAJOR (the soname) exporting only the
 # dl_* API of deltallm.h (src/engine/deltallm.map). Its objects are the static library's, position-independent:
@@ -133,9 +155,9 @@ $(LIB_OBJ): $(BUILD)/obj/.pic # objects built before they were position-independ
 $(BUILD)/obj/.pic:
 	@mkdir -p $(@D)
 	@touch $@
-$(BUILD)/libdeltallm.so.$(VERSION): $(LIB_OBJ) src/engine/deltallm.map
+$(BUILD)/libdeltallm.so.$(VERSION): $(LIB_OBJ) $(MPI_STAMP) src/engine/deltallm.map
 	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/engine/deltallm.map -Wl,-z,defs \
-	    -o $@ $(LIB_OBJ) $(LDLIBS)
+	    -o $@ $(LIB_OBJ) $(DIST_LIBS) $(LDLIBS)
 $(BUILD)/libdeltallm.so: $(BUILD)/libdeltallm.so.$(VERSION)
 	ln -sf libdeltallm.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $@
@@ -148,7 +170,7 @@ DESTDIR ?=
 $(BUILD)/deltallm.pc: Makefile include/deltallm.h
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' 'Name: deltallm' \
 	  'Description: inference engine for the Gated-DeltaNet hybrid LLMs (Qwen3-Next, Qwen3.5)' 'Version: $(VERSION)' \
-	  'Libs: -L$${libdir} -ldeltallm' 'Libs.private: -lm -pthread' 'Cflags: -I$${includedir}' > $@
+	  'Libs: -L$${libdir} -ldeltallm' 'Libs.private: $(DIST_LIBS) -lm -pthread' 'Cflags: -I$${includedir}' > $@
 .PHONY: install uninstall $(BUILD)/deltallm.pc
 install: $(BUILD)/deltallm $(BUILD)/libdeltallm.a $(BUILD)/libdeltallm.so $(BUILD)/deltallm.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
@@ -164,11 +186,11 @@ uninstall:
 	      $(DESTDIR)$(INCLUDEDIR)/deltallm.h $(DESTDIR)$(LIBDIR)/pkgconfig/deltallm.pc
 
 $(BUILD)/deltallm: $(APP_OBJ) $(BUILD)/libdeltallm.a
-	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(BUILD)/libdeltallm.a $(APPLIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(BUILD)/libdeltallm.a $(APPLIBS) $(DIST_LIBS) $(LDLIBS)
 
 # the test runner links everything but the CLI's main()
 $(BUILD)/tests: $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a
-	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a $(APPLIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a $(APPLIBS) $(DIST_LIBS) $(LDLIBS)
 
 # the Node server suite needs its client library: installed here on a fresh clone (skipped when npm is missing
 # or has no network: the suite then says it is skipped)
@@ -188,7 +210,7 @@ asan:
 BENCH_BIN = $(patsubst bench/%.c,$(BUILD)/%,$(sort $(wildcard bench/*_bench.c)))
 bench: $(BENCH_BIN)
 $(BENCH_BIN): $(BUILD)/%: bench/%.c $(BUILD)/libdeltallm.a
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdeltallm.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdeltallm.a $(DIST_LIBS) $(LDLIBS)
 
 FUZZ_TIME ?= 60
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
@@ -224,7 +246,7 @@ run: $(BUILD)/deltallm
 	@$(BUILD)/deltallm run -m "$(if $(MODEL),$(MODEL),$(DEFAULT_MODEL))" -p "$(PROMPT)" -n $(N) $(if $(MODEL),,-t 1)
 
 format:
-	clang-format -i $(LIB_SRC) $(APP_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/kernels/*/*.h include/*.h tests/*.h)
+	clang-format -i $(sort $(LIB_SRC) $(wildcard src/dist/*.c)) $(APP_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/kernels/*/*.h include/*.h tests/*.h)
 
 clean:
 	rm -rf build

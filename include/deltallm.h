@@ -95,6 +95,14 @@ typedef struct DlEngineParams {
                                matrices are then held twice: their originals cannot be dropped) */
     DlProgressFn progress;  /* NULL: none */
     void *progress_user;
+    /* Over MPI (the process is rank 0 of a job started by mpirun, dl_mpi_init called; see "several processes"
+     * below): the layers cut into one contiguous range per rank. This process keeps the tokenizer, the
+     * embeddings, the head and the first range; each other rank (dl_mpi_worker) reads and holds only its
+     * range. Logits are the same bits as one process with the same n_batch. split: each rank's share of the
+     * layers' weight bytes ("0.3,0.3,0.4"), or NULL: balanced by the bytes each rank reads per token (rank 0's
+     * head included). A job of one rank runs as one process. Not with stages. */
+    bool mpi;
+    const char *split;
     /* a device's tuning, "key=value,..." (the Vulkan backend: coop=0|1, tile=N, chunk=N; docs/VULKAN.md) */
     const char *device_tune;
     /* Memory the weights may take, in bytes; 0 = what the machine can give without swapping (MemAvailable
@@ -235,6 +243,49 @@ int dl_session_eval_tentative(DlSession *s, const int32_t *tokens, size_t n, DlE
 const float *dl_session_tentative_logits(const DlSession *s);
 int dl_session_keep(DlSession *s, size_t k, DlError *err);
 
+/* ---- several processes (MPI) ---------------------------------------------------------------------------- *
+ * `mpirun -np N prog ...`: every rank calls dl_mpi_init; rank 0 opens engines with params.mpi and uses them as
+ * usual, the others call dl_mpi_worker, which serves rank 0's engines until rank 0 calls dl_mpi_finalize.
+ * A rank that dies or stops answering for timeout_s (on the same machine: within ~0.1 s) fails the job:
+ * every call that needs the other ranks then fails with the line dl_mpi_failure returns. */
+
+/* Joins the job (a build with Open MPI): returns this process's rank, or -1 with one line. */
+int dl_mpi_init(int *argc, char ***argv, double timeout_s, DlError *err);
+int dl_mpi_rank(void); /* 0 outside a job */
+int dl_mpi_size(void); /* 1 outside a job */
+/* Ranks > 0: holds and computes the layers rank 0 assigns, until rank 0 leaves; returns the process's exit
+ * status (1 with a line in err when the job failed without rank 0 saying why). */
+int dl_mpi_worker(DlError *err);
+const char *dl_mpi_failure(void);     /* NULL while the job is healthy */
+void dl_mpi_on_failure(void (*fn)(void)); /* runs once, on another thread, when the job fails */
+/* Leaves the job (rank 0: tells the other ranks to stop). Every rank calls it last. */
+void dl_mpi_finalize(void);
+
+/* Pipelined decode. An engine over several processes computes a step in stages one after the other; while
+ * one group of sessions is in the later stages, the next group can use the first. dl_decode_start starts a
+ * step for n sessions (as dl_decode_batch does) and returns before it is done; dl_decode_finish waits for the
+ * oldest step started and not yet finished (its sessions' logits are then current; it reports its error).
+ * dl_engine_pipeline_depth: how many groups keep every stage busy (1 in one process, where start computes
+ * the step at once and finish has nothing to wait for). A session must not be used otherwise while its step
+ * is in flight. */
+int dl_engine_pipeline_depth(const DlEngine *e);
+int dl_decode_start(DlSession **s, const int32_t *tokens, int n, DlError *err);
+int dl_decode_finish(DlEngine *e, DlError *err);
+
+/* Per stage of an engine over several processes: where it runs, its layers, and since the last reset its
+ * compute time (the bubble is wall − compute), bytes sent, batches and rows, and its process's memory. */
+typedef struct DlStageStats {
+    int rank, pid;
+    char host[64];
+    int l0, l1;
+    double compute_s, wall_s;
+    uint64_t bytes_sent, batches, tokens;
+    uint64_t weight_bytes;             /* weights bound on the rank */
+    uint64_t rss_bytes, rss_peak_bytes;
+} DlStageStats;
+/* Fills up to cap stages (after the work in flight is done); returns how many (0 in one process), or -1.
+ * reset starts the counters again. */
+int dl_engine_stage_stats(DlEngine *e, bool reset, DlStageStats *out, int cap, DlError *err);
 /* ---- speculative decoding ---------------------------------------------------------------------------- */
 
 /* Faster decoding with a drafter: each step drafts up to n_max tokens, evaluates the token before them and the

@@ -126,7 +126,10 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+int test_mpi_child(int argc, char **argv); /* test_mpi.c: the ranks of an MPI test run */
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--mpi-child") == 0) return test_mpi_child(argc, argv);
     qsort(cases, (size_t)n_cases, sizeof *cases, cmp_group); /* stable enough: ties keep address order */
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         printf("usage: tests [--list] [GROUP | GROUP/NAME ...]\n");

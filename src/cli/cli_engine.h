@@ -7,6 +7,8 @@
  *   --isa auto|ref|avx2|avx512           DELTALLM_ISA       the CPU kernels' ISA level
  *   --deltanet auto|recurrent|chunked    DELTALLM_DELTANET  the delta-net scan's form
  *   --no-pack                            DELTALLM_PACK=0    keep the file's weight layout
+ *   --mpi [--split F,F,..]                                  the layers over the ranks of an MPI job (mpirun)
+ *   --mpi-timeout S                                         how long a rank may stay silent (default 30)
  *                                        DELTALLM_VK_TUNE   the Vulkan backend's tuning (coop=0,tile=N,chunk=N)
  *   --mem-budget SIZE                    DELTALLM_MEM_BUDGET  memory for the weights (an MoE model bigger
  *                                                           than it streams its experts through a cache)
@@ -31,6 +33,8 @@ typedef struct CliEngine {
     bool no_pack, cache_no_predict;
     const char *mem_budget; /* as given; parsed by cli_parse_size */
     int cache_io_threads;
+    bool mpi;
+    const char *split;
 } CliEngine;
 
 /* "24G", "512M", "8GiB", "1.5G", "4096" (bytes): K, M, G, T are powers of 1024; returns -1 for anything
@@ -49,6 +53,15 @@ int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o)
 int cli_engine_apply(const CliEngine *o, DlEngineParams *p, Err *err);
 /* The help lines of the options (ends with a newline). */
 extern const char cli_engine_help[];
+
+/* main.c, before and after the command. With --mpi on the command line every rank joins the MPI job;
+ * cli_mpi_start returns 1 on a rank other than 0 after serving rank 0's engines (*rc: the exit status), and
+ * 0 where the command is to run. cli_mpi_end leaves the job; when the job failed and the command did not
+ * report it (exit status 0), it prints the failure's line and makes the status 1. */
+int cli_mpi_start(int argc, char **argv, int *rc);
+int cli_mpi_end(const char *cmd, int rc);
+/* With an engine over MPI: prints (stderr) which rank holds which layers. */
+void cli_engine_report(DlEngine *e);
 
 /* For the developer tools that drive the forward pass directly (eval, parity): the backend options (mode,
  * threads, ISA, packing) and the delta-net form; fails with one line for a bad value. */

@@ -6,9 +6,11 @@
  * faults during compute (0 once the weights are resident). With an expert cache (--mem-budget below the
  * model's size), a second table has per row the bytes read from disk per token, the hit rate, the next-layer
  * prediction's precision and recall, and the share of the time stalled on reads.
- * `--draft N` measures speculative decoding instead (bench_draft.c). */
+ * `--draft N` measures speculative decoding instead (bench_draft.c); with --mpi a table per stage follows
+ * (bench_pipe.c). */
 #include "backend/backend.h"
 #include "cli/bench_draft.h"
+#include "cli/bench_pipe.h"
 #include "cli/bwprobe.h"
 #include "cli/cli.h"
 #include "cli/cli_engine.h"
@@ -39,6 +41,8 @@ typedef struct Result {
     double disk_per_tok, hit, precision, recall, stall_frac; /* bytes read per token, shares */
     int n_reps;
     double rep_tps[MAX_REPS], rep_disk[MAX_REPS], rep_hit[MAX_REPS], rep_stall[MAX_REPS]; /* each repetition */
+    DlStageStats *stages; /* over MPI: per stage during the test */
+    int n_stages;
 } Result;
 
 static double now_s(void) {
@@ -87,7 +91,7 @@ static void print_bytes(char *buf, size_t cap, double b) {
 int cmd_bench(int argc, char **argv) {
     const char *models[MAX_LIST];
     int n_models = 0, n_pp = 1, n_tg = 1, n_thr = 1;
-    long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512;
+    long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512, slots = 1;
     bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false, draft = false, n_given = false;
     const char *prompt = NULL;
     CliEngine eo;
@@ -104,14 +108,16 @@ int cmd_bench(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm bench -m MODEL.gguf [-m ...] [-p 512[,..]] [-n 128[,..]] [-t 1,2] [-r 3] [-b 512]\n"
-                   "                      [--json] [--profile] [--mlock] [--no-prefetch] [--exact]\n"
+                   "                      [--json] [--profile] [--mlock] [--no-prefetch] [--exact] [--slots N]\n"
                    "       deltallm bench -m MODEL.gguf --draft N [--draft-p-min P] [--model-draft F] [--prompt TEXT]\n"
                    "                      [-n 128] [-t 1,2] [-r 3] [--json]\n"
                    "  -p 0 or -n 0 skips that test. Weights are read into memory first (--no-prefetch: not);\n"
-                   "  --mlock also locks them.\n"
+                   "  --mlock also locks them. --slots N: tgN decodes N sessions at once (t/s counts all of them;\n"
+                   "  with --mpi in groups kept in flight, as the server does). With --mpi a table per stage follows.\n"
                    "  --draft N: speculative decoding against plain decoding, greedy, n tokens after the prompt\n"
                    "  (default: 32 random tokens): tokens/s of both, acceptance per draft position, the cost of a\n"
-                   "  drafter pass, the verify and the rollback next to a decode step of the same run.\n%s",
+                   "  drafter pass, the verify and the rollback next to a decode step of the same run (not with\n"
+                   "  --mpi or --slots).\n%s",
                    cli_engine_help);
             return 0;
         } else if (!strcmp(a, "-m") && v) {
@@ -133,6 +139,8 @@ int cmd_bench(int argc, char **argv) {
             if (cli_parse_int("bench", a, argv[++i], 1, 1000, &reps)) return 2;
         } else if (!strcmp(a, "-b") && v) {
             if (cli_parse_int("bench", a, argv[++i], 1, 65536, &batch)) return 2;
+        } else if (!strcmp(a, "--slots") && v) {
+            if (cli_parse_int("bench", a, argv[++i], 1, 256, &slots)) return 2;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--profile")) {
@@ -151,6 +159,7 @@ int cmd_bench(int argc, char **argv) {
     if (draft_options_check(&dro, "bench")) return 2;
     if (!draft && (prompt || dro.model || dro.n_max >= 0)) return cli_usage_error("bench", "--prompt and the draft options need --draft N");
     if (draft) {
+        if (eo.mpi || slots > 1) return cli_usage_error("bench", "--draft measures one session in one process (not with --mpi or --slots)");
         if (n_tg != 1 || tg[0] < 2 || tg[0] > 65536)
             return cli_usage_error("bench", "--draft: -n takes one count of 2 to 65536 tokens");
         BenchDraft bd = {models, n_models, thr, n_thr, n_given ? (int)tg[0] : 128, (int)reps, (int)batch, exact, json,
@@ -175,11 +184,15 @@ int cmd_bench(int argc, char **argv) {
             ep.n_threads = (int)thr[ti];
             ep.n_ctx = (int)max_tok + 8;
             ep.n_batch = (int)batch;
+            ep.n_seq_max = (int)slots;
             ep.exact = exact;
             Err ae = {{0}};
             if (cli_engine_apply(&eo, &ep, &ae)) return cli_usage_error("bench", "%s", ae.msg);
             DlEngine *e = dl_engine_open(&ep, &err);
-            DlSession *s = e ? dl_session_new(e, &err) : NULL;
+            if (e) cli_engine_report(e);
+            DlSession *ss[256] = {NULL};
+            for (int k = 0; e && k < slots && (k == 0 || ss[k - 1]); k++) ss[k] = dl_session_new(e, &err);
+            DlSession *s = ss[slots - 1] ? ss[0] : NULL;
             /* with an expert cache every repetition gets tokens of its own: the same tokens again would find
              * the same experts in the cache, which a real prompt or generation does not */
             const long long n_seqs = 1 + (reps < MAX_REPS ? reps : MAX_REPS);
@@ -206,18 +219,22 @@ int cmd_bench(int argc, char **argv) {
                     if (profile) dl_engine_profile(e, true);
                     DlCacheStats cs;
                     const bool cached = dl_engine_cache_stats(e, &cs, true) == 0;
+                    DlStageStats stages[64];
+                    dl_engine_stage_stats(e, true, stages, 64, &err); /* the counters from here */
                     double sum = 0, sum2 = 0, secs = 0;
                     long f0 = majflt_now();
+                    const bool many = kind == 1 && slots > 1;
                     for (long long r = 0; r < reps && rc == 0; r++) {
                         const int32_t *tk = has_cache ? toks + max_tok * (1 + r % (n_seqs - 1)) : toks;
                         DlCacheStats c0, c1;
                         if (cached) dl_engine_cache_stats(e, &c0, false);
-                        double t = run_once(s, tk, n, kind == 0, &err);
+                        double t = many ? bench_decode_sessions(e, ss, (int)slots, tk, n, &err)
+                                        : run_once(s, tk, n, kind == 0, &err);
                         if (t < 0) {
                             rc = 1;
                             break;
                         }
-                        double tps = n / t;
+                        double tps = (many ? (double)slots : 1.0) * n / t;
                         sum += tps, sum2 += tps * tps, secs += t;
                         if (r < MAX_REPS) {
                             Result *R = &res[n_res];
@@ -248,6 +265,10 @@ int cmd_bench(int argc, char **argv) {
                     R->threads = nthreads;
                     snprintf(R->test, sizeof R->test, "%s%d", kind == 0 ? "pp" : "tg", n);
                     R->n_tokens = n;
+                    const int n_st = dl_engine_stage_stats(e, false, stages, 64, &err);
+                    if (n_st > 0 && (R->stages = malloc(sizeof stages[0] * (size_t)n_st)))
+                        memcpy(R->stages, stages, sizeof stages[0] * (size_t)n_st), R->n_stages = n_st;
+                    if (many) snprintf(R->test, sizeof R->test, "tg%d x%lld", n, slots);
                     R->mean = sum / (double)reps;
                     R->sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / (double)reps) / (double)(reps - 1))) : 0;
                     R->majflt = majflt_now() - f0;
@@ -288,7 +309,7 @@ int cmd_bench(int argc, char **argv) {
                 }
             }
             free(toks);
-            dl_session_free(s);
+            for (int k = 0; k < slots; k++) dl_session_free(ss[k]);
             dl_engine_close(e);
         }
     }
@@ -313,6 +334,7 @@ int cmd_bench(int argc, char **argv) {
                            k ? ", " : "", R->rep_tps[k], R->rep_disk[k], R->rep_hit[k], R->rep_stall[k]);
                 printf("]");
             }
+            if (R->n_stages) bench_stage_json(R->stages, R->n_stages, stdout);
             printf("}%s\n", i + 1 < n_res ? "," : "");
         }
         printf("]\n");
@@ -343,6 +365,13 @@ int cmd_bench(int argc, char **argv) {
                            100 * R->stall_frac);
             }
         }
+        bool any_stage = false;
+        for (int i = 0; i < n_res; i++)
+            if (res[i].n_stages) {
+                if (!any_stage) bench_stage_header(stdout), any_stage = true;
+                bench_stage_rows(res[i].test, res[i].stages, res[i].n_stages, stdout);
+            }
     }
+    for (int i = 0; i < n_res; i++) free(res[i].stages);
     return rc;
 }

@@ -5,10 +5,13 @@
  *                 [--logits-out OUT.f32] [--greedy N] [-t THREADS] [--dump DIR] [--dump-layers 2,3]
  *
  * prefill: the whole sequence in one forward call; decode: one token per call; chunk K: K per call.
- * --greedy N continues the sequence with N argmax tokens (one per call) and prints their ids. */
+ * --greedy N continues the sequence with N argmax tokens (one per call) and prints their ids.
+ * With --mpi (under mpirun) the same passes run through the engine over the ranks (the public API: each
+ * step a tentative batch, whose logits are every position's, kept whole); the logits are the same bits. */
 #include "cli/cli.h"
 #include "cli/cli_engine.h"
 #include "cli/tokens_file.h"
+#include "deltallm.h"
 #include "model/dump.h"
 #include "model/model.h"
 
@@ -21,6 +24,47 @@ static int argmax(const float *x, int n) {
     for (int i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
+}
+
+/* eval --mpi: the steps through an engine over the MPI job. */
+static int eval_engine(const CliEngine *eo, const char *path, const int32_t *tokens, int n_tokens, int step, int greedy,
+                       bool exact, int threads, FILE *out, Err *err) {
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = path;
+    p.n_ctx = n_tokens + greedy;
+    p.n_batch = step;
+    p.n_threads = threads;
+    p.exact = exact;
+    if (cli_engine_apply(eo, &p, err)) return -1;
+    DlError de = {{0}};
+    DlEngine *e = dl_engine_open(&p, &de);
+    DlSession *s = e ? dl_session_new(e, &de) : NULL;
+    int rc = s && dl_session_set_rollback(s, step, &de) == 0 ? 0 : -1;
+    const int V = e ? dl_engine_info(e)->n_vocab : 0;
+    int last = 0;
+    for (int at = 0; rc == 0 && at < n_tokens; at += step) {
+        const int T = n_tokens - at < step ? n_tokens - at : step;
+        rc = dl_session_eval_tentative(s, tokens + at, (size_t)T, &de);
+        const float *lg = rc ? NULL : dl_session_tentative_logits(s);
+        if (lg && out && fwrite(lg, sizeof(float), (size_t)T * V, out) != (size_t)T * V) rc = err_set(err, "write failed");
+        if (lg) last = argmax(lg + (size_t)(T - 1) * V, V);
+        if (rc == 0) rc = dl_session_keep(s, (size_t)T, &de);
+    }
+    if (rc == 0 && greedy) {
+        printf("greedy:");
+        for (int g = 0; rc == 0 && g < greedy; g++) {
+            printf(" %d", last);
+            int32_t tok = last;
+            rc = dl_session_eval(s, &tok, 1, &de);
+            if (rc == 0) last = argmax(dl_session_logits(s), V);
+        }
+        printf("\n");
+    }
+    if (rc && !err->msg[0]) err_set(err, "%s", de.msg);
+    dl_session_free(s);
+    dl_engine_close(e);
+    return rc;
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -86,6 +130,18 @@ int cmd_eval(int argc, char **argv) {
         return 1;
     }
     int rc = 1;
+    if (eo.mpi) {
+        const int step = chunk ? (int)chunk : n_tokens;
+        FILE *o = out_path ? fopen(out_path, "wb") : NULL;
+        if (dump_dir) err_set(&err, "--dump does not run over MPI");
+        else if (step > 4096) err_set(&err, "--mpi evaluates at most 4096 tokens per step (--mode chunk K)");
+        else if (out_path && !o) err_set(&err, "cannot write '%s'", out_path);
+        else if (eval_engine(&eo, model_path, tokens, n_tokens, step, (int)greedy, exact, (int)threads, o, &err) == 0) rc = 0;
+        if (o && fclose(o) != 0 && rc == 0) rc = 1, err_set(&err, "write to '%s' failed", out_path);
+        if (rc) fprintf(stderr, "deltallm eval: %s\n", err.msg);
+        free(tokens);
+        return rc;
+    }
     Model *m = NULL;
     SeqState *st = NULL;
     Forward *fw = NULL;

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static void usage(void) {
     printf("usage: deltallm serve -m MODEL.gguf [options]\n"
@@ -51,6 +53,9 @@ static void usage(void) {
            "  --no-webui               no chat page at / (by default http://HOST:PORT/ is a chat in the browser)\n"
            "  -v, --verbose            debug log\n%s%s", draft_options_help, cli_engine_help);
 }
+
+/* Over MPI, a rank that fails ends the server as SIGTERM does (every thread blocks it; sigwait takes it). */
+static void stop_on_mpi_failure(void) { kill(getpid(), SIGTERM); }
 
 int cmd_serve(int argc, char **argv) {
     ServerConfig c;
@@ -186,6 +191,8 @@ int cmd_serve(int argc, char **argv) {
     c.mem_budget = ep.mem_budget, c.cache_policy = ep.cache_policy;
     c.draft = draft_options_on(&dro, &c.draft_params);
     c.model_draft = dro.model;
+    c.mpi = ep.mpi, c.split = ep.split;
+    dl_mpi_on_failure(stop_on_mpi_failure); /* a rank that died: fail what is running and shut down */
     Err err = {{0}};
     LoadProgress bar;
     load_progress_init(&bar, stderr);
@@ -207,7 +214,13 @@ int cmd_serve(int argc, char **argv) {
                 c.host);
     int sig = 0;
     sigwait(&set, &sig);
-    srv_log(LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    if (dl_mpi_failure()) { /* the scheduler fails the running requests at once: let their answers go out */
+        srv_log(LOG_ERROR, "%s: shutting down", dl_mpi_failure());
+        const struct timespec grace = {0, 500 * 1000000L};
+        nanosleep(&grace, NULL);
+    } else {
+        srv_log(LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    }
     server_stop(s);
     return 0;
 }

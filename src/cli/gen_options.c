@@ -113,6 +113,7 @@ DlEngine *gen_open_engine(const GenOptions *o, DlError *err) {
     }
     load_progress_end(&bar);
     if (!e) return NULL;
+    cli_engine_report(e);
     const DlModelInfo *info = dl_engine_info(e);
     if (o->synthetic_note)
         fprintf(stderr, "synthetic weights: text is meaningless (this shows the engine working; "

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "deltallm.h"
 #include "git_rev.h" /* DL_GIT_REV, written by the Makefile */
+#include "cli/cli_engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,15 +52,17 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    int rc = 0;
+    if (cli_mpi_start(argc, argv, &rc)) return cli_mpi_end(argv[1], rc); /* --mpi: a rank other than 0 */
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(argv[1], commands[i].name) != 0) continue;
         if (!*commands[i].fn) {
             fprintf(stderr, "deltallm: '%s' is not available in this build\n", argv[1]);
-            return 2;
+            return cli_mpi_end(argv[1], 2);
         }
-        return (*commands[i].fn)(argc - 1, argv + 1);
+        return cli_mpi_end(argv[1], (*commands[i].fn)(argc - 1, argv + 1));
     }
     fprintf(stderr, "deltallm: unknown command '%s'\n", argv[1]);
     usage(stderr);
-    return 2;
+    return cli_mpi_end(argv[1], 2);
 }

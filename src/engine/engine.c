@@ -22,6 +22,25 @@ void dl_engine_params_init(DlEngineParams *p) {
     memset(p, 0, sizeof *p);
 }
 
+int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend, Isa isa, DeltaNetAlgo algo, int l0,
+                      int l1, const Weight *w, int n, Err *e) {
+    const BackendOptions bo = {.name = backend ? backend : p->backend,
+                               .isa = (int)isa,
+                               .n_threads = p->n_threads,
+                               .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
+                               .pack = !p->no_pack,
+                               .tune = p->device_tune,
+                               .progress = p->progress,
+                               .progress_user = p->progress_user};
+    Stage *st = &en->st[en->n_st++];
+    st->l0 = l0;
+    st->l1 = l1;
+    if (!(st->be = backend_create(&bo, e)) || st->be->vt->bind(st->be, w, n, e)) return -1;
+    ForwardOptions fo = {.max_batch = en->n_batch, .max_seqs = en->n_seq_max, .max_ctx = en->n_ctx, .algo = algo,
+                         .be = st->be};
+    return (st->fw = forward_new(en->model, &fo, e)) ? 0 : -1;
+}
+
 /* Cuts the layers into the stages asked for and makes each one's backend (weights bound) and forward pass. */
 static int open_stages(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetAlgo algo, Err *e) {
     const int L = en->model->cfg.n_layer;
@@ -35,22 +54,8 @@ static int open_stages(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetA
         const int want = sp[s].n_layers > 0 ? sp[s].n_layers : L - l0;
         if (sp[s].n_layers < 0 || want < 1 || l0 + want > L || (s == n - 1 && l0 + want != L))
             return err_set(e, "the stages' layer counts do not cut the model's %d layers into %d non-empty ranges", L, n);
-        const BackendOptions bo = {.name = sp[s].backend ? sp[s].backend : p->backend,
-                                   .isa = (int)isa,
-                                   .n_threads = p->n_threads,
-                                   .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
-                                   .pack = !p->no_pack,
-                                   .tune = p->device_tune,
-                                   .progress = p->progress,
-                                   .progress_user = p->progress_user};
-        Stage *st = &en->st[en->n_st++];
-        st->l0 = l0;
-        st->l1 = l0 + want;
-        if (!(st->be = backend_create(&bo, e)) || st->be->vt->bind(st->be, en->model->weights, en->model->n_weights, e))
+        if (engine_stage_open(en, p, sp[s].backend, isa, algo, l0, l0 + want, en->model->weights, en->model->n_weights, e))
             return -1;
-        ForwardOptions fo = {.max_batch = en->n_batch, .max_seqs = en->n_seq_max, .max_ctx = en->n_ctx, .algo = algo,
-                             .be = st->be};
-        if (!(st->fw = forward_new(en->model, &fo, e))) return -1;
         l0 += want;
     }
     if (n > 1 && !(en->hidden = malloc(sizeof(float) * (size_t)en->n_batch * (size_t)en->model->cfg.n_embd)))
@@ -69,6 +74,10 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     DeltaNetAlgo algo;
     Isa isa = ISA_REF;
     if (deltanet_algo_parse(p->deltanet, &algo, &e) || isa_parse(p->isa, &isa, &e)) goto fail;
+    if (p->mpi && p->no_mmap && dl_mpi_size() > 1) { /* each rank is to read only its own layers */
+        err_set(&e, "over MPI the file is mapped (each rank reads only its layers): no_mmap does not apply");
+        goto fail;
+    }
     GgufOpenOptions go = {.read = p->no_mmap, .progress = p->progress, .progress_user = p->progress_user};
     Gguf *g = gguf_open_opts(p->model_path, &go, &e);
     en->model = g ? model_from_gguf(g, &e) : NULL;
@@ -101,7 +110,10 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     en->params.n_stages = 0;
     en->params.progress = NULL;
     en->params.cache_policy = NULL; /* not kept: a draft model takes the default */
-    if (engine_cache_open(en, p, &e) || open_stages(en, p, isa, algo, &e) || engine_cache_attach(en, &e)) goto fail;
+    if (engine_cache_open(en, p, &e) ||
+        (p->mpi && dl_mpi_size() > 1 ? pipe_open(en, p, isa, algo, &e) : open_stages(en, p, isa, algo, &e)) ||
+        engine_cache_attach(en, &e))
+        goto fail;
     en->info = (DlModelInfo){c->arch_name,
                              c->name,
                              c->n_vocab,
@@ -126,6 +138,7 @@ fail:
 void dl_engine_close(DlEngine *e) {
     if (!e) return;
     spec_engine_free(e);
+    pipe_close(e);
     for (int s = 0; s < e->n_st; s++) {
         forward_free(e->st[s].fw);
         backend_destroy(e->st[s].be);
@@ -143,7 +156,7 @@ int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
     Err er = {{0}};
     for (int s = 0; s < e->n_st; s++)
         if (e->st[s].be->vt->make_resident(e->st[s].be, lock, &er)) return fail(err, &er);
-    return 0;
+    return e->pipe && pipe_prefetch(e, lock, &er) ? fail(err, &er) : 0;
 }
 
 void dl_engine_profile(DlEngine *e, bool on) {
@@ -170,6 +183,7 @@ int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n
     BatchSeq q[256];
     for (int i = 0; i < n; i++) en->tokens += (uint64_t)seqs[i].n_tokens;
     if (n > (int)(sizeof q / sizeof q[0])) return err_set(err, "batch too large");
+    if (en->pipe) return pipe_run(en, sess, seqs, n, false, err);
     for (int i = 0; i < n; i++)
         if (!seqs[i].tokens) return err_set(err, "no tokens for sequence %d of the batch", i);
     if (en->n_spec && spec_before_run(en, sess, seqs, n, err)) return -1;
@@ -199,6 +213,6 @@ int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n
 int engine_keep(DlEngine *en, DlSession *s, int k, Err *err) {
     for (int i = 0; i < en->n_st; i++)
         if (forward_keep(en->st[i].fw, s->states[i], k, err)) return -1;
-    return 0;
+    return en->pipe ? pipe_keep(s, k, err) : 0;
 }
 

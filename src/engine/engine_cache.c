@@ -36,6 +36,10 @@ int engine_cache_open(DlEngine *en, const DlEngineParams *p, Err *e) {
     const Model *m = en->model;
     uint64_t weights = 0;
     for (int64_t i = 0; i < gguf_n_tensors(m->gguf); i++) weights += gguf_tensor(m->gguf, i)->nbytes;
+    if (p->mpi) { /* each rank binds its own layers; the cache is per process and not wired into the ranks yet */
+        if (!p->mem_budget) return 0;
+        return err_set(e, "--mem-budget: the expert cache does not run over --mpi yet (each rank holds only its layers)");
+    }
     uint64_t budget = p->mem_budget;
     if (!budget) {
         const uint64_t avail = mem_available(), state = (uint64_t)seqstate_bytes(m, en->n_ctx) * (uint64_t)en->n_seq_max;

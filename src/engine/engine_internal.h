@@ -17,6 +17,7 @@ typedef struct Stage {
     int l0, l1;
 } Stage;
 
+typedef struct Pipe Pipe;
 typedef struct MtpPass MtpPass; /* model/mtp.h */
 typedef struct Spec Spec;       /* speculative.c: a session's drafter */
 
@@ -25,6 +26,7 @@ struct DlEngine {
     Tokenizer *tok;
     Stage st[DL_MAX_STAGES];
     int n_st;
+    Pipe *pipe; /* over MPI (pipe.c): st[0] is rank 0's range, the other ranks hold the rest; NULL in one process */
     float *hidden; /* [n_batch][n_embd]: the rows crossing from one stage to the next */
     int n_ctx, n_batch, n_seq_max;
     DlModelInfo info;
@@ -40,6 +42,10 @@ struct DlEngine {
 };
 
 int engine_fail(DlError *err, const Err *e); /* copies e into err; returns -1 */
+/* Appends a stage of layers [l0, l1) on a backend (NULL: the engine's) bound to w[0..n) (the registry or a
+ * part of it), with its forward pass. */
+int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend, Isa isa, DeltaNetAlgo algo, int l0,
+                      int l1, const Weight *w, int n, Err *e);
 /* Runs a batch of n sequences (sess[i] with seqs[i]'s tokens and logits; seqs[i].state is ignored) through
  * every stage (engine.c). */
 int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, Err *err);
@@ -65,7 +71,30 @@ struct DlSession {
     bool has_logits;
     float *tent_logits; /* [tent_cap][n_vocab]: the rows of the last tentative batch */
     int tent_cap, n_tent; /* n_tent: tokens of the tentative batch that can still be cut back, or -1 */
+    int pipe_id;   /* over MPI: the session's number on the other ranks */
+    int pipe_busy; /* over MPI: its batches still in the pipe */
     Spec *spec;           /* drafting (dl_session_set_draft), or NULL */
 };
+
+/* ---- over MPI (pipe.c); in one process (en->pipe == NULL) these are not called ------------------------ */
+int pipe_open(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetAlgo algo, Err *err);
+void pipe_close(DlEngine *en); /* no-op without a pipe */
+int pipe_prefetch(DlEngine *en, bool lock, Err *err);
+/* engine_run over the pipe: the batch leaves after rank 0's layers; the call waits for it only when it wants
+ * logits (so the batches of a long prompt flow through the ranks one behind the other). async: it belongs to
+ * dl_decode_start and is finished by dl_decode_finish. */
+int pipe_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, bool async, Err *err);
+int pipe_keep(DlSession *s, int k, Err *err);
+/* Waits until none of the session's batches is in the pipe (before anything reads or changes its state). */
+int pipe_quiesce(DlSession *s, Err *err);
+int pipe_session_new(DlSession *s, Err *err);
+void pipe_session_free(DlSession *s);
+void pipe_session_reset(DlSession *s);
+int pipe_session_copy(DlSession *dst, const DlSession *src, Err *err);
+int pipe_session_rollback(DlSession *s, int n_max, Err *err);
+/* The other ranks' parts of a snapshot (layer order, after rank 0's): their size at n_past, save, restore. */
+size_t pipe_saved_bytes(const DlSession *s, int n_past);
+int pipe_snapshot(const DlSession *s, uint8_t *out, Err *err);
+int pipe_restore(DlSession *s, const uint8_t *in, int n_past, Err *err);
 
 #endif

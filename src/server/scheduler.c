@@ -55,7 +55,15 @@ typedef struct Slot {
     bool truncating; /* constrained, and the shortest answer does not fit max_tokens: cut, not closed */
     uint64_t order; /* admission order */
     SBuf out;       /* scratch for released text */
+    bool in_flight; /* over MPI: its decode step is in the pipe */
 } Slot;
+
+/* Over MPI: one group of slots whose decode step is in the pipe (dl_decode_start). */
+typedef struct Group {
+    Slot *slot[256];
+    Job *job[256]; /* each slot's job when the step started */
+    int n;
+} Group;
 
 struct Scheduler {
     SchedConfig cfg;
@@ -75,6 +83,9 @@ struct Scheduler {
     uint64_t order;
     SchedStats st;
     atomic_ullong n_forward; /* forward passes (scheduler thread writes, readers load) */
+    int depth;      /* dl_engine_pipeline_depth: > 1 over MPI */
+    Group *groups;  /* [depth], oldest at g_head */
+    int g_head, g_n;
     DlDraftParams draft;     /* cfg.draft points here */
 };
 
@@ -431,6 +442,66 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
     return true;
 }
 
+/* Samples a generating slot's next token and hands it on; true when the slot goes on (sl->token is to be
+ * decoded). */
+static bool next_token(Scheduler *s, Slot *sl) {
+    if (!sl->job->started) {
+        pthread_mutex_lock(&sl->job->mu);
+        sl->job->started = true;
+        pthread_mutex_unlock(&sl->job->mu);
+    }
+    int32_t t = sample(s, sl);
+    if (t >= 0 && sl->job->logprobs >= 0) record_logprob(s, sl, t);
+    return emit_token(s, sl, t, true);
+}
+
+/* Over MPI (depth > 1): the generating slots in up to depth groups; a group's step starts as soon as its
+ * tokens are sampled and finishes when its logits are back, so while one group crosses the other ranks the
+ * next one is computed on rank 0. Each call starts what is ready, then finishes the oldest group. */
+static void finish_group(Scheduler *s) {
+    Group *g = &s->groups[s->g_head];
+    DlError e = {{0}};
+    const int rc = dl_decode_finish(s->cfg.engine, &e);
+    s->g_head = (s->g_head + 1) % s->depth;
+    s->g_n--;
+    if (rc) srv_log(LOG_ERROR, "decode failed: %s", e.msg);
+    for (int i = 0; i < g->n; i++) {
+        g->slot[i]->in_flight = false;
+        if (rc && g->slot[i]->state == SLOT_GEN && g->slot[i]->job == g->job[i]) slot_fail(s, g->slot[i], FINISH_ERROR, e.msg);
+    }
+}
+
+static void decode_step_pipelined(Scheduler *s) {
+    int n_gen = 0;
+    for (int i = 0; i < s->cfg.n_slots; i++) n_gen += s->slots[i].state == SLOT_GEN;
+    const int per = (n_gen + s->depth - 1) / s->depth;
+    for (int i = 0; per > 0 && s->g_n < s->depth;) {
+        Group *g = &s->groups[(s->g_head + s->g_n) % s->depth];
+        DlSession *sess[256];
+        int32_t toks[256];
+        g->n = 0;
+        for (; i < s->cfg.n_slots && g->n < per; i++) {
+            Slot *sl = &s->slots[i];
+            if (sl->state != SLOT_GEN || sl->in_flight || !next_token(s, sl)) continue;
+            sess[g->n] = sl->sess;
+            toks[g->n] = sl->token;
+            g->job[g->n] = sl->job;
+            g->slot[g->n++] = sl;
+        }
+        if (!g->n) break;
+        DlError e = {{0}};
+        s->n_forward++;
+        if (dl_decode_start(sess, toks, g->n, &e)) {
+            srv_log(LOG_ERROR, "decode failed: %s", e.msg);
+            for (int k = 0; k < g->n; k++) slot_fail(s, g->slot[k], FINISH_ERROR, e.msg);
+            continue;
+        }
+        for (int k = 0; k < g->n; k++) g->slot[k]->in_flight = true;
+        s->g_n++;
+    }
+    if (s->g_n > 0) finish_group(s);
+}
+
 /* Whether the slot's job takes speculative steps: drafting is on and the job samples from the model's own
  * distribution (the step samples each position from the raw logits, as plain decoding of such a job does). */
 static bool slot_drafts(const Scheduler *s, const Slot *sl) {
@@ -476,6 +547,10 @@ static void speculate_step(Scheduler *s, Slot **who, int n) {
 }
 
 static void decode_step(Scheduler *s) {
+    if (s->depth > 1) {
+        decode_step_pipelined(s);
+        return;
+    }
     DlSession *sess[256];
     int32_t toks[256];
     Slot *who[256], *spec[256];
@@ -586,6 +661,8 @@ Scheduler *sched_new(const SchedConfig *cfg, Err *err) {
     s->cfg = *cfg;
     if (cfg->draft) s->draft = *cfg->draft, s->cfg.draft = &s->draft;
     s->info = dl_engine_info(cfg->engine);
+    s->depth = dl_engine_pipeline_depth(cfg->engine);
+    if (s->depth > cfg->n_slots) s->depth = cfg->n_slots;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (cfg->n_slots < 1 || cfg->n_slots > 256 || cfg->chunk < 1 || cfg->segment < 1 || cfg->chunk % cfg->segment) {
@@ -598,7 +675,8 @@ Scheduler *sched_new(const SchedConfig *cfg, Err *err) {
     s->piece = calloc((size_t)V, sizeof *s->piece);
     s->piece_len = calloc((size_t)V, sizeof *s->piece_len);
     s->tok_flags = calloc((size_t)V, 1);
-    if (!s->slots || !s->work || !s->piece || !s->piece_len || !s->tok_flags) {
+    if (s->depth > 1) s->groups = calloc((size_t)s->depth, sizeof *s->groups);
+    if (!s->slots || !s->work || !s->piece || !s->piece_len || !s->tok_flags || (s->depth > 1 && !s->groups)) {
         sched_free(s);
         return err_set(err, "out of memory"), NULL;
     }
@@ -657,6 +735,7 @@ void sched_free(Scheduler *s) {
     free(s->piece);
     free(s->piece_len);
     free(s->tok_flags);
+    free(s->groups);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);

@@ -157,6 +157,8 @@ Server *server_start(const ServerConfig *c, Err *err) {
     p.no_mmap = c->no_mmap;
     p.progress = c->load_progress;
     p.progress_user = c->load_progress_user;
+    p.mpi = c->mpi;
+    p.split = c->split;
     p.stages = c->stages;
     p.n_stages = c->n_stages;
     DlError de = {{0}};
@@ -176,6 +178,10 @@ Server *server_start(const ServerConfig *c, Err *err) {
         srv_log(LOG_WARN, "the context per slot (%d tokens, %.1f MiB of state per slot) is larger than the model was "
                           "trained for (%d): output beyond %d tokens may degrade",
                 s->info->n_ctx, s->info->session_bytes / 1048576.0, s->info->n_ctx_train, s->info->n_ctx_train);
+    DlStageStats st[64]; /* over MPI: who holds what */
+    for (int i = 0, n = dl_engine_stage_stats(s->engine, true, st, 64, &de); i < n; i++)
+        srv_log(LOG_INFO, "rank %d (%s, pid %d): layers [%d, %d)%s", st[i].rank, st[i].host, st[i].pid, st[i].l0, st[i].l1,
+                st[i].rank ? "" : " + embeddings, head, sampling");
     if (setup_template(s, err)) goto fail;
     if (c->alias) {
         s->model_id = strdup(c->alias);

@@ -51,6 +51,8 @@ typedef struct ServerConfig {
     uint64_t mem_budget;      /* DlEngineParams.mem_budget */
     const char *cache_policy; /* DlEngineParams.cache_policy */
     bool no_webui; /* no chat page at / */
+    bool mpi;          /* the layers over the ranks of an MPI job (this process is rank 0) */
+    const char *split; /* with mpi: each rank's share of the layers, or NULL (balanced) */
     bool draft;              /* speculative decoding in every slot (draft_params) */
     DlDraftParams draft_params;
     const char *model_draft; /* a smaller model of the same vocabulary drafts (NULL: the MTP block) */

@@ -6,7 +6,9 @@
 #
 # Environment: DELTALLM_BIN, DELTALLM_TEST_MODEL (default tests/data/models/m1-qwen3next-legacy-f32.gguf),
 # DELTALLM_TEST_TMP (scratch dir; default a new mktemp dir), DELTALLM_LOAD_ARGS (load.mjs's "N CONC", default
-# "200 8").
+# "200 8"), DELTALLM_SUITE (the scripts before prefix.mjs; default: client responses load malformed disconnect),
+# DELTALLM_LAUNCH and DELTALLM_SERVE_ARGS (the server over MPI: "mpirun -np 2" and "--mpi", see mpi.sh; it is then
+# stopped through rank 0, whose pid its log gives).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -24,11 +26,13 @@ PID=""
 
 start_server() { # $1: name of the log files
     rm -f "$TMP/$1.out"
-    "$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --parallel 4 --ctx-size 2048 --threads 1 --queue 16 \
+    # shellcheck disable=SC2086 # the launcher and the extra arguments are word lists
+    ${DELTALLM_LAUNCH:-} "$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --parallel 4 --ctx-size 2048 --threads 1 --queue 16 \
         --api-key "$KEY" --chat-template-file "$root/tests/data/chat/Qwen3.5-4B.jinja" \
-        --cache-chunk 128 --batch-size 128 --state-dir "$TMP/state" --max-body 1 \
+        --cache-chunk 128 --batch-size 128 --state-dir "$TMP/state" --max-body 1 ${DELTALLM_SERVE_ARGS:-} \
         >"$TMP/$1.out" 2>"$TMP/$1.err" &
     PID=$!
+    NAME=$1
     i=0
     while ! grep -q "listening on" "$TMP/$1.out" 2>/dev/null; do
         if ! kill -0 "$PID" 2>/dev/null; then
@@ -44,7 +48,9 @@ start_server() { # $1: name of the log files
 }
 
 stop_server() {
-    kill -TERM "$PID"
+    # over MPI the server is rank 0 (its log names its pid), not the launcher
+    rank0=$(sed -n 's/.* rank 0 ([^,]*, pid \([0-9]*\)).*/\1/p' "$TMP/$NAME.err" | head -n 1)
+    kill -TERM "${rank0:-$PID}"
     if wait "$PID"; then echo "ok server stopped cleanly"; else echo "not ok server exit status $?"; status=1; fi
     PID=""
 }
@@ -52,7 +58,7 @@ stop_server() {
 trap '[ -z "$PID" ] || kill "$PID" 2>/dev/null || true' EXIT
 status=0
 start_server server1
-for t in client responses load malformed disconnect; do
+for t in ${DELTALLM_SUITE:-client responses load malformed disconnect}; do
     # DELTALLM_LOAD_ARGS: load.mjs's N CONC (a slow device runs fewer requests; the CPU run keeps 200 x 8)
     args=""
     [ "$t" = load ] && args=${DELTALLM_LOAD_ARGS:-}

@@ -81,17 +81,21 @@ static int h_reserve(Backend *be, const BackendSizes *s, Err *err) {
 
 /* ---- weights -------------------------------------------------------------------------------------------------- */
 
+/* w may be the whole registry or any part of it (a pipeline stage binds only its layers' tensors): entries in
+ * ascending id order; kernels' views are kept per id, so an id never bound has none. */
 static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
     HostBackend *hb = host_of(be);
     if (hb->mats) return err_set(err, "this backend already holds a model's weights");
-    hb->mats = calloc((size_t)(n > 0 ? n : 1), sizeof *hb->mats);
+    const int n_ids = n > 0 ? w[n - 1].id + 1 : 1;
+    hb->mats = calloc((size_t)n_ids, sizeof *hb->mats);
     if (!hb->mats) return err_set(err, "out of memory");
     for (int i = 0; i < n; i++) {
-        ASSERT(w[i].id == i);
-        hb->mats[i] = (MatW){w[i].host, w[i].type, w[i].cols, w[i].rows, w[i].row_bytes, w[i].gemv, NULL};
+        ASSERT(w[i].id >= (i ? w[i - 1].id + 1 : 0));
+        hb->mats[w[i].id] = (MatW){w[i].host, w[i].type, w[i].cols, w[i].rows, w[i].row_bytes, w[i].gemv, NULL};
     }
     hb->weights = w;
     hb->n_weights = n;
+    hb->n_ids = n_ids;
     if (!hb->pack || be->mode == MATMUL_EXACT || hb->isa == ISA_REF) return 0;
     /* matrices that are only looked up (an untied embedding table) and expert stacks (multiplied row by row)
      * keep the file's layout */
@@ -101,7 +105,7 @@ static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
     if (!cand || !idx || !drop) return free(cand), free(idx), free(drop), err_set(err, "out of memory");
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (!w[i].n_expert && !w[i].lookup_only) cand[k] = hb->mats[i], drop[k] = w[i].file_pages, idx[k++] = i;
+        if (!w[i].n_expert && !w[i].lookup_only) cand[k] = hb->mats[w[i].id], drop[k] = w[i].file_pages, idx[k++] = w[i].id;
     int rc = host_pack(cand, drop, k, &hb->progress, &hb->packs, err);
     for (int i = 0; rc == 0 && i < k; i++) hb->mats[idx[i]].pack = cand[i].pack;
     free(cand), free(idx), free(drop);
@@ -189,6 +193,7 @@ static int h_wait(Backend *be, Err *err) {
 
 static void h_matmul(Backend *be, const MatArgs *a) {
     HostBackend *hb = host_of(be);
+    ASSERT(a->w->id < hb->n_ids && hb->mats[a->w->id].data); /* bound on this backend */
     MatW m = hb->mats[a->w->id];
     if (a->expert >= 0) {
         ASSERT(a->w->n_expert && a->expert < a->w->n_expert);

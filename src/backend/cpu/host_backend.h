@@ -45,9 +45,10 @@ typedef struct HostBackend {
     Pool *pool;
     OpCtx oc;      /* mode, pool, scratch (reserve) */
     bool pack;
-    MatW *mats;    /* per weight id: the kernels' view (experts: the first matrix of the stack) */
-    const Weight *weights;
-    int n_weights;
+    MatW *mats;    /* per weight id < n_ids: the kernels' view (experts: the first matrix of the stack); data
+                      NULL for an id not bound here */
+    const Weight *weights; /* what bind was given (the registry or a part of it) */
+    int n_weights, n_ids;
     PackSet packs;
     HostProgress progress; /* BackendOptions.progress */
     BBuf wrap;     /* base 0: views of caller memory */
