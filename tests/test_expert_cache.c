@@ -71,7 +71,11 @@ TEST(expert_cache, logits_identical_with_a_tiny_cache) {
                           moe_models[mi], step ? "token by token" : "prompt", pol == CACHE_LFU ? "lfu" : "lru",
                           buffered ? ", buffered" : "");
                 /* the cache did the work: everything was read, evicted, predicted */
-                CHECK(st.lookups == st.hits + st.inflight + st.misses && st.inflight + st.misses > 0 && st.evictions > 0);
+                /* (whether a lookup finds its expert ready, on its way or missing depends on the timing of the
+                 * reads against the compute — a sanitizer build computes slower — but more distinct experts than
+                 * slots must have been read, so slots were reused) */
+                CHECK(st.lookups == st.hits + st.inflight + st.misses && st.lookups > 0);
+                CHECK_MSG(st.reads > (uint64_t)(2 * kE + 1), "%llu reads into %d slots", (unsigned long long)st.reads, 2 * kE + 1);
                 CHECK(st.reads > 0 && st.bytes_read >= st.reads * (uint64_t)m->layers[0].gate_exps->bytes * 3);
                 CHECK_MSG(st.predicted > 0 && st.used_after_predict > 0 && st.predicted_used <= st.predicted,
                           "%s: %llu predicted", moe_models[mi], (unsigned long long)st.predicted);
