@@ -221,30 +221,36 @@ int test_mpi_child(int argc, char **argv) {
 
 /* ---- launching ranks ----------------------------------------------------------------------------------- */
 
+/* The environment of every mpirun these tests start, as "NAME=value ..." for env(1): set for the launcher
+ * only, never in this process, where it would reach every later test's children (fast_unwind_on_malloc=0 in
+ * a sanitized child on lavapipe deadlocks in libgcc's unwinder: a malloc from a JIT frame unwinds slowly while
+ * another thread holds the unwinder's lock). */
+static char mpi_env[1400];
+
 static bool mpi_usable(void) {
     static int known = -1;
     if (known < 0) {
         known = dist_built() && system("command -v mpirun > /dev/null 2>&1") == 0;
         if (!known) test_note(dist_built() ? "mpirun not found: the MPI tests are skipped"
                                            : "this build has no MPI (make MPI=1 with Open MPI installed): skipped");
-        /* shared memory without the single-copy path: works in containers that forbid ptrace */
-        setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-        /* under the sanitizers (make asan): Open MPI's own once-per-process allocations are not ours; with
-         * full stacks (its libraries have no frame pointers) and its components kept loaded they match the
-         * suppressions, and every leak of ours is still reported */
-        char supp[1200], cwd[1024];
-        snprintf(supp, sizeof supp, "suppressions=%s/tests/lsan-mpi.supp:print_suppressions=0", getcwd(cwd, sizeof cwd) ? cwd : ".");
-        setenv("LSAN_OPTIONS", supp, 1); /* over make asan's: lsan-mpi.supp holds its lines too */
-        setenv("ASAN_OPTIONS", "fast_unwind_on_malloc=0", 0);
-        setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 0);
+        /* shared memory without the single-copy path: works in containers that forbid ptrace. Under the
+         * sanitizers (make asan): Open MPI's own once-per-process allocations are not ours; with full stacks
+         * (its libraries have no frame pointers) and its components kept loaded they match the suppressions,
+         * and every leak of ours is still reported (lsan-mpi.supp holds make asan's lines too) */
+        char cwd[1024];
+        const char *asan = getenv("ASAN_OPTIONS");
+        snprintf(mpi_env, sizeof mpi_env,
+                 "env OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mca_base_component_disable_dlclose=1 "
+                 "LSAN_OPTIONS=suppressions=%s/tests/lsan-mpi.supp:print_suppressions=0 ASAN_OPTIONS=%s",
+                 getcwd(cwd, sizeof cwd) ? cwd : ".", asan && *asan ? asan : "fast_unwind_on_malloc=0");
     }
     return known;
 }
 
-/* "timeout … mpirun [--allow-run-as-root] --oversubscribe --bind-to none[ -np N]" (np 0: without) */
+/* "env … timeout … mpirun [--allow-run-as-root] --oversubscribe --bind-to none[ -np N]" (np 0: without) */
 static void mpirun_cmd(char *out, size_t cap, int timeout_s, int np) {
-    int n = snprintf(out, cap, "timeout -k 5 %d mpirun %s--oversubscribe --bind-to none -x LSAN_OPTIONS -x ASAN_OPTIONS",
-                     timeout_s, geteuid() == 0 ? "--allow-run-as-root " : "");
+    int n = snprintf(out, cap, "%s timeout -k 5 %d mpirun %s--oversubscribe --bind-to none -x LSAN_OPTIONS -x ASAN_OPTIONS",
+                     mpi_env, timeout_s, geteuid() == 0 ? "--allow-run-as-root " : "");
     if (np > 0) snprintf(out + n, cap - (size_t)n, " -np %d", np);
 }
 
@@ -278,7 +284,7 @@ static char *log_of(const char *path) {
 
 static void parity_run(int np, const char *which) {
     if (!mpi_usable()) return;
-    char cmd[4096], mp[256], log[512];
+    char cmd[4096], mp[2048], log[512];
     snprintf(log, sizeof log, "%s/mpi-parity-%d.log", test_tmpdir(), np);
     mpirun_cmd(mp, sizeof mp, 600, np);
     snprintf(cmd, sizeof cmd, "%s '%s' --mpi-child %s > '%s' 2>&1", mp, self_exe(), which, log);
@@ -308,7 +314,7 @@ TEST(mpi, cli_eval_same_logits) {
     const char *b = bin();
     if (!b || !mpi_usable()) return;
     const char *modes[2] = {"prefill", "decode"};
-    char cmd[4096], mp[256];
+    char cmd[4096], mp[2048];
     mpirun_cmd(mp, sizeof mp, 120 * SLOW, 2);
     for (int k = 0; k < (SANITIZED ? 1 : 2); k++) { /* the sanitizer build: prefill only */
         char one[512], two[512];
@@ -332,7 +338,7 @@ TEST(mpi, cli_eval_same_logits) {
 TEST(mpi, bench_reports_stages) {
     const char *b = bin();
     if (!b || !mpi_usable()) return;
-    char cmd[4096], mp[256], log[512];
+    char cmd[4096], mp[2048], log[512];
     mpirun_cmd(mp, sizeof mp, 120 * SLOW, 2);
     snprintf(log, sizeof log, "%s/bench-mpi.log", test_tmpdir());
     snprintf(cmd, sizeof cmd, "%s '%s' bench -m tests/data/models/m4-qwen35moe-q8_0.gguf -p 32 -n 4 -r 1 -t 1 --slots 2 --mpi > '%s' 2>&1",
@@ -366,9 +372,9 @@ TEST(mpi, rank_cannot_load) {
         const char *args = "run -m model.gguf -p hello -n 4 -t 1 --mpi";
         const double t0 = (double)time(NULL);
         snprintf(cmd, sizeof cmd,
-                 "timeout -k 5 %d mpirun %s--oversubscribe --bind-to none -x LSAN_OPTIONS -x ASAN_OPTIONS -np 1 -wdir '%s/r0' "
+                 "%s timeout -k 5 %d mpirun %s--oversubscribe --bind-to none -x LSAN_OPTIONS -x ASAN_OPTIONS -np 1 -wdir '%s/r0' "
                  "'%s/%s' %s : -np 1 -wdir '%s/r1' '%s/%s' %s > '%s' 2>&1",
-                 60 * SLOW, geteuid() == 0 ? "--allow-run-as-root " : "", t, b[0] == '/' ? "" : cwd, b, args, t, b[0] == '/' ? "" : cwd,
+                 mpi_env, 60 * SLOW, geteuid() == 0 ? "--allow-run-as-root " : "", t, b[0] == '/' ? "" : cwd, b, args, t, b[0] == '/' ? "" : cwd,
                  b, args, log);
         const int rc = run_sh(cmd);
         char *out = log_of(log);
@@ -424,7 +430,7 @@ static int wait_child(pid_t pid, int ms) {
 TEST(mpi, silent_rank_times_out) {
     const char *b = bin();
     if (!b || !mpi_usable()) return;
-    char cmd[4096], mp[256], log[512];
+    char cmd[4096], mp[2048], log[512];
     mpirun_cmd(mp, sizeof mp, 90 * SLOW, 2);
     snprintf(log, sizeof log, "%s/silent.log", test_tmpdir());
     snprintf(cmd, sizeof cmd,
@@ -456,7 +462,7 @@ TEST(mpi, server) {
         test_note("node or tests/server/node_modules missing: skipped (npm ci in tests/server)");
         return;
     }
-    char cmd[4096], mp[256], log[512];
+    char cmd[4096], mp[2048], log[512];
     mpirun_cmd(mp, sizeof mp, 600, 0);
     snprintf(log, sizeof log, "%s/mpi-server.log", test_tmpdir());
     snprintf(cmd, sizeof cmd, "DELTALLM_BIN='%s' DELTALLM_MPIRUN='%s' DELTALLM_TEST_TMP='%s/mpi-server' sh tests/server/mpi.sh > '%s' 2>&1",
