@@ -77,8 +77,12 @@ typedef struct DlEngineParams {
     int n_ctx;              /* context per session in tokens; 0 = min(the model's, 4096) */
     int n_batch;            /* prompt tokens per forward pass; 0 = 512 */
     int n_seq_max;          /* sessions one dl_decode_batch may advance together; 0 = 1 */
-    bool exact;             /* F32 activations on dequantized weights (the reference); default: rounded as
-                               llama.cpp rounds them (faster, matches llama.cpp) */
+    /* The arithmetic: "fast" (NULL, the default: activations rounded as llama.cpp rounds them, whole blocks
+     * summed in integers, one order whatever the batch, so a row's result never depends on its batch),
+     * "llama" (llama.cpp v0.4.0's summation orders too: its logits bit for bit) or "exact" (F32 activations
+     * on dequantized weights: the reference). */
+    const char *arith;
+    bool exact;             /* "exact" whatever arith says */
     const char *deltanet;   /* "auto" (NULL), "recurrent" or "chunked" */
     const char *backend;    /* "cpu" (NULL), "ref" (the scalar reference of every op), "vulkan" or "vulkan:N" (a
                                GPU through Vulkan, when the build has it: `deltallm devices` lists them) */

@@ -109,13 +109,16 @@ typedef struct Case {
     bool gemv;
 } Case;
 
+/* the arithmetic the cases run in (MATMUL_GGML: llama.cpp's orders; MATMUL_FAST) */
+static MatMode cur_mode = MATMUL_GGML;
+
 /* Runs one product through fn with a given pool; y is NaN-poisoned first. */
 static void run_mm(MatmulFn fn, Pool *pool, const MatW *w, const float *x, int64_t T, float *y) {
     const int nt = pool_size(pool);
     const size_t sb = ops_scratch_bytes(T, w->cols, nt);
     void *scratch = xaligned(sb);
     memset(scratch, 0xcd, sb);
-    const OpCtx c = {MATMUL_GGML, pool, scratch, sb};
+    const OpCtx c = {cur_mode, pool, scratch, sb};
     for (int64_t i = 0; i < T * w->rows; i++) y[i] = NAN;
     fn(&c, w, x, T, y);
     free(scratch);
@@ -130,7 +133,7 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
     w.rows = rows;
     w.row_bytes = format_row_bytes(f, cols);
     w.gemv = cs->gemv;
-    if (!mm_has_kernel(isa, &w, T)) {
+    if (!mm_has_kernel(isa, cur_mode, &w, T)) {
         (*skipped)++;
         return 0;
     }
@@ -160,7 +163,17 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
         CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld: 1 and 2 threads differ", isa_name(isa), f->name, (long long)rows,
                   (long long)cols, (long long)T);
     }
-    if (f->id == FMT_Q8_0 && rows % 8 == 0 && !cs->gemv) { /* the packed layout (model/pack.c) */
+    if (cur_mode == MATMUL_FAST && T > 1) { /* batch invariance: each row as if it were alone */
+        for (int64_t t = 0; t < T && bad == 0; t++) {
+            run_mm(fast, NULL, &w, x + t * cols, 1, y2);
+            if (memcmp(y2, y1 + t * rows, (size_t)rows * sizeof(float)) != 0) {
+                bad++;
+                CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld: row %lld alone differs from the batch", isa_name(isa), f->name,
+                          (long long)rows, (long long)cols, (long long)T, (long long)t);
+            }
+        }
+    }
+    if (cur_mode == MATMUL_GGML && f->id == FMT_Q8_0 && rows % 8 == 0 && !cs->gemv) { /* the packed layout (model/pack.c) */
         uint8_t *pk = xaligned(w.row_bytes * (size_t)rows + 64);
         pack_rows8(pk, wd, rows, w.row_bytes, 34);
         MatW wp = w;
@@ -198,21 +211,69 @@ static void check_format(const Format *f, Pool *pool2) {
         CHECK_MSG(bad == 0, "%s %s: %d of %d cases differ", isa_name((Isa)isa), f->name, bad, cases);
         /* (bad counts cases: check_case returns 0 or 1) */
         if (skipped < cases)
-            test_note("%-6s %-8s %3d cases bit-identical to the reference%s (%d on the reference path)",
-                      isa_name((Isa)isa), f->name, cases - skipped, bad ? ": NO" : "", skipped);
+            test_note("%-6s %-8s %3d cases bit-identical to the reference%s%s (%d on the reference path)",
+                      isa_name((Isa)isa), f->name, cases - skipped, cur_mode == MATMUL_FAST ? " and batch-invariant" : "",
+                      bad ? ": NO" : "", skipped);
     }
 }
 
-TEST(kernels, matmul_bitwise_all_formats) {
+static void all_formats(MatMode mode) {
     Err err = {0};
     Pool *pool2 = pool_create(2, &err);
     REQUIRE(pool2 != NULL);
+    cur_mode = mode;
     for (uint32_t id = 0; id < FMT_COUNT; id++) {
         const Format *f = format_get(id);
         if (!f || !f->weight || !f->vec_dot) continue;
         check_format(f, pool2);
     }
+    cur_mode = MATMUL_GGML;
     pool_destroy(pool2);
+}
+
+TEST(kernels, matmul_bitwise_all_formats) { all_formats(MATMUL_GGML); }
+
+/* The fast arithmetic (DOT_FAST): the kernels give the reference's bits, and every row of a batch the bits
+ * it has alone (the decode GEMV and the prefill GEMM sum in one order). */
+TEST(kernels, matmul_fast_bitwise_batch_invariant) { all_formats(MATMUL_FAST); }
+
+/* The fast arithmetic's error against exact mode, per weight format: one product of 64 tokens with a
+ * 512 × 2048 matrix of random blocks; NMSE = Σ(y − y_exact)² / Σ y_exact² must stay under ggml's own bound for
+ * a matmul in test-backend-ops (5e-4). The same numbers for llama.cpp's orders are printed beside them. */
+TEST(kernels, matmul_fast_nmse_per_format) {
+    enum { ROWS = 512, COLS = 2048, T = 64 };
+    float *x = xaligned(sizeof(float) * T * COLS), *ye = xaligned(sizeof(float) * T * ROWS);
+    float *yf = xaligned(sizeof(float) * T * ROWS), *yl = xaligned(sizeof(float) * T * ROWS);
+    for (int i = 0; i < T * COLS; i++) x[i] = trand_act();
+    const size_t sb = ops_scratch_bytes(T, COLS, 1);
+    void *scratch = xaligned(sb);
+    const MatmulFn fast = matmul_cpu_select(isa_best());
+    for (uint32_t id = 0; id < FMT_COUNT; id++) {
+        const Format *f = format_get(id);
+        if (!f || !f->weight || !f->vec_dot) continue;
+        MatW w = {0};
+        w.type = id, w.cols = COLS, w.rows = ROWS, w.row_bytes = format_row_bytes(f, COLS);
+        uint8_t *wd = xaligned(w.row_bytes * ROWS);
+        for (int r = 0; r < ROWS; r++) trand_row(f, wd + r * w.row_bytes, COLS);
+        w.data = wd;
+        OpCtx c = {MATMUL_EXACT, NULL, scratch, sb};
+        matmul_ref(&c, &w, x, T, ye);
+        c.mode = MATMUL_FAST;
+        fast(&c, &w, x, T, yf);
+        c.mode = MATMUL_GGML;
+        fast(&c, &w, x, T, yl);
+        double num_f = 0, num_l = 0, den = 0;
+        for (int i = 0; i < T * ROWS; i++) {
+            num_f += ((double)yf[i] - ye[i]) * ((double)yf[i] - ye[i]);
+            num_l += ((double)yl[i] - ye[i]) * ((double)yl[i] - ye[i]);
+            den += (double)ye[i] * ye[i];
+        }
+        const double nf = den > 0 ? num_f / den : 0, nl = den > 0 ? num_l / den : 0;
+        CHECK_MSG(nf <= 5e-4 && isfinite(nf), "%s: NMSE %.3g", f->name, nf);
+        test_note("%-8s NMSE against exact: fast %.3e, llama.cpp's orders %.3e", f->name, nf, nl);
+        free(wd);
+    }
+    free(x), free(ye), free(yf), free(yl), free(scratch);
 }
 
 /* Exact mode stays on the reference: identical bits through the fast table. */

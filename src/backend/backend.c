@@ -18,6 +18,17 @@
 #include <string.h>
 #include <unistd.h>
 
+int arith_parse(const char *name, bool exact, MatMode *mode, Err *err) {
+    if (!name || !*name || !strcmp(name, "fast")) *mode = MATMUL_FAST;
+    else if (!strcmp(name, "llama")) *mode = MATMUL_GGML;
+    else if (!strcmp(name, "exact")) *mode = MATMUL_EXACT;
+    else return err_set(err, "unknown arithmetic '%s' (fast, llama or exact)", name);
+    if (exact) *mode = MATMUL_EXACT;
+    return 0;
+}
+
+const char *arith_name(MatMode mode) { return mode == MATMUL_EXACT ? "exact" : mode == MATMUL_GGML ? "llama" : "fast"; }
+
 const char *backend_names(void) { return DL_VULKAN ? "cpu, ref, vulkan[:N]" : "cpu, ref"; }
 
 /* "vulkan" → 0, "vulkan:N" → N; -1 when name is not a Vulkan name, -2 when its index is malformed */

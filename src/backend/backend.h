@@ -268,6 +268,10 @@ Backend *backend_create(const BackendOptions *o, Err *err);
 void backend_destroy(Backend *be);
 /* The names backend_create accepts, for messages ("cpu, ref, vulkan[:N]"). */
 const char *backend_names(void);
+/* The arithmetic by name: "fast" (or NULL: the default, MATMUL_FAST), "llama" (MATMUL_GGML: llama.cpp's bits)
+ * or "exact" (MATMUL_EXACT); `exact` set forces MATMUL_EXACT. Fails with one line for another name. */
+int arith_parse(const char *name, bool exact, MatMode *mode, Err *err);
+const char *arith_name(MatMode mode);
 
 /* Statistics a backend can report (for --profile and the engine's info); zero where it has none. */
 struct BackendStats {

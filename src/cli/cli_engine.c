@@ -2,6 +2,7 @@
 #include "cli/cli_engine.h"
 
 #include "cli/cli.h"
+#include "backend/backend.h"
 #include "kernels/cpu/isa.h"
 #include "model/model.h"
 
@@ -13,6 +14,8 @@
 #include <strings.h>
 
 const char cli_engine_help[] =
+    "  --arith A          fast (default), llama (llama.cpp's summation orders: its logits bit for bit) or exact\n"
+    "                     (F32 activations on dequantized weights; also --exact) (DELTALLM_ARITH)\n"
     "  --device D         cpu (default) or vulkan[:N]: where the model runs (DELTALLM_DEVICE; deltallm devices)\n"
     "  -ngl N             the first N layers on the --device (vulkan when none is given), the rest on the CPU\n"
     "  --backend cpu|ref  the CPU kernels (default) or the scalar reference of every op (DELTALLM_BACKEND)\n"
@@ -34,6 +37,7 @@ void cli_engine_init(CliEngine *o) {
     o->tune = getenv("DELTALLM_VK_TUNE");
     o->isa = getenv("DELTALLM_ISA");
     o->deltanet = getenv("DELTALLM_DELTANET");
+    o->arith = getenv("DELTALLM_ARITH");
     const char *pk = getenv("DELTALLM_PACK");
     o->no_pack = pk && strcmp(pk, "0") == 0;
     o->ngl = -1;
@@ -69,7 +73,7 @@ int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o)
     const char **slot = !strcmp(a, "--backend") ? &o->backend : !strcmp(a, "--isa") ? &o->isa
                       : !strcmp(a, "--deltanet") ? &o->deltanet : !strcmp(a, "--device") ? &o->device
                       : !strcmp(a, "--mem-budget") ? &o->mem_budget : !strcmp(a, "--cache-policy") ? &o->cache_policy
-                      : !strcmp(a, "--split") ? &o->split
+                      : !strcmp(a, "--split") ? &o->split : !strcmp(a, "--arith") ? &o->arith
                       : !strcmp(a, "--mpi-timeout") ? &timeout : NULL; /* read by cli_mpi_start */
     if (slot) {
         if (*i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
@@ -77,6 +81,9 @@ int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o)
         unsigned long long v;
         if (slot == &o->mem_budget && cli_parse_size(*slot, &v))
             return cli_usage_error(cmd, "--mem-budget expects a size such as 16G or 512M, got '%s'", *slot);
+        MatMode m;
+        Err e = {{0}};
+        if (slot == &o->arith && arith_parse(*slot, false, &m, &e)) return cli_usage_error(cmd, "%s", e.msg);
         return 1;
     }
     if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
@@ -112,6 +119,7 @@ int cli_engine_apply(const CliEngine *o, DlEngineParams *p, Err *err) {
     p->backend = on_device ? o->device : o->backend;
     p->isa = o->isa;
     p->deltanet = o->deltanet;
+    p->arith = o->arith;
     p->no_pack = o->no_pack;
     p->mpi = o->mpi;
     p->split = o->split;
@@ -187,14 +195,16 @@ void cli_engine_report(DlEngine *e) {
 
 int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOptions *fo, Err *err) {
     Isa isa;
-    if (isa_parse(o->isa, &isa, err) || deltanet_algo_parse(o->deltanet, &fo->algo, err)) return -1;
+    MatMode mode;
+    if (isa_parse(o->isa, &isa, err) || deltanet_algo_parse(o->deltanet, &fo->algo, err) || arith_parse(o->arith, exact, &mode, err))
+        return -1;
     if (o->ngl >= 0) return err_set(err, "-ngl splits the layers of an engine; this tool runs one backend (use --device)");
     const bool on_device = o->device && strcmp(o->device, "cpu") != 0;
     fo->be = NULL;
     fo->backend = (BackendOptions){.name = on_device ? o->device : o->backend,
                                    .isa = (int)isa,
                                    .n_threads = n_threads,
-                                   .mode = exact ? MATMUL_EXACT : MATMUL_GGML,
+                                   .mode = mode,
                                    .pack = !o->no_pack,
                                    .tune = o->tune};
     return 0;

@@ -1,6 +1,7 @@
 /* cli_engine.h — the engine options every computing command (run, serve, bench, eval, parity) shares,
  * parsed in one place, and the environment variables behind them, read once, here:
  *
+ *   --arith fast|llama|exact             DELTALLM_ARITH     the arithmetic (default fast; llama: llama.cpp's bits)
  *   --device cpu|vulkan[:N]              DELTALLM_DEVICE    where the model runs (deltallm devices lists them)
  *   -ngl N, --n-gpu-layers N                                the first N layers on the device, the rest on the CPU
  *   --backend cpu|ref                    DELTALLM_BACKEND   the CPU's kernels, or the scalar reference of every op
@@ -26,7 +27,7 @@
 #include "deltallm.h"
 
 typedef struct CliEngine {
-    const char *backend, *isa, *deltanet, *cache_policy;
+    const char *backend, *isa, *deltanet, *cache_policy, *arith;
     const char *device; /* NULL: the CPU (backend) */
     const char *tune;   /* DELTALLM_VK_TUNE */
     int ngl;            /* -1: not given */
@@ -64,7 +65,8 @@ int cli_mpi_end(const char *cmd, int rc);
 void cli_engine_report(DlEngine *e);
 
 /* For the developer tools that drive the forward pass directly (eval, parity): the backend options (mode,
- * threads, ISA, packing) and the delta-net form; fails with one line for a bad value. */
+ * threads, ISA, packing) and the delta-net form; fails with one line for a bad value. `exact` forces the
+ * exact arithmetic over --arith. */
 typedef struct ForwardOptions ForwardOptions;
 int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOptions *fo, Err *err);
 

@@ -23,7 +23,8 @@ int cmd_parity(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm parity -m MODEL.gguf --ref DUMP_DIR [--exact] [--tol 1e-5] [-t THREADS]\n"
                    "  DUMP_DIR: a dump folder written by llref --dump-dir (index.json lists tokens and mode)\n"
-                   "  a stage matches when max|delta|/std(reference) <= tol (routing: identical experts)\n%s",
+                   "  a stage matches when max|delta|/std(reference) <= tol (routing: identical experts)\n"
+                   "  the arithmetic is llama.cpp's (--arith llama) unless --arith or --exact says otherwise\n%s",
                    cli_engine_help);
             return 0;
         } else if (!strcmp(a, "-m") && v) {
@@ -41,6 +42,7 @@ int cmd_parity(int argc, char **argv) {
         }
     }
     if (!model || !ref) return cli_usage_error("parity", "needs -m MODEL.gguf and --ref DUMP_DIR");
+    if (!eo.arith) eo.arith = "llama"; /* a comparison with llama.cpp: its arithmetic unless told otherwise */
     ParityRow rows[PARITY_MAX_ROWS];
     Err err = {{0}};
     ForwardOptions fo = {0};
@@ -59,6 +61,6 @@ int cmd_parity(int argc, char **argv) {
                r->ok ? "YES" : "NO", extra);
         bad += !r->ok;
     }
-    printf("%d of %d stages match (tolerance %.1e, %s mode)\n", n - bad, n, tol, exact ? "exact" : "default");
+    printf("%d of %d stages match (tolerance %.1e, %s arithmetic)\n", n - bad, n, tol, arith_name(fo.backend.mode));
     return bad ? 1 : 0;
 }

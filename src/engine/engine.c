@@ -24,10 +24,12 @@ void dl_engine_params_init(DlEngineParams *p) {
 
 int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend, Isa isa, DeltaNetAlgo algo, int l0,
                       int l1, const Weight *w, int n, Err *e) {
+    MatMode mode;
+    if (arith_parse(p->arith, p->exact, &mode, e)) return -1;
     const BackendOptions bo = {.name = backend ? backend : p->backend,
                                .isa = (int)isa,
                                .n_threads = p->n_threads,
-                               .mode = p->exact ? MATMUL_EXACT : MATMUL_GGML,
+                               .mode = mode,
                                .pack = !p->no_pack,
                                .tune = p->device_tune,
                                .progress = p->progress,

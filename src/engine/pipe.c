@@ -283,7 +283,10 @@ static void fill_open(PipeOpen *o, const DlEngine *en, const DlEngineParams *p, 
     snprintf(o->isa, sizeof o->isa, "%s", p->isa ? p->isa : "");
     snprintf(o->deltanet, sizeof o->deltanet, "%s", p->deltanet ? p->deltanet : "");
     o->n_ctx = en->n_ctx, o->n_batch = en->n_batch, o->n_seq_max = en->n_seq_max, o->n_threads = p->n_threads;
-    o->exact = p->exact, o->no_pack = p->no_pack;
+    MatMode mode = MATMUL_FAST;
+    Err e = {{0}};
+    (void)arith_parse(p->arith, p->exact, &mode, &e); /* checked when rank 0's stage opened */
+    o->mode = (int32_t)mode, o->no_pack = p->no_pack;
     o->n_ranks = pp->n_ranks;
     for (int r = 0; r < pp->n_ranks; r++) o->l0[r] = pp->l0[r], o->l1[r] = pp->l1[r];
     o->fingerprint = pipe_fingerprint(en->model);

@@ -77,7 +77,7 @@ static int worker_open(Worker *w, const PipeOpen *o, PipeOpenReply *rep, Err *er
     const BackendOptions bo = {.name = o->backend[0] ? o->backend : NULL,
                                .isa = (int)isa,
                                .n_threads = o->n_threads,
-                               .mode = o->exact ? MATMUL_EXACT : MATMUL_GGML,
+                               .mode = o->mode == MATMUL_EXACT ? MATMUL_EXACT : o->mode == MATMUL_GGML ? MATMUL_GGML : MATMUL_FAST,
                                .pack = !o->no_pack};
     if (!(w->bound = pipe_weights(w->m, w->l0, w->l1, false, &w->n_bound, &w->bound_bytes, err)) ||
         !(w->be = backend_create(&bo, err)) || w->be->vt->bind(w->be, w->bound, w->n_bound, err))

@@ -27,7 +27,7 @@ static const Format formats[FMT_COUNT] = {
     ROW(FMT_Q5_0, "q5_0", 32, 22, true, FMT_Q8_0, dequant_q5_0, NULL, quantize_q5_0, vec_dot_q5_0, dot_path_q5_0, NULL),
     ROW(FMT_Q5_1, "q5_1", 32, 24, true, FMT_Q8_1, dequant_q5_1, NULL, quantize_q5_1, vec_dot_q5_1, dot_path_q5_1, NULL),
     /* Q8_0 is both: x86 activation rounding for from_float, ggml's reference rounding for quantize */
-    ROW(FMT_Q8_0, "q8_0", 32, 34, true, FMT_Q8_0, dequant_q8_0, quantize_act_q8_0, quantize_q8_0, vec_dot_q8_0, NULL, NULL),
+    ROW(FMT_Q8_0, "q8_0", 32, 34, true, FMT_Q8_0, dequant_q8_0, quantize_act_q8_0, quantize_q8_0, vec_dot_q8_0, dot_path_q8_0, NULL),
     ROW(FMT_Q8_1, "q8_1", 32, 36, false, FMT_Q8_1, dequant_q8_1, quantize_act_q8_1, NULL, NULL, NULL, NULL),
     ROW(FMT_IQ4_NL, "iq4_nl", 32, 18, true, FMT_Q8_0, dequant_iq4_nl, NULL, quantize_iq4_nl, vec_dot_iq4_nl, dot_path_iq4_nl, dot_path_iq4_nl_pick),
     ROW(FMT_MXFP4, "mxfp4", 32, 17, true, FMT_Q8_0, dequant_mxfp4, NULL, NULL, vec_dot_mxfp4, dot_path_mxfp4, dot_path_mxfp4_pick),
@@ -57,6 +57,15 @@ DotPath format_pick_path(const Format *f, int64_t rows, int64_t cols, int64_t n_
 DotPath format_pick_path_row(const Format *f, int64_t rows, int64_t cols, int64_t n_act, bool expert, int64_t t) {
     const DotPath p = format_pick_path(f, rows, cols, n_act, expert);
     return p == DOT_REPACK_GEMM && t >= n_act - n_act % 4 ? DOT_REPACK : p;
+}
+
+DotPath format_fast_path(const Format *f, int64_t cols) {
+    switch (f->id) {
+    case FMT_F32:
+    case FMT_F16: return cols % 16 == 0 ? DOT_GEMM : DOT_GEMV;
+    case FMT_BF16: return cols % 32 == 0 ? DOT_GEMM : DOT_GEMV;
+    default: return DOT_FAST;
+    }
 }
 
 const Format *format_get(uint32_t id) {

@@ -72,6 +72,14 @@ typedef enum DotPath {
     DOT_REPACK = 3,      /* the repacked single-row kernel (ggml_gemv_*): one row, mul_mat_id, and the n % 4
                             last rows of a batch */
     DOT_REPACK_GEMM = 4, /* the repacked 4-row kernel (ggml_gemm_*): rows 0 .. n − n % 4 of a batch of n ≥ 4 */
+    /* deltallm's fast arithmetic (MATMUL_FAST), not a llama.cpp path: one order for any number of activation
+     * rows, so a row's result never depends on the batch it is computed in. Integer formats: a whole block
+     * (32 elements) or super-block (256) summed exactly in integers, then one fused multiply-add per block into
+     * one float accumulator, acc = fma((float)Σ, d_w·d_a, acc), and the minimum terms into a second one
+     * (Q2_K / Q4_K / Q5_K: Σ m·bsums, subtracted at the end; Q4_1 / Q5_1: m·s, added) — llama.cpp's repacked
+     * and IQ-panel order, for every format. Float formats take DOT_GEMM's order where the row length allows
+     * it and DOT_GEMV's otherwise (format_fast_path). */
+    DOT_FAST = 5,
 } DotPath;
 typedef float (*FormatDotPath)(DotPath path, int64_t n, const void *w, const void *act);
 /* Which path llama.cpp takes for a matrix of `rows` × `cols` in this format multiplied with `n_act`
@@ -100,6 +108,10 @@ DotPath format_pick_path(const Format *f, int64_t rows, int64_t cols, int64_t n_
  * n_act % 4 last rows of a DOT_REPACK_GEMM batch take DOT_REPACK (llama.cpp's repacked mul_mat runs its gemm
  * on whole groups of 4 rows and its gemv on the rest). */
 DotPath format_pick_path_row(const Format *f, int64_t rows, int64_t cols, int64_t n_act, bool expert, int64_t t);
+
+/* The path of every product in the fast arithmetic: DOT_FAST for the integer formats; for F32 / F16 (BF16)
+ * DOT_GEMM when the row length is a multiple of 16 (32), else DOT_GEMV. */
+DotPath format_fast_path(const Format *f, int64_t cols);
 
 /* NULL for ids that are out of range or not in the table (removed or never-existing ggml types). */
 const Format *format_get(uint32_t id);

@@ -112,6 +112,7 @@ float dot_path_f16(DotPath path, int64_t n, const void *w, const void *act);
 DotPath dot_path_f16_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
 float dot_path_bf16(DotPath path, int64_t n, const void *w, const void *act);
 DotPath dot_path_bf16_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
+float dot_path_q8_0(DotPath path, int64_t n, const void *w, const void *act);
 float dot_path_q4_0(DotPath path, int64_t n, const void *w, const void *act);
 DotPath dot_path_q4_0_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert);
 float dot_path_q4_1(DotPath path, int64_t n, const void *w, const void *act);

@@ -11,7 +11,7 @@
  * mul_mat_id expert with ≥ 8 rows routed to it, of a matrix with rows % 8 == 0 decodes the weights to
  * int8 values v and integer scales s per 16 (dfac·s·v is the dequantized weight) and sums a whole
  * super-block in integers S = Σ s·v·a; then one acc = fma((float)S, dfac·d8, acc) per super-block. Its
- * gemv and gemm kernels do the same arithmetic. */
+ * gemv and gemm kernels do the same arithmetic. DOT_FAST (deltallm's fast arithmetic) is that order. */
 #include "gguf/quant.h"
 
 #include "base/fp16.h"
@@ -199,7 +199,7 @@ static float iq_dot(DotPath path, int64_t n, const uint8_t *w, int bytes, const 
                     IqKind kind) {
     IqInt k;
     const int64_t nb = n / QK_K;
-    if (path == DOT_GEMM) { /* IQ panel gemm */
+    if (path == DOT_GEMM || path == DOT_FAST) { /* IQ panel gemm */
         float acc = 0;
         for (int64_t i = 0; i < nb; i++) {
             dec(w + i * bytes, &k);

@@ -12,6 +12,10 @@
  * minimum accumulator, subtracted at the end; the gemm kernel (groups of 4 activation rows) does the same
  * per 64 (Q4_K) or 128 (Q2_K) elements.
  *
+ * DOT_FAST (deltallm's fast arithmetic, format.h): the repacked gemv order for all five — a super-block's
+ * integer total Σ sc·q·a (Q6_K: less 32·Σ sc·bsums; Q3_K: the signed values) in one fma into acc, its
+ * minimum total Σ m·bsums (Q2_K, Q4_K, Q5_K) in one into accm; result acc - accm.
+ *
  * The int → float conversions round to nearest like cvtepi32_ps (|lane| can exceed 2^24 for Q6_K). */
 #include "gguf/quant.h"
 
@@ -127,12 +131,12 @@ float dot_path_q2_K(DotPath path, int64_t n, const void *w, const void *act) {
     const BlockQ8_K *y = act;
     KInt k;
     uint8_t m16[16];
-    if (path == DOT_REPACK || path == DOT_REPACK_GEMM) {
+    if (path == DOT_REPACK || path == DOT_REPACK_GEMM || path == DOT_FAST) {
         float acc = 0, accm = 0;
         for (int64_t i = 0; i < n / QK_K; i++) {
             decode_q2_K(&x[i], &k, m16);
             repack_dot(&k, m16, &y[i], fp16_to_fp32(x[i].d), fp16_to_fp32(x[i].dmin),
-                       path == DOT_REPACK ? QK_K : 128, &acc, &accm);
+                       path == DOT_REPACK_GEMM ? 128 : QK_K, &acc, &accm);
         }
         return acc - accm;
     }
@@ -159,6 +163,14 @@ float dot_path_q3_K(DotPath path, int64_t n, const void *w, const void *act) {
     const BlockQ3_K *x = w;
     const BlockQ8_K *y = act;
     KInt k;
+    if (path == DOT_FAST) {
+        float acc = 0;
+        for (int64_t i = 0; i < n / QK_K; i++) {
+            decode_q3_K(&x[i], &k);
+            acc = fmaf((float)span(&k, y[i].qs, 0, QK_K), fp16_to_fp32(x[i].d) * y[i].d, acc);
+        }
+        return acc;
+    }
     float acc[8] = {0};
     int32_t lane[8];
     for (int64_t i = 0; i < n / QK_K; i++) {
@@ -179,12 +191,12 @@ float dot_path_q4_K(DotPath path, int64_t n, const void *w, const void *act) {
     const BlockQ8_K *y = act;
     KInt k;
     uint8_t m16[16];
-    if (path == DOT_REPACK || path == DOT_REPACK_GEMM) {
+    if (path == DOT_REPACK || path == DOT_REPACK_GEMM || path == DOT_FAST) {
         float acc = 0, accm = 0;
         for (int64_t i = 0; i < n / QK_K; i++) {
             decode_q45_K(x[i].scales, x[i].qs, NULL, &k, m16);
             repack_dot(&k, m16, &y[i], fp16_to_fp32(x[i].d), fp16_to_fp32(x[i].dmin),
-                       path == DOT_REPACK ? QK_K : 64, &acc, &accm);
+                       path == DOT_REPACK_GEMM ? 64 : QK_K, &acc, &accm);
         }
         return acc - accm;
     }
@@ -216,6 +228,14 @@ float dot_path_q5_K(DotPath path, int64_t n, const void *w, const void *act) {
     const BlockQ8_K *y = act;
     KInt k;
     uint8_t m16[16];
+    if (path == DOT_FAST) {
+        float acc = 0, accm = 0;
+        for (int64_t i = 0; i < n / QK_K; i++) {
+            decode_q45_K(x[i].scales, x[i].qs, x[i].qh, &k, m16);
+            repack_dot(&k, m16, &y[i], fp16_to_fp32(x[i].d), fp16_to_fp32(x[i].dmin), QK_K, &acc, &accm);
+        }
+        return acc - accm;
+    }
     float acc[8] = {0}, summs = 0;
     int32_t lane[8];
     for (int64_t i = 0; i < n / QK_K; i++) {
@@ -238,6 +258,16 @@ float dot_path_q6_K(DotPath path, int64_t n, const void *w, const void *act) {
     const BlockQ6_K *x = w;
     const BlockQ8_K *y = act;
     KInt k;
+    if (path == DOT_FAST) {
+        float acc = 0;
+        for (int64_t i = 0; i < n / QK_K; i++) {
+            decode_q6_K(&x[i], &k);
+            int32_t s = span(&k, y[i].qs, 0, QK_K);
+            for (int g = 0; g < 16; g++) s -= 32 * k.sc[g] * y[i].bsums[g];
+            acc = fmaf((float)s, fp16_to_fp32(x[i].d) * y[i].d, acc);
+        }
+        return acc;
+    }
     float acc[8] = {0};
     int32_t lane[8];
     for (int64_t i = 0; i < n / QK_K; i++) {

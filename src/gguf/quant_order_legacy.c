@@ -10,7 +10,9 @@
  * tinyBLAS_Q0_AVX (llamafile_sgemm: ≥ 2 activation rows of Q4_0, Q5_0, IQ4_NL, Q8_0, any shape): the
  * same as vec_dot with a single lane accumulator — identical to vec_dot except for IQ4_NL.
  * Repacked (Q4_0, IQ4_NL, MXFP4 with rows % 8 == 0, on AVX2; mul_mat and mul_mat_id): one float
- * accumulator, per block acc = fma((float)Σ q·a, d_w·d_a, acc); gemv and gemm kernels alike. */
+ * accumulator, per block acc = fma((float)Σ q·a, d_w·d_a, acc); gemv and gemm kernels alike.
+ * DOT_FAST (deltallm's fast arithmetic, format.h) is that repacked order for every one of these formats and
+ * Q8_0; Q4_1 / Q5_1 add their minimum terms m·s in a second accumulator, added at the end. */
 #include "gguf/quant.h"
 
 #include "base/fp16.h"
@@ -69,6 +71,11 @@ static float dec_mxfp4(const void *w, int64_t i, int8_t q[QK]) {
     for (int j = 0; j < QK; j++) q[j] = kvalues_mxfp4[q[j]];
     return quant_e8m0_half(x->e);
 }
+static float dec_q8_0(const void *w, int64_t i, int8_t q[QK]) {
+    const BlockQ8_0 *x = (const BlockQ8_0 *)w + i;
+    for (int j = 0; j < QK; j++) q[j] = x->qs[j];
+    return fp16_to_fp32(x->d);
+}
 typedef float (*Dec32)(const void *w, int64_t i, int8_t q[QK]);
 
 /* vec_dot / tinyBLAS with one lane accumulator: acc[l] += d_w·d_a·lane[l] */
@@ -118,12 +125,18 @@ static float repacked(int64_t n, const void *w, const BlockQ8_0 *y, Dec32 dec) {
     return acc;
 }
 
+/* ---- Q8_0: vec_dot (= tinyBLAS) everywhere in llama.cpp; DOT_FAST repacked ------------------------ */
+float dot_path_q8_0(DotPath path, int64_t n, const void *w, const void *act) {
+    if (path == DOT_FAST) return repacked(n, w, act, dec_q8_0);
+    return vec_dot_q8_0(n, w, act);
+}
+
 /* ggml_repack_get_optimal_repack_type on AVX2: Q4_0, IQ4_NL, MXFP4 with rows % 8 == 0. */
 static bool repacks(int64_t rows) { return rows % 8 == 0; }
 
 /* ---- Q4_0: vec_dot = tinyBLAS; repacked when rows % 8 == 0 ---------------------------------------- */
 float dot_path_q4_0(DotPath path, int64_t n, const void *w, const void *act) {
-    if (path == DOT_REPACK || path == DOT_REPACK_GEMM) return repacked(n, w, act, dec_q4_0);
+    if (path == DOT_REPACK || path == DOT_REPACK_GEMM || path == DOT_FAST) return repacked(n, w, act, dec_q4_0);
     return one_acc(n, w, act, dec_q4_0);
 }
 DotPath dot_path_q4_0_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert) {
@@ -132,12 +145,14 @@ DotPath dot_path_q4_0_pick(int64_t rows, int64_t cols, int64_t n_act, bool exper
 }
 
 /* ---- Q5_0: vec_dot = tinyBLAS, never repacked ----------------------------------------------------- */
-float dot_path_q5_0(DotPath path, int64_t n, const void *w, const void *act) { return one_acc(n, w, act, dec_q5_0); }
+float dot_path_q5_0(DotPath path, int64_t n, const void *w, const void *act) {
+    return path == DOT_FAST ? repacked(n, w, act, dec_q5_0) : one_acc(n, w, act, dec_q5_0);
+}
 
 /* ---- Q4_1 / Q5_1 (vec_dot only): lanes of the unsigned quants, acc[l] += d_w·d_a·lane[l]; the minimum
  * terms summs += m·s (fused) per block; result hsum_float_8(acc) + summs ---------------------------- */
-static float q41_q51(int64_t n, const void *w, const BlockQ8_1 *y, bool five) {
-    float acc[8] = {0}, summs = 0;
+static float q41_q51(int64_t n, const void *w, const BlockQ8_1 *y, bool five, bool fast) {
+    float acc[8] = {0}, summs = 0, accf = 0;
     int8_t q[QK];
     int32_t lane[8];
     for (int64_t i = 0; i < n / QK; i++) {
@@ -154,17 +169,21 @@ static float q41_q51(int64_t n, const void *w, const BlockQ8_1 *y, bool five) {
             d16 = x->d, m16 = x->m;
         }
         summs = fmaf(fp16_to_fp32(m16), fp16_to_fp32(y[i].s), summs);
+        if (fast) {
+            accf = fmaf((float)block_sum(q, y[i].qs), fp16_to_fp32(d16) * fp16_to_fp32(y[i].d), accf);
+            continue;
+        }
         lanes8(q, y[i].qs, lane);
         fma_lanes(acc, fp16_to_fp32(d16) * fp16_to_fp32(y[i].d), lane);
     }
-    return quant_hsum8(acc) + summs;
+    return fast ? accf + summs : quant_hsum8(acc) + summs;
 }
-float dot_path_q4_1(DotPath path, int64_t n, const void *w, const void *act) { return q41_q51(n, w, act, false); }
-float dot_path_q5_1(DotPath path, int64_t n, const void *w, const void *act) { return q41_q51(n, w, act, true); }
+float dot_path_q4_1(DotPath path, int64_t n, const void *w, const void *act) { return q41_q51(n, w, act, false, path == DOT_FAST); }
+float dot_path_q5_1(DotPath path, int64_t n, const void *w, const void *act) { return q41_q51(n, w, act, true, path == DOT_FAST); }
 
 /* ---- IQ4_NL: vec_dot (two accumulators), tinyBLAS (one), repacked when rows % 8 == 0 -------------- */
 float dot_path_iq4_nl(DotPath path, int64_t n, const void *w, const void *act) {
-    if (path == DOT_REPACK || path == DOT_REPACK_GEMM) return repacked(n, w, act, dec_iq4_nl);
+    if (path == DOT_REPACK || path == DOT_REPACK_GEMM || path == DOT_FAST) return repacked(n, w, act, dec_iq4_nl);
     if (path == DOT_GEMM) return one_acc(n, w, act, dec_iq4_nl);
     return two_acc(n, w, act, dec_iq4_nl);
 }
@@ -175,7 +194,7 @@ DotPath dot_path_iq4_nl_pick(int64_t rows, int64_t cols, int64_t n_act, bool exp
 
 /* ---- MXFP4: vec_dot (two accumulators; no tinyBLAS), repacked when rows % 8 == 0 ------------------ */
 float dot_path_mxfp4(DotPath path, int64_t n, const void *w, const void *act) {
-    if (path == DOT_REPACK || path == DOT_REPACK_GEMM) return repacked(n, w, act, dec_mxfp4);
+    if (path == DOT_REPACK || path == DOT_REPACK_GEMM || path == DOT_FAST) return repacked(n, w, act, dec_mxfp4);
     return two_acc(n, w, act, dec_mxfp4);
 }
 DotPath dot_path_mxfp4_pick(int64_t rows, int64_t cols, int64_t n_act, bool expert) {

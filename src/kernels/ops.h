@@ -37,6 +37,10 @@ typedef enum MatMode {
     MATMUL_GGML = 0,
     /* weights dequantized, activations and accumulation in F32: the reference the fast path is judged by */
     MATMUL_EXACT = 1,
+    /* the default arithmetic: activations rounded as in MATMUL_GGML, then summed in one order whatever the
+     * number of rows (format.h's DOT_FAST: whole blocks in integers, one fused multiply-add per block), so a
+     * row's result does not depend on its batch; faster than llama.cpp's orders, as accurate */
+    MATMUL_FAST = 2,
 } MatMode;
 
 /* What every op gets: the mode, the thread pool (NULL = run on the caller), and scratch memory. */

@@ -96,7 +96,8 @@ static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
     hb->weights = w;
     hb->n_weights = n;
     hb->n_ids = n_ids;
-    if (!hb->pack || be->mode == MATMUL_EXACT || hb->isa == ISA_REF) return 0;
+    /* the R8 layout is what llama.cpp's orders read fast (the fast arithmetic's kernels read the file's) */
+    if (!hb->pack || be->mode != MATMUL_GGML || hb->isa == ISA_REF) return 0;
     /* matrices that are only looked up (an untied embedding table) and expert stacks (multiplied row by row)
      * keep the file's layout */
     MatW *cand = malloc(sizeof *cand * (size_t)(n > 0 ? n : 1));

@@ -15,7 +15,8 @@
 
 #define B8_INLINE static inline __attribute__((always_inline))
 
-typedef enum B8Order { B8_ONE, B8_TWO, B8_MIN, B8_SPAN } B8Order;
+/* B8_FMIN: the fast arithmetic's order of Q4_1 / Q5_1 (SPAN plus summs += m_w·s_a, added at the end) */
+typedef enum B8Order { B8_ONE, B8_TWO, B8_MIN, B8_SPAN, B8_FMIN } B8Order;
 
 B8_INLINE float f16at(const void *p) {
     uint16_t h;
@@ -109,7 +110,8 @@ typedef struct B8Acc {
                         const int8_t *a = (const int8_t *)(ar + j->al.qs) + 32 * i;                               \
                         const float da = ((const float *)(ar + j->al.d))[i];                                      \
                         const __m256i l = lanes(SGN, q, a);                                                       \
-                        if (ORD == B8_SPAN) {                                                                       \
+                        if (ORD == B8_SPAN || ORD == B8_FMIN) {                                                     \
+                            if (ORD == B8_FMIN) st[c].summs = fmaf(mw, ((const float *)(ar + j->al.s))[i], st[c].summs); \
                             st[c].s = fmaf((float)hsum_i32(l), dw * da, st[c].s);                                 \
                         } else if (ORD == B8_TWO && (nb & 1) && i == nb - 1) {                                      \
                             st[c].s = (float)hsum_i32(l);                                                         \
@@ -123,8 +125,8 @@ typedef struct B8Acc {
                 }                                                                                                 \
                 for (int c = 0; c < nt; c++) {                                                                    \
                     float r;                                                                                      \
-                    if (ORD == B8_SPAN)                                                                             \
-                        r = st[c].s;                                                                              \
+                    if (ORD == B8_SPAN || ORD == B8_FMIN)                                                           \
+                        r = ORD == B8_FMIN ? st[c].s + st[c].summs : st[c].s;                                     \
                     else if (ORD == B8_TWO) {                                                                       \
                         r = hsum8(_mm256_add_ps(st[c].acc, st[c].acc2));                                          \
                         if (nb & 1) r = fmaf(st[c].dlast, st[c].s, r);                                            \
@@ -143,27 +145,33 @@ typedef struct B8Acc {
     B8_ORDER_FN(NAME, DEC, BYTES, SGN, B8_TWO)                                                                    \
     B8_ORDER_FN(NAME, DEC, BYTES, SGN, B8_MIN)                                                                    \
     B8_ORDER_FN(NAME, DEC, BYTES, SGN, B8_SPAN)                                                                   \
+    B8_ORDER_FN(NAME, DEC, BYTES, SGN, B8_FMIN)                                                                   \
     static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {   \
         (void)tmp;                                                                                                \
         switch (ORDER_OF(j->path)) {                                                                              \
         case B8_SPAN: rows_##NAME##_B8_SPAN(j, o0, o1, t0, t1); break;                                            \
         case B8_TWO: rows_##NAME##_B8_TWO(j, o0, o1, t0, t1); break;                                              \
         case B8_MIN: rows_##NAME##_B8_MIN(j, o0, o1, t0, t1); break;                                              \
+        case B8_FMIN: rows_##NAME##_B8_FMIN(j, o0, o1, t0, t1); break;                                            \
         default: rows_##NAME##_B8_ONE(j, o0, o1, t0, t1); break;                                                  \
         }                                                                                                         \
     }                                                                                                             \
-    const MmFormat mm_##NAME##_avx2 = {.act_kind = ACT, .act_off = 0, .compute = compute_##NAME};
+    const MmFormat mm_##NAME##_avx2 = {.act_kind = ACT, .act_off = 0, .compute = compute_##NAME, .fast = true};
 
-static B8Order ord_q4_0(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B8_SPAN : B8_ONE; }
-static B8Order ord_q5_0(DotPath p) {
+/* DOT_FAST: SPAN (FMIN for the formats with a minimum) */
+static bool span_path(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM || p == DOT_FAST; }
+static B8Order ord_q4_0(DotPath p) { return span_path(p) ? B8_SPAN : B8_ONE; }
+static B8Order ord_q5_0(DotPath p) { return p == DOT_FAST ? B8_SPAN : B8_ONE; }
+static B8Order ord_iq4_nl(DotPath p) { return span_path(p) ? B8_SPAN : p == DOT_GEMM ? B8_ONE : B8_TWO; }
+static B8Order ord_mxfp4(DotPath p) { return span_path(p) ? B8_SPAN : B8_TWO; }
+static B8Order ord_min(DotPath p) { return p == DOT_FAST ? B8_FMIN : B8_MIN; }
+static B8Order ord_fast(DotPath p) {
     (void)p;
-    return B8_ONE;
+    return B8_SPAN;
 }
-static B8Order ord_iq4_nl(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B8_SPAN : p == DOT_GEMM ? B8_ONE : B8_TWO; }
-static B8Order ord_mxfp4(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B8_SPAN : B8_TWO; }
-static B8Order ord_min(DotPath p) {
-    (void)p;
-    return B8_MIN;
+B8_INLINE __m256i dec8_q8_0(const uint8_t *b, float *d, float *m) {
+    *d = f16at(b), *m = 0;
+    return _mm256_loadu_si256((const __m256i *)(b + 2));
 }
 
 B8_FORMAT(q4_0, dec8_q4_0, 18, true, MM_ACT_Q8_0, ord_q4_0)
@@ -172,3 +180,5 @@ B8_FORMAT(iq4_nl, dec8_iq4_nl, 18, true, MM_ACT_Q8_0, ord_iq4_nl)
 B8_FORMAT(mxfp4, dec8_mxfp4, 17, true, MM_ACT_Q8_0, ord_mxfp4)
 B8_FORMAT(q4_1, dec8_q4_1, 20, false, MM_ACT_Q8_1, ord_min)
 B8_FORMAT(q5_1, dec8_q5_1, 24, false, MM_ACT_Q8_1, ord_min)
+/* Q8_0 in the fast arithmetic (its llama.cpp orders are matmul_q8_0_avx2.c's) */
+B8_FORMAT(q8_0_fast, dec8_q8_0, 34, true, MM_ACT_Q8_0, ord_fast)

@@ -21,7 +21,8 @@
 
 #define B_INLINE static inline __attribute__((always_inline))
 
-typedef enum BOrder { B_ONE, B_TWO, B_MIN, B_SPAN } BOrder;
+/* B_FMIN: the fast arithmetic's order of Q4_1 / Q5_1 (SPAN plus summs += m_w·s_a, added at the end) */
+typedef enum BOrder { B_ONE, B_TWO, B_MIN, B_SPAN, B_FMIN } BOrder;
 
 B_INLINE float f16at(const void *p) {
     uint16_t h;
@@ -109,8 +110,9 @@ typedef struct BState {
 
 B_INLINE void b_init(const BOrder o, const int C, BState *st) {
     for (int c = 0; c < C; c++) {
-        if (o == B_SPAN) {
+        if (o == B_SPAN || o == B_FMIN) {
             st->s[c] = _mm512_setzero_ps();
+            if (o == B_FMIN) st->summs[c] = _mm512_setzero_ps();
             continue;
         }
 #pragma GCC unroll 8
@@ -129,7 +131,8 @@ B_INLINE void b_step(const BOrder o, const bool sgn, const int C, const __m512i 
     for (int c = 0; c < C; c++) {
         const int8_t *a = tk[c].qs + 32 * i;
         const __m512 dv = _mm512_mul_ps(dw, _mm512_set1_ps(tk[c].d[i]));
-        if (o == B_SPAN) {
+        if (o == B_SPAN || o == B_FMIN) {
+            if (o == B_FMIN) st->summs[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(tk[c].s[i]), st->summs[c]);
             __m512i S = sgn ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) S = _mm512_dpbusd_epi32(S, q[g], bc32(a + 4 * g));
@@ -161,6 +164,7 @@ B_INLINE __m512 fold8(const __m512 *a) {
 
 B_INLINE __m512 b_result(const BOrder o, int64_t nb, const BState *st, int c) {
     if (o == B_SPAN) return st->s[c];
+    if (o == B_FMIN) return _mm512_add_ps(st->s[c], st->summs[c]);
     if (o == B_TWO) {
         __m512 sum[8];
         for (int g = 0; g < 8; g++) sum[g] = _mm512_add_ps(st->acc[c][g], st->acc2[c][g]);
@@ -301,6 +305,8 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
     B32_KERNELS(NAME, DEC, BYTES, OFF, B_MIN, 2)                                                                  \
     B32_KERNELS(NAME, DEC, BYTES, OFF, B_SPAN, 1)                                                                 \
     B32_KERNELS(NAME, DEC, BYTES, OFF, B_SPAN, 4)                                                                 \
+    B32_KERNELS(NAME, DEC, BYTES, OFF, B_FMIN, 1)                                                                 \
+    B32_KERNELS(NAME, DEC, BYTES, OFF, B_FMIN, 2)                                                                 \
     static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {   \
         const BOrder o = ORDER_OF(j->path);                                                                       \
         const int64_t nb = j->K / QK;                                                                             \
@@ -330,6 +336,13 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
                 } else if (o == B_SPAN) {                                                                         \
                     nc = 1;                                                                                       \
                     if (tiled) tiled_##NAME##_B_SPAN_1(j, tile, t, out); else direct_##NAME##_B_SPAN_1(j, w, t, out); \
+                } else if (o == B_FMIN) {                                                                         \
+                    nc = left >= 2 ? 2 : 1;                                                                       \
+                    if (nc == 2) {                                                                                \
+                        if (tiled) tiled_##NAME##_B_FMIN_2(j, tile, t, out); else direct_##NAME##_B_FMIN_2(j, w, t, out); \
+                    } else {                                                                                      \
+                        if (tiled) tiled_##NAME##_B_FMIN_1(j, tile, t, out); else direct_##NAME##_B_FMIN_1(j, w, t, out); \
+                    }                                                                                             \
                 } else if (o == B_TWO) {                                                                          \
                     nc = 1;                                                                                       \
                     if (tiled) tiled_##NAME##_B_TWO_1(j, tile, t, out); else direct_##NAME##_B_TWO_1(j, w, t, out); \
@@ -355,21 +368,27 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
         }                                                                                                         \
     }                                                                                                             \
     const MmFormat mm_##NAME##_avx512 = {.act_kind = ACT, .act_off = (OFF), .tmp_bytes = b32_tmp_bytes,           \
-                                         .compute = compute_##NAME};
+                                         .compute = compute_##NAME, .fast = true};
 
 /* ---- the paths of each format ------------------------------------------------------------------------- */
 
-static BOrder ord_q4_0(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B_SPAN : B_ONE; }
-static BOrder ord_q5_0(DotPath p) {
+/* DOT_FAST: SPAN (FMIN for the formats with a minimum) */
+static bool span_path(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM || p == DOT_FAST; }
+static BOrder ord_q4_0(DotPath p) { return span_path(p) ? B_SPAN : B_ONE; }
+static BOrder ord_q5_0(DotPath p) { return p == DOT_FAST ? B_SPAN : B_ONE; }
+static BOrder ord_iq4_nl(DotPath p) { return span_path(p) ? B_SPAN : p == DOT_GEMM ? B_ONE : B_TWO; }
+static BOrder ord_mxfp4(DotPath p) { return span_path(p) ? B_SPAN : B_TWO; }
+static BOrder ord_min(DotPath p) { return p == DOT_FAST ? B_FMIN : B_MIN; }
+static BOrder ord_fast(DotPath p) {
     (void)p;
-    return B_ONE;
+    return B_SPAN;
 }
-static BOrder ord_iq4_nl(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B_SPAN : p == DOT_GEMM ? B_ONE : B_TWO; }
-static BOrder ord_mxfp4(DotPath p) { return p == DOT_REPACK || p == DOT_REPACK_GEMM ? B_SPAN : B_TWO; }
-static BOrder ord_min(DotPath p) {
-    (void)p;
-    return B_MIN;
+B_INLINE __m256i dec_q8_0(const uint8_t *b, float *d, float *m) { /* q + 128 */
+    *d = f16at(b);
+    *m = 0;
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b + 2)), _mm256_set1_epi8((char)0x80));
 }
+#define DEC16_Q8_0(w, i, q, dwv, mwv) B_DECODE16(dec_q8_0, 34, w, i, q, dwv, mwv)
 
 B32_FORMAT(q4_0, DEC16_Q4_0, 18, 8, MM_ACT_Q8_0, ord_q4_0)
 B32_FORMAT(q5_0, DEC16_Q5_0, 22, 16, MM_ACT_Q8_0, ord_q5_0)
@@ -377,3 +396,5 @@ B32_FORMAT(iq4_nl, DEC16_IQ4_NL, 18, 128, MM_ACT_Q8_0, ord_iq4_nl)
 B32_FORMAT(mxfp4, DEC16_MXFP4, 17, 128, MM_ACT_Q8_0, ord_mxfp4)
 B32_FORMAT(q4_1, DEC16_Q4_1, 20, 0, MM_ACT_Q8_1, ord_min)
 B32_FORMAT(q5_1, DEC16_Q5_1, 24, 0, MM_ACT_Q8_1, ord_min)
+/* Q8_0 in the fast arithmetic (its llama.cpp orders are matmul_q8_0_avx512.c's) */
+B32_FORMAT(q8_0_fast, DEC16_Q8_0, 34, 128, MM_ACT_Q8_0, ord_fast)

@@ -69,8 +69,9 @@ static const MmFormat *const tab_avx512[FMT_COUNT] = {
     [FMT_IQ1_M] = &mm_iq1_m_avx512,
 };
 
-static const MmFormat *lookup(Isa isa, uint32_t type) {
+static const MmFormat *lookup(Isa isa, uint32_t type, MatMode mode) {
     if (type >= FMT_COUNT) return NULL;
+    if (mode == MATMUL_FAST && type == FMT_Q8_0) return isa == ISA_AVX512 ? &mm_q8_0_fast_avx512 : isa == ISA_AVX2 ? &mm_q8_0_fast_avx2 : NULL;
     switch (isa) {
     case ISA_AVX2: return tab_avx2[type];
     case ISA_AVX512: return tab_avx512[type];
@@ -124,7 +125,13 @@ static void items(void *ctx, int64_t b, int64_t e, int thread) {
 /* The DotPaths of this product, as matmul_ref's rows_ggml picks them per activation row: *path for tokens
  * below *t_tail, *path_tail from there on. False if the rows' paths do not split that way (never, with
  * today's rules; the reference then runs). */
-static bool product_paths(const Format *wf, const MatW *w, int64_t T, DotPath *path, int64_t *t_tail, DotPath *path_tail) {
+static bool product_paths(const Format *wf, const MatW *w, int64_t T, MatMode mode, DotPath *path, int64_t *t_tail,
+                          DotPath *path_tail) {
+    if (mode == MATMUL_FAST) { /* one path for every row, whatever T */
+        *path = *path_tail = format_fast_path(wf, w->cols);
+        *t_tail = T;
+        return true;
+    }
     *path = format_pick_path_row(wf, w->rows, w->cols, T, w->gemv, 0);
     *path_tail = format_pick_path_row(wf, w->rows, w->cols, T, w->gemv, T - 1);
     *t_tail = T;
@@ -143,9 +150,10 @@ static const MmFormat *usable(Isa isa, const OpCtx *c, const MatW *w, int64_t T,
     if (c && c->mode == MATMUL_EXACT) return NULL;
     const Format *wf = format_get(w->type);
     if (!wf || !wf->vec_dot || T <= 0) return NULL;
-    const MmFormat *f = lookup(isa, w->type);
+    const MmFormat *f = lookup(isa, w->type, c ? c->mode : MATMUL_GGML);
     if (!f || !isa_supported(isa)) return NULL;
-    if (!product_paths(wf, w, T, path, t_tail, path_tail)) return NULL;
+    if (!product_paths(wf, w, T, c ? c->mode : MATMUL_GGML, path, t_tail, path_tail)) return NULL;
+    if (*path == DOT_FAST && !f->fast) return NULL;
     if (f->serves && (!f->serves(*path, w->rows, w->cols, T) || !f->serves(*path_tail, w->rows, w->cols, T))) return NULL;
     return f;
 }
@@ -237,10 +245,10 @@ MatmulFn matmul_cpu_select(Isa isa) {
     }
 }
 
-bool mm_has_kernel(int isa, const MatW *w, int64_t T) {
+bool mm_has_kernel(int isa, MatMode mode, const MatW *w, int64_t T) {
     DotPath path, path_tail;
     int64_t t_tail;
-    const OpCtx c = {MATMUL_GGML, NULL, NULL, 0};
+    const OpCtx c = {mode, NULL, NULL, 0};
     return usable((Isa)isa, &c, w, T, &path, &t_tail, &path_tail) != NULL;
 }
 

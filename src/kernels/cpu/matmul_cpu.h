@@ -125,13 +125,11 @@ static inline size_t mm_w_bstride(const MmJob *j, size_t bb) { return j->w->pack
 /* The K-quant / i-quant kernels' SPAN per path (matmul_kq_avx512.h): how many elements llama.cpp's kernel
  * for that path sums exactly before one fused multiply-add per span; 0: the format's vec_dot order.
  * Shared by the AVX2 and AVX-512 kernels. */
-static inline int mm_span_q2(DotPath p) { return p == DOT_REPACK ? 256 : p == DOT_REPACK_GEMM ? 128 : 0; }
-static inline int mm_span_q4(DotPath p) { return p == DOT_REPACK ? 256 : p == DOT_REPACK_GEMM ? 64 : 0; }
-static inline int mm_span_iq(DotPath p) { return p == DOT_GEMM ? 256 : 0; }
-static inline int mm_span_none(DotPath p) {
-    (void)p;
-    return 0;
-}
+static inline int mm_span_q2(DotPath p) { return p == DOT_REPACK || p == DOT_FAST ? 256 : p == DOT_REPACK_GEMM ? 128 : 0; }
+static inline int mm_span_q4(DotPath p) { return p == DOT_REPACK || p == DOT_FAST ? 256 : p == DOT_REPACK_GEMM ? 64 : 0; }
+static inline int mm_span_iq(DotPath p) { return p == DOT_GEMM || p == DOT_FAST ? 256 : 0; }
+/* Q3_K, Q5_K, Q6_K: LANES8 on every llama.cpp path; a whole super-block in the fast arithmetic */
+static inline int mm_span_none(DotPath p) { return p == DOT_FAST ? 256 : 0; }
 
 /* A weight format's kernels for one ISA. */
 typedef struct MmFormat {
@@ -140,8 +138,11 @@ typedef struct MmFormat {
     /* from this many tokens on, the activations are prepared as act_kind_gemm instead (0: never) */
     int gemm_min_T;
     MmActKind act_kind_gemm;
-    /* true if compute() serves this path (else the driver falls back to matmul_ref for the matrix) */
+    /* true if compute() serves this path (else the driver falls back to matmul_ref for the matrix); NULL: every
+     * llama.cpp path (DOT_FAST only where `fast` says so) */
     bool (*serves)(DotPath path, int64_t rows, int64_t cols, int64_t T);
+    /* compute() serves DOT_FAST (the fast arithmetic) for any T */
+    bool fast;
     /* per-thread scratch the kernel needs for rows of K elements (0: none) */
     size_t (*tmp_bytes)(int64_t K);
     /* rows [o0, o1) × tokens [t0, t1) of y */
@@ -154,6 +155,7 @@ typedef void (*MmActPrep)(MmActKind kind, int act_off, const float *x, int n, in
 
 /* The kernels, per format and ISA (matmul_cpu.c lists them in its tables). */
 extern const MmFormat mm_q8_0_avx2, mm_q8_0_avx512;
+extern const MmFormat mm_q8_0_fast_avx2, mm_q8_0_fast_avx512; /* DOT_FAST only */
 extern const MmFormat mm_f32_avx2, mm_f32_avx512, mm_f16_avx2, mm_f16_avx512, mm_bf16_avx2, mm_bf16_avx512;
 extern const MmFormat mm_q2_K_avx512, mm_q3_K_avx512, mm_q4_K_avx512, mm_q5_K_avx512, mm_q6_K_avx512;
 extern const MmFormat mm_q4_0_avx512, mm_q5_0_avx512, mm_iq4_nl_avx512, mm_mxfp4_avx512, mm_q4_1_avx512, mm_q5_1_avx512;
@@ -183,7 +185,7 @@ void quantize_act_bf16_avx512(const float *x, void *dst, int64_t n);
 /* For tests and the benchmark: the fast from_float of an activation format (FMT_Q8_0, FMT_Q8_1,
  * FMT_Q8_K, FMT_F16, FMT_BF16) at an ISA level (isa.h's Isa), or NULL. */
 FormatFromFloat mm_quantize_act(int isa, uint32_t act_type);
-/* For tests: whether an ISA level has a fast kernel for weight format `type` and this product shape. */
-bool mm_has_kernel(int isa, const MatW *w, int64_t T);
+/* For tests: whether an ISA level has a fast kernel for this matrix and product shape in this arithmetic. */
+bool mm_has_kernel(int isa, MatMode mode, const MatW *w, int64_t T);
 
 #endif

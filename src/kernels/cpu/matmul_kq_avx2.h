@@ -99,19 +99,20 @@ K8_INLINE void k8_step(const K8Kind kind, const bool sgn, const int span, const 
             st->acc2 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(td), st->acc2);
         return;
     }
-    if (span) {
+    if (span) { /* Q2/Q4/Q5 also the minimum totals, Q6 less its 32·Σ sc·bsums */
+        const bool mins = kind == K8_Q2 || kind == K8_Q4 || kind == K8_Q5;
         const float dd = (kind == K8_IQ ? k->dmin : k->d) * d8, dm = k->dmin * d8; /* IQ: dfac (panel) */
-        const __m256i mp = (kind == K8_Q2 || kind == K8_Q4) ? k8_min_pairs(k, bs) : _mm256_setzero_si256();
+        const __m256i mp = (mins || kind == K8_Q6) ? k8_min_pairs(k, bs) : _mm256_setzero_si256();
         for (int e0 = 0; e0 < QK_K; e0 += span) {
             __m256i t = k8_chunk(sgn, k, a, e0 / 32);
             for (int ch = e0 / 32 + 1; ch < (e0 + span) / 32; ch++) t = _mm256_add_epi32(t, k8_chunk(sgn, k, a, ch));
-            st->s = fmaf((float)k8_hsum_i32(t), dd, st->s);
-            if (kind == K8_Q2 || kind == K8_Q4) {
-                const __m256i keep = _mm256_and_si256(
-                    _mm256_cmpgt_epi32(_mm256_set1_epi32((e0 + span) / 32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                    _mm256_cmpgt_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), _mm256_set1_epi32(e0 / 32)));
-                st->sm = fmaf((float)k8_hsum_i32(_mm256_and_si256(mp, keep)), dm, st->sm);
-            }
+            const __m256i keep = _mm256_and_si256(
+                _mm256_cmpgt_epi32(_mm256_set1_epi32((e0 + span) / 32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                _mm256_cmpgt_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), _mm256_set1_epi32(e0 / 32)));
+            int32_t tot = k8_hsum_i32(t);
+            if (kind == K8_Q6) tot -= 32 * k8_hsum_i32(_mm256_and_si256(mp, keep));
+            st->s = fmaf((float)tot, dd, st->s);
+            if (mins) st->sm = fmaf((float)k8_hsum_i32(_mm256_and_si256(mp, keep)), dm, st->sm);
         }
         return;
     }
@@ -137,7 +138,7 @@ K8_INLINE void k8_step(const K8Kind kind, const bool sgn, const int span, const 
 }
 
 K8_INLINE float k8_result(const K8Kind kind, const int span, float post, const K8Acc *st) {
-    if (span) return (kind == K8_Q2 || kind == K8_Q4) ? st->s - st->sm : st->s;
+    if (span) return (kind == K8_Q2 || kind == K8_Q4 || kind == K8_Q5) ? st->s - st->sm : st->s;
     if (kind == K8_IQ1S) return k8_hsum8(st->acc) + IQ1S_DELTA * st->summs;
     if (kind == K8_IQ1M) return fmaf(IQ1M_DELTA, k8_hsum8(st->acc2), k8_hsum8(st->acc));
     float r = k8_hsum8(st->acc);
@@ -203,6 +204,6 @@ K8_INLINE void kq8_step_tok(const K8Kind kind, const bool sgn, const int span, c
         default: rows_##NAME##_0(j, o0, o1, t0, t1); break;                                                       \
         }                                                                                                         \
     }                                                                                                             \
-    const MmFormat mm_##NAME##_avx2 = {.act_kind = MM_ACT_Q8_K, .act_off = 0, .compute = compute_##NAME};
+    const MmFormat mm_##NAME##_avx2 = {.act_kind = MM_ACT_Q8_K, .act_off = 0, .compute = compute_##NAME, .fast = true};
 
 #endif

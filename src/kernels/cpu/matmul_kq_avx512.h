@@ -152,10 +152,11 @@ KQ_INLINE void kq_row_step(const KKind kind, const bool sgn, const int span, con
         return;
     }
     if (span) {
-        /* SPAN: totals of span elements; Q2/Q4 also the minimum totals */
+        /* SPAN: totals of span elements; Q2/Q4/Q5 also the minimum totals, Q6 less its 32·Σ sc·bsums */
+        const bool mins = kind == K_Q2 || kind == K_Q4 || kind == K_Q5;
         const float dd = (kind == K_IQ ? k->dmin : k->d) * d8, dm = k->dmin * d8; /* IQ: dfac (panel) */
         __m256i mp = _mm256_setzero_si256();
-        if (kind == K_Q2 || kind == K_Q4) mp = kq_min_pairs(k, bs);
+        if (mins || kind == K_Q6) mp = kq_min_pairs(k, bs);
 #pragma GCC unroll 4
         for (int e0 = 0; e0 < QK_K; e0 += span) {
             __m512i t;
@@ -166,14 +167,14 @@ KQ_INLINE void kq_row_step(const KKind kind, const bool sgn, const int span, con
 #pragma GCC unroll 4
                 for (int z = e0 / 64 + 1; z < (e0 + span) / 64; z++) t = _mm512_add_epi32(t, kq_row_groups(sgn, k, a, corr, z));
             }
-            st->s = fmaf((float)_mm512_reduce_add_epi32(t), dd, st->s);
-            if (kind == K_Q2 || kind == K_Q4) {
-                /* pairs e0/32 … (e0+span)/32 of the min products */
-                const __m256i keep = _mm256_and_si256(
-                    _mm256_cmpgt_epi32(_mm256_set1_epi32((e0 + span) / 32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                    _mm256_cmpgt_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), _mm256_set1_epi32(e0 / 32)));
-                st->sm = fmaf((float)kq_hsum8_i32(_mm256_and_si256(mp, keep)), dm, st->sm);
-            }
+            /* pairs e0/32 … (e0+span)/32 of the min (Q6: scale) products */
+            const __m256i keep = _mm256_and_si256(
+                _mm256_cmpgt_epi32(_mm256_set1_epi32((e0 + span) / 32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                _mm256_cmpgt_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), _mm256_set1_epi32(e0 / 32)));
+            int32_t tot = _mm512_reduce_add_epi32(t);
+            if (kind == K_Q6) tot -= 32 * kq_hsum8_i32(_mm256_and_si256(mp, keep));
+            st->s = fmaf((float)tot, dd, st->s);
+            if (mins) st->sm = fmaf((float)kq_hsum8_i32(_mm256_and_si256(mp, keep)), dm, st->sm);
         }
         return;
     }
@@ -201,7 +202,7 @@ KQ_INLINE void kq_row_step(const KKind kind, const bool sgn, const int span, con
 }
 
 KQ_INLINE float kq_row_result(const KKind kind, const int span, float post, const KAcc *st) {
-    if (span) return (kind == K_Q2 || kind == K_Q4) ? st->s - st->sm : st->s;
+    if (span) return (kind == K_Q2 || kind == K_Q4 || kind == K_Q5) ? st->s - st->sm : st->s;
     if (kind == K_IQ1S) return kq_hsum8(st->acc) + IQ1S_DELTA * st->summs;
     if (kind == K_IQ1M) return fmaf(IQ1M_DELTA, kq_hsum8(st->acc2), kq_hsum8(st->acc));
     float r = kq_hsum8(st->acc);
@@ -429,7 +430,7 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
         for (int c = 0; c < C; c++) {
             const float d8 = tk[c].d[sb];
             dv[c] = _mm512_mul_ps(dw, _mm512_set1_ps(d8));
-            if (kind == K_Q2 || kind == K_Q4) dmv[c] = _mm512_mul_ps(_mm512_load_ps(kt_dmin(tl, sb)), _mm512_set1_ps(d8));
+            if (kind == K_Q2 || kind == K_Q4 || kind == K_Q5) dmv[c] = _mm512_mul_ps(_mm512_load_ps(kt_dmin(tl, sb)), _mm512_set1_ps(d8));
             a[c] = tk[c].qs + sb * QK_K;
             bs[c] = tk[c].bs + sb * 16;
             cr[c] = tk[c].corr16 + sb * 16;
@@ -454,9 +455,18 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I[c], s));
             }
+            if (kind == K_Q6) /* less 32·Σ sc·bsums (the scales are the tile's pairs) */
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    __m512i M = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                    for (int p = e0 / 32; p < (e0 + span) / 32; p++)
+                        M = _mm512_dpwssd_epi32(M, _mm512_load_si512(mp + 16 * p), kq_bcast32(bs[c] + 2 * p));
+                    S[c] = _mm512_sub_epi32(S[c], _mm512_slli_epi32(M, 5));
+                }
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++) acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), dv[c], acc[c]);
-            if (kind == K_Q2 || kind == K_Q4) {
+            if (kind == K_Q2 || kind == K_Q4 || kind == K_Q5) {
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
                     __m512i M = _mm512_setzero_si512();
@@ -470,7 +480,7 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
     }
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
-        _mm512_storeu_ps(out[c], (kind == K_Q2 || kind == K_Q4) ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);
+        _mm512_storeu_ps(out[c], (kind == K_Q2 || kind == K_Q4 || kind == K_Q5) ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);
 }
 
 /* ---- the compute function of a format ------------------------------------------------------------------
@@ -575,6 +585,6 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
             rows_##NAME(j, o0, o1, t0, t1, span);                                                                 \
     }                                                                                                             \
     const MmFormat mm_##NAME##_avx512 = {.act_kind = MM_ACT_Q8_K, .act_off = (OFF), .tmp_bytes = kq_tmp_bytes,    \
-                                         .compute = compute_##NAME};
+                                         .compute = compute_##NAME, .fast = true};
 
 #endif

@@ -3,7 +3,8 @@
  * MATMUL_GGML: each activation row is rounded to the weight format's vec_dot partner with the format
  * table's from_float, then dotted with each weight row in the summation order of the kernel llama.cpp would
  * run (Format.dot_path) — ggml's arithmetic. MATMUL_EXACT: each weight row is dequantized once and dotted
- * with the F32 activations, accumulating in double. Parallel over output rows; outputs are disjoint, so the
+ * with the F32 activations, accumulating in double. MATMUL_FAST: rounded as MATMUL_GGML, every row in the
+ * order of format_fast_path (DOT_FAST for the integer formats), whatever T. Parallel over output rows; outputs are disjoint, so the
  * thread count never changes a result. */
 #include "kernels/ops.h"
 
@@ -49,7 +50,8 @@ static void rows_ggml(void *ctx, int64_t b, int64_t e, int thread) {
         const uint8_t *wr = (const uint8_t *)w->data + o * w->row_bytes;
         for (int64_t t = 0; t < j->T; t++) {
             /* the summation order of the kernel llama.cpp would use for this activation row */
-            const DotPath path = format_pick_path_row(j->wf, w->rows, w->cols, j->T, w->gemv, t);
+            const DotPath path = j->c->mode == MATMUL_FAST ? format_fast_path(j->wf, w->cols)
+                                                           : format_pick_path_row(j->wf, w->rows, w->cols, j->T, w->gemv, t);
             const uint8_t *a = j->qact + t * j->qrow;
             j->y[t * w->rows + o] = j->wf->dot_path ? j->wf->dot_path(path, w->cols, wr, a) : j->wf->vec_dot(w->cols, wr, a);
         }
