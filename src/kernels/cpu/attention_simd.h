@@ -78,6 +78,7 @@ typedef struct MirrorJob {
     int64_t n_pad, per_thread; /* floats: n_pad per head of an item */
     int group, hs, n_hsub;
     bool rows; /* PV by whole rows (needs 64·d floats of the scratch) */
+    bool batch_order; /* P·V in the batch (tinyBLAS) order: batches of ≥ 2, and any T in the fast arithmetic */
 } MirrorJob;
 
 /* the tree of fdot_reduce16 across 16 vectors (lane l of the reference = vector l here) */
@@ -224,12 +225,12 @@ static void mirror_items(void *ctx, int64_t b, int64_t e, int thread) {
         for (int hh = 0; hh < nh; hh++) softmax_row(P + hh * j->n_pad, n_keys);
         if (j->rows) /* whole V rows (the scratch holds the 64 stream partials) */
             for (int hh = 0; hh < nh; hh++)
-                pv_rows(P + hh * j->n_pad, n_keys, v0, kv_stride, d, a->T >= 2 ? 16 : 64, P + nh * j->n_pad,
+                pv_rows(P + hh * j->n_pad, n_keys, v0, kv_stride, d, j->batch_order ? 16 : 64, P + nh * j->n_pad,
                         o0 + hh * d);
         else /* column blocks, shared by the heads while in L1/L2 */
             for (int i = 0; i < d; i += VN_W)
                 for (int hh = 0; hh < nh; hh++)
-                    vn_store(o0 + hh * d + i, a->T >= 2 ? pv_gemm_order(P + hh * j->n_pad, n_keys, v0, kv_stride, i)
+                    vn_store(o0 + hh * d + i, j->batch_order ? pv_gemm_order(P + hh * j->n_pad, n_keys, v0, kv_stride, i)
                                                         : pv_vec_order(P + hh * j->n_pad, n_keys, v0, kv_stride, i));
     }
 }
@@ -244,7 +245,7 @@ void SEQ_FN(attention_mirror)(const OpCtx *c, const AttnArgs *a) {
     /* as many heads of a group per item as the scratch holds probability rows (at least the 2 that
      * attention_scratch_bytes guarantees) */
     const int64_t per = (int64_t)(c->scratch_bytes / sizeof(float) / (size_t)nth) & ~(int64_t)15;
-    MirrorJob j = {a, c->scratch, n_pad, per, a->n_head / a->n_head_kv, 0, 0, false};
+    MirrorJob j = {a, c->scratch, n_pad, per, a->n_head / a->n_head_kv, 0, 0, false, a->T >= 2 || c->mode == MATMUL_FAST};
     const int64_t rows_need = 64 * (int64_t)a->d;
     j.rows = per >= rows_need + n_pad;
     const int64_t fit = (j.rows ? per - rows_need : per) / n_pad;
@@ -354,9 +355,10 @@ void SEQ_FN(attention_tiled)(const OpCtx *c, const AttnArgs *a) {
     pool_for(c->pool, (int64_t)a->n_head_kv * job.n_hsub * job.n_tblk, 1, tiled_items, &job);
 }
 
-/* the op: mirroring below ATTN_TILED_MIN_CTX context positions (bit-identical), tiled from there on */
+/* the op: mirroring below ATTN_TILED_MIN_CTX context positions (bit-identical), tiled from there on; the fast
+ * arithmetic mirrors at every length (one order for any batch: a row's result does not depend on it) */
 void SEQ_FN(attention)(const OpCtx *c, const AttnArgs *a) {
-    if (a->pos0 + a->T >= ATTN_TILED_MIN_CTX) SEQ_FN(attention_tiled)(c, a);
+    if (a->pos0 + a->T >= ATTN_TILED_MIN_CTX && c->mode != MATMUL_FAST) SEQ_FN(attention_tiled)(c, a);
     else SEQ_FN(attention_mirror)(c, a);
 }
 

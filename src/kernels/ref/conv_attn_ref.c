@@ -55,12 +55,14 @@ typedef struct AttnJob {
     const AttnArgs *a;
     float *scratch; /* per thread: [n_pad] probabilities + [n_pad] gathered V column */
     int64_t n_pad;
+    bool batch_order; /* P·V in tinyBLAS's order: batches of ≥ 2, and any batch in the fast arithmetic */
 } AttnJob;
 
 /* One query row as ggml's non-flash path computes it with an F32 cache: kq = K·q (ggml_vec_dot_f32: q is a
  * permuted view, which keeps tinyBLAS out), softmax over the cache row padded to 256 (masked entries are
  * 0), then each output dim as the dot of the transposed V column with the probabilities over the padded
- * length (tinyBLAS order for batches of ≥ 2 queries, ggml_vec_dot_f32 for one). */
+ * length (tinyBLAS order for batches of ≥ 2 queries, ggml_vec_dot_f32 for one; the fast arithmetic takes
+ * tinyBLAS's for every batch, so that a query's result does not depend on its batch). */
 static void attn_rows(void *ctx, int64_t b, int64_t e, int thread) {
     const AttnJob *j = ctx;
     const AttnArgs *a = j->a;
@@ -80,7 +82,7 @@ static void attn_rows(void *ctx, int64_t b, int64_t e, int thread) {
         for (int i = 0; i < d; i++) {
             for (int tau = 0; tau < n_keys; tau++) vcol[tau] = v0[tau * kv_stride + i];
             for (int tau = n_keys; tau < n_pad; tau++) vcol[tau] = 0.0f;
-            out[i] = a->T >= 2 ? fdot_gemm_f32(vcol, p, n_pad) : fdot_vec_f32(vcol, p, n_pad);
+            out[i] = j->batch_order ? fdot_gemm_f32(vcol, p, n_pad) : fdot_vec_f32(vcol, p, n_pad);
         }
     }
 }
@@ -92,6 +94,6 @@ size_t attention_scratch_bytes(int n_ctx, int n_threads) {
 void attention_ref(const OpCtx *c, const AttnArgs *a) {
     const int64_t n_pad = (a->pos0 + a->T + 255) / 256 * 256;
     ASSERT(attention_scratch_bytes(a->pos0 + a->T, pool_size(c->pool)) <= c->scratch_bytes);
-    AttnJob j = {a, c->scratch, n_pad};
+    AttnJob j = {a, c->scratch, n_pad, a->T >= 2 || c->mode == MATMUL_FAST};
     pool_for(c->pool, (int64_t)a->T * a->n_head, 1, attn_rows, &j);
 }
