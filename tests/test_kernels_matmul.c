@@ -173,11 +173,26 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
             }
         }
     }
+    if (cur_mode == MATMUL_FAST && f->id == FMT_Q8_0 && rows % 16 == 0 && !cs->gemv) { /* the P16 panels (pack.c) */
+        uint8_t *pk = xaligned(w.row_bytes * (size_t)rows + 64);
+        pack_p16_q8_0(pk, wd, rows, w.row_bytes);
+        MatW wp = w;
+        wp.pack = pk;
+        wp.pack_kind = PACK_P16;
+        run_mm(fast, pool2, &wp, x, T, y2);
+        if (memcmp(yr, y2, (size_t)(T * rows) * sizeof(float)) != 0) {
+            bad++;
+            CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld: the P16 panels differ", isa_name(isa), f->name, (long long)rows,
+                      (long long)cols, (long long)T);
+        }
+        free(pk);
+    }
     if (cur_mode == MATMUL_GGML && f->id == FMT_Q8_0 && rows % 8 == 0 && !cs->gemv) { /* the packed layout (model/pack.c) */
         uint8_t *pk = xaligned(w.row_bytes * (size_t)rows + 64);
         pack_rows8(pk, wd, rows, w.row_bytes, 34);
         MatW wp = w;
         wp.pack = pk;
+        wp.pack_kind = PACK_R8;
         run_mm(fast, pool2, &wp, x, T, y2);
         if (memcmp(yr, y2, (size_t)(T * rows) * sizeof(float)) != 0) {
             bad++;
@@ -191,7 +206,7 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
 }
 
 static void check_format(const Format *f, Pool *pool2) {
-    static const int64_t rows_list[] = {1, 3, 7, 8, 33, 64, 257};
+    static const int64_t rows_list[] = {1, 3, 7, 8, 33, 48, 64, 257};
     static const int64_t T_list[] = {1, 2, 3, 5, 17, 64};
     for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++) {
         if (!isa_supported((Isa)isa)) continue;

@@ -26,10 +26,22 @@ typedef struct MatW {
     int64_t cols, rows; /* ggml ne[0] (input width), ne[1] (outputs) */
     size_t row_bytes;
     bool gemv; /* multiplied row by row even in a batch, as llama.cpp's mul_mat_id does (experts) */
-    /* NULL, or the same Q8_0 weights with rows interleaved by 8 per block (model/pack.c): the fast
-     * kernels read this instead of data; the reference reads data */
+    /* NULL, or the same weights in a layout a fast kernel reads instead of data (backend/cpu/pack.c); the
+     * reference reads data. pack_kind says which: */
     const void *pack;
+    uint8_t pack_kind;
 } MatW;
+
+enum {
+    PACK_NONE = 0,
+    /* Q8_0, llama.cpp's orders: rows interleaved by 8 per block */
+    PACK_R8 = 1,
+    /* Q8_0, the fast arithmetic: panels of 16 rows (rows a multiple of 16), per panel first every block's
+     * quants as 8 vectors of 64 bytes (vector g: element 4g..4g+3 of rows 0..15, 4 bytes per row, q XOR 0x80)
+     * then every block's 16 fp16 scales: panel p at pack + p·16·row_bytes, block i's quants at +512·i, its
+     * scales at +512·nb + 32·i */
+    PACK_P16 = 2,
+};
 
 typedef enum MatMode {
     /* activations rounded to the weight format's vec_dot partner (Q8_0 / Q8_1 / Q8_K / F16 / BF16) before

@@ -91,13 +91,15 @@ static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
     if (!hb->mats) return err_set(err, "out of memory");
     for (int i = 0; i < n; i++) {
         ASSERT(w[i].id >= (i ? w[i - 1].id + 1 : 0));
-        hb->mats[w[i].id] = (MatW){w[i].host, w[i].type, w[i].cols, w[i].rows, w[i].row_bytes, w[i].gemv, NULL};
+        hb->mats[w[i].id] = (MatW){w[i].host, w[i].type, w[i].cols, w[i].rows, w[i].row_bytes, w[i].gemv, NULL, PACK_NONE};
     }
     hb->weights = w;
     hb->n_weights = n;
     hb->n_ids = n_ids;
-    /* the R8 layout is what llama.cpp's orders read fast (the fast arithmetic's kernels read the file's) */
-    if (!hb->pack || be->mode != MATMUL_GGML || hb->isa == ISA_REF) return 0;
+    /* R8 for llama.cpp's orders; P16 panels for the fast arithmetic's AVX-512 kernels */
+    if (!hb->pack || be->mode == MATMUL_EXACT || hb->isa == ISA_REF) return 0;
+    const int kind = be->mode == MATMUL_FAST ? PACK_P16 : PACK_R8;
+    if (kind == PACK_P16 && hb->isa != ISA_AVX512) return 0;
     /* matrices that are only looked up (an untied embedding table) and expert stacks (multiplied row by row)
      * keep the file's layout */
     MatW *cand = malloc(sizeof *cand * (size_t)(n > 0 ? n : 1));
@@ -107,8 +109,8 @@ static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
     int k = 0;
     for (int i = 0; i < n; i++)
         if (!w[i].n_expert && !w[i].lookup_only) cand[k] = hb->mats[w[i].id], drop[k] = w[i].file_pages, idx[k++] = w[i].id;
-    int rc = host_pack(cand, drop, k, &hb->progress, &hb->packs, err);
-    for (int i = 0; rc == 0 && i < k; i++) hb->mats[idx[i]].pack = cand[i].pack;
+    int rc = host_pack(cand, drop, k, kind, &hb->progress, &hb->packs, err);
+    for (int i = 0; rc == 0 && i < k; i++) hb->mats[idx[i]].pack = cand[i].pack, hb->mats[idx[i]].pack_kind = cand[i].pack_kind;
     free(cand), free(idx), free(drop);
     return rc;
 }
@@ -201,13 +203,15 @@ static void h_matmul(Backend *be, const MatArgs *a) {
         m.data = a->data ? a->data : (const uint8_t *)a->w->host + (size_t)a->expert * a->w->expert_stride;
         m.pack = NULL;
     }
-    if (a->o1 > 0) { /* rows [o0, o1): whole 8-row groups of the packed layout */
+    if (a->o1 > 0) { /* rows [o0, o1): the packed layouts' whole groups (8 rows, 16 for P16) or the file's */
         ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= m.rows && a->o0 % 8 == 0);
+        const int g = m.pack_kind == PACK_P16 ? 16 : 8;
         m.data = (const uint8_t *)m.data + (size_t)a->o0 * m.row_bytes;
         if (m.pack) m.pack = (const uint8_t *)m.pack + (size_t)a->o0 * m.row_bytes;
         m.rows = a->o1 - a->o0;
-        if (m.rows % 8) m.pack = NULL;
+        if (m.rows % g || a->o0 % g) m.pack = NULL;
     }
+    if (!m.pack) m.pack_kind = PACK_NONE;
     hb->ops->matmul(&hb->oc, &m, hf(a->x), a->T, hf(a->y));
 }
 

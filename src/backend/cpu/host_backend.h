@@ -56,16 +56,19 @@ typedef struct HostBackend {
 
 static inline HostBackend *host_of(Backend *be) { return (HostBackend *)be; }
 
-/* Gives the matrices the fast kernels read faster in another layout a packed copy (MatW.pack; today: Q8_0
- * with rows a multiple of 8) and drops the pages of those whose droppable[i] says they are file pages (read
+/* Gives the matrices the fast kernels read faster in another layout a packed copy (MatW.pack; today: Q8_0,
+ * PACK_R8 for llama.cpp's orders (rows a multiple of 8), PACK_P16 for the fast arithmetic (rows a multiple of
+ * 16, AVX-512)) and drops the pages of those whose droppable[i] says they are file pages (read
  * back from the file if touched again; other memory would lose its contents). Results are bit-identical
  * with or without. */
 /* progress (may be NULL): "pack", bytes copied of bytes to copy, on the calling thread. */
-int host_pack(MatW *mats, const bool *droppable, int n, const HostProgress *progress, PackSet *out, Err *err);
+int host_pack(MatW *mats, const bool *droppable, int n, int kind, const HostProgress *progress, PackSet *out, Err *err);
 void host_pack_free(PackSet *p);
 /* The R8 layout (MatW.pack): rows (a multiple of 8) of row_bytes, blocks of block_bytes, interleaved by 8
  * per block: block i of row 8g+r goes to dst + g·8·row_bytes + (8i + r)·block_bytes. */
 void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes);
+/* The P16 layout of Q8_0 rows (a multiple of 16), ops.h's PACK_P16. */
+void pack_p16_q8_0(void *dst, const void *src, int64_t rows, size_t row_bytes);
 
 /* "cpu" (ref false: the ISA's kernels) or "ref" (the scalar reference); backend.c calls it by name. */
 Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err);

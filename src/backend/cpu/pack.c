@@ -16,7 +16,11 @@
  * on the development VM, mostly the kernel clearing fresh pages. Packing on a background thread instead
  * (load in 0.3 s) was tried: the first seconds of decode ran at half speed next to it and the peak RSS
  * rose 25% (the compute kept faulting in file pages of matrices not yet copied), so it is done up
- * front (docs/KERNELS.md, "Decode GEMV"). */
+ * front (docs/KERNELS.md, "Decode GEMV").
+ *
+ * The fast arithmetic reads Q8_0 matrices whose row count is a multiple of 16 as P16 panels instead (ops.h's
+ * PACK_P16: 16 rows' blocks transposed into the vectors the kernel multiplies, the 128 offset applied), the
+ * same bytes in the same memory as the R8 copy. */
 #include "backend/cpu/host_backend.h"
 
 #include "base/bigalloc.h"
@@ -55,8 +59,25 @@ static void pack_rows8_q8_0(uint8_t *dst, const uint8_t *src, int64_t rows, size
     pack_loop(dst, src, rows, row_bytes, Q8_0_BYTES);
 }
 
-static bool packable(const MatW *w) {
-    return w->data && !w->pack && !w->gemv && w->type == FMT_Q8_0 && w->rows > 0 && w->rows % PACK_ROWS == 0 &&
+void pack_p16_q8_0(void *dst, const void *src, int64_t rows, size_t row_bytes) {
+    const size_t nb = row_bytes / Q8_0_BYTES;
+    for (int64_t p = 0; p < rows / 16; p++) {
+        const uint8_t *sp = (const uint8_t *)src + (size_t)p * 16 * row_bytes;
+        uint8_t *q = (uint8_t *)dst + (size_t)p * 16 * row_bytes, *d = q + 512 * nb;
+        for (size_t i = 0; i < nb; i++)
+            for (int r = 0; r < 16; r++) {
+                const uint8_t *b = sp + (size_t)r * row_bytes + i * Q8_0_BYTES;
+                memcpy(d + 32 * i + 2 * r, b, 2);
+                for (int g = 0; g < 8; g++)
+                    for (int k = 0; k < 4; k++) q[512 * i + 64 * g + 4 * r + k] = b[2 + 4 * g + k] ^ 0x80;
+            }
+    }
+}
+
+static int group_rows(int kind) { return kind == PACK_P16 ? 16 : PACK_ROWS; }
+
+static bool packable(const MatW *w, int kind) {
+    return w->data && !w->pack && !w->gemv && w->type == FMT_Q8_0 && w->rows > 0 && w->rows % group_rows(kind) == 0 &&
            w->cols % 32 == 0 && w->row_bytes == (size_t)w->cols / 32 * Q8_0_BYTES;
 }
 
@@ -72,7 +93,7 @@ typedef struct Job {
     const bool *drop; /* per packed matrix: its pages may be dropped */
     uint8_t **dst;
     int64_t *first; /* per matrix, the index of its first slice; [n] = all slices */
-    int n;
+    int n, kind;
     atomic_llong next;
     atomic_ullong bytes_done; /* for progress */
     uint64_t bytes_total;
@@ -90,11 +111,13 @@ static void *worker(void *arg) {
         if (s >= j->first[j->n]) return NULL;
         while (s >= j->first[m + 1]) m++;
         const MatW *w = j->mats[m];
-        const int64_t groups = w->rows / PACK_ROWS, g0 = (s - j->first[m]) * SLICE_GROUPS;
+        const int gr = group_rows(j->kind);
+        const int64_t groups = w->rows / gr, g0 = (s - j->first[m]) * SLICE_GROUPS;
         const int64_t g1 = g0 + SLICE_GROUPS < groups ? g0 + SLICE_GROUPS : groups;
-        const size_t off = (size_t)g0 * PACK_ROWS * w->row_bytes, bytes = (size_t)(g1 - g0) * PACK_ROWS * w->row_bytes;
+        const size_t off = (size_t)g0 * gr * w->row_bytes, bytes = (size_t)(g1 - g0) * gr * w->row_bytes;
         const uint8_t *src = (const uint8_t *)w->data + off;
-        pack_rows8_q8_0(j->dst[m] + off, src, (g1 - g0) * PACK_ROWS, w->row_bytes);
+        if (j->kind == PACK_P16) pack_p16_q8_0(j->dst[m] + off, src, (g1 - g0) * gr, w->row_bytes);
+        else pack_rows8_q8_0(j->dst[m] + off, src, (g1 - g0) * gr, w->row_bytes);
         if (j->drop[m]) drop_pages(src, bytes);
         const uint64_t done = atomic_fetch_add(&j->bytes_done, bytes) + bytes;
         if (j->progress && pthread_equal(pthread_self(), j->caller))
@@ -107,14 +130,14 @@ static int by_address(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-int host_pack(MatW *all, const bool *droppable, int n_all, const HostProgress *progress, PackSet *out, Err *err) {
+int host_pack(MatW *all, const bool *droppable, int n_all, int kind, const HostProgress *progress, PackSet *out, Err *err) {
     memset(out, 0, sizeof *out);
     int n = 0;
     MatW **mats = malloc(sizeof *mats * (size_t)(n_all + 1));
     bool *drop = malloc(sizeof *drop * (size_t)(n_all + 1));
     if (!mats || !drop) return free(mats), free(drop), err_set(err, "out of memory");
     for (int k = 0; k < n_all; k++)
-        if (packable(&all[k])) drop[n] = droppable[k], mats[n++] = &all[k];
+        if (packable(&all[k], kind)) drop[n] = droppable[k], mats[n++] = &all[k];
     if (n == 0) return free(mats), free(drop), 0;
 
     uint8_t **dst = malloc(sizeof *dst * (size_t)n);
@@ -132,10 +155,10 @@ int host_pack(MatW *all, const bool *droppable, int n_all, const HostProgress *p
     for (int i = 0; i < n; i++) {
         dst[i] = arena + at;
         at += ((size_t)mats[i]->rows * mats[i]->row_bytes + 4095) & ~(size_t)4095;
-        first[i + 1] = first[i] + (mats[i]->rows / PACK_ROWS + SLICE_GROUPS - 1) / SLICE_GROUPS;
+        first[i + 1] = first[i] + (mats[i]->rows / group_rows(kind) + SLICE_GROUPS - 1) / SLICE_GROUPS;
         ranges[i] = (PackedRange){mats[i]->data, (size_t)mats[i]->rows * mats[i]->row_bytes};
     }
-    Job job = {mats, drop, dst, first, n, 0, 0, 0, pthread_self(), progress && progress->fn ? progress : NULL};
+    Job job = {mats, drop, dst, first, n, kind, 0, 0, 0, pthread_self(), progress && progress->fn ? progress : NULL};
     for (int i = 0; i < n; i++) job.bytes_total += (uint64_t)mats[i]->rows * mats[i]->row_bytes;
     long nt = sysconf(_SC_NPROCESSORS_ONLN);
     nt = nt < 1 ? 1 : nt > MAX_THREADS ? MAX_THREADS : nt;
@@ -148,6 +171,7 @@ int host_pack(MatW *all, const bool *droppable, int n_all, const HostProgress *p
     if (job.progress) job.progress->fn(job.progress->user, "pack", job.bytes_total, job.bytes_total);
     for (int i = 0; i < n; i++) {
         mats[i]->pack = dst[i];
+        mats[i]->pack_kind = (uint8_t)kind;
         if (drop[i]) drop_pages(mats[i]->data, ranges[i].bytes); /* the pages across slice edges */
     }
     qsort(ranges, (size_t)n, sizeof *ranges, by_address);

@@ -396,5 +396,6 @@ B32_FORMAT(iq4_nl, DEC16_IQ4_NL, 18, 128, MM_ACT_Q8_0, ord_iq4_nl)
 B32_FORMAT(mxfp4, DEC16_MXFP4, 17, 128, MM_ACT_Q8_0, ord_mxfp4)
 B32_FORMAT(q4_1, DEC16_Q4_1, 20, 0, MM_ACT_Q8_1, ord_min)
 B32_FORMAT(q5_1, DEC16_Q5_1, 24, 0, MM_ACT_Q8_1, ord_min)
-/* Q8_0 in the fast arithmetic (its llama.cpp orders are matmul_q8_0_avx512.c's) */
-B32_FORMAT(q8_0_fast, DEC16_Q8_0, 34, 128, MM_ACT_Q8_0, ord_fast)
+/* Q8_0 in the fast arithmetic from the file's layout (matmul_q8_0p_avx512.c reads the P16 panels; the llama.cpp
+ * orders are matmul_q8_0_avx512.c's) */
+B32_FORMAT(q8_0_dec, DEC16_Q8_0, 34, 128, MM_ACT_Q8_0, ord_fast)

@@ -225,6 +225,7 @@ static void matmul_fast(Isa isa, const OpCtx *c, const MatW *w, const float *x, 
         rc = 64;
         while (rc > 8 && ((j->O + rc - 1) / rc) * j->n_tc < 4 * (int64_t)n_threads) rc /= 2;
     }
+    if (w->pack_kind == PACK_P16) rc = (rc + 15) & ~(int64_t)15; /* items on panel edges */
     j->rc = rc;
     const int64_t n_items = ((j->O + rc - 1) / rc) * j->n_tc;
     pool_for(c->pool, n_items, 1, items, &r);

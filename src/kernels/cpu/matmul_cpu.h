@@ -117,10 +117,10 @@ static inline const uint8_t *mm_w_row(const MmJob *j, int64_t o) {
 /* For kernels that read MatW.pack (rows interleaved by 8 per block of bb bytes; Q8_0 today): row o's
  * first block, whose block i lies mm_w_bstride() · i further; the natural layout when there is no pack. */
 static inline const uint8_t *mm_w_row8(const MmJob *j, int64_t o, size_t bb) {
-    if (!j->w->pack) return mm_w_row(j, o);
+    if (!j->w->pack || j->w->pack_kind != PACK_R8) return mm_w_row(j, o);
     return (const uint8_t *)j->w->pack + (size_t)(o >> 3) * 8 * j->w->row_bytes + (size_t)(o & 7) * bb;
 }
-static inline size_t mm_w_bstride(const MmJob *j, size_t bb) { return j->w->pack ? 8 * bb : bb; }
+static inline size_t mm_w_bstride(const MmJob *j, size_t bb) { return j->w->pack && j->w->pack_kind == PACK_R8 ? 8 * bb : bb; }
 
 /* The K-quant / i-quant kernels' SPAN per path (matmul_kq_avx512.h): how many elements llama.cpp's kernel
  * for that path sums exactly before one fused multiply-add per span; 0: the format's vec_dot order.
@@ -155,7 +155,8 @@ typedef void (*MmActPrep)(MmActKind kind, int act_off, const float *x, int n, in
 
 /* The kernels, per format and ISA (matmul_cpu.c lists them in its tables). */
 extern const MmFormat mm_q8_0_avx2, mm_q8_0_avx512;
-extern const MmFormat mm_q8_0_fast_avx2, mm_q8_0_fast_avx512; /* DOT_FAST only */
+/* DOT_FAST only: AVX2 from the file's layout; AVX-512 on P16 panels (mm_q8_0_dec_avx512 without them) */
+extern const MmFormat mm_q8_0_fast_avx2, mm_q8_0_fast_avx512, mm_q8_0_dec_avx512;
 extern const MmFormat mm_f32_avx2, mm_f32_avx512, mm_f16_avx2, mm_f16_avx512, mm_bf16_avx2, mm_bf16_avx512;
 extern const MmFormat mm_q2_K_avx512, mm_q3_K_avx512, mm_q4_K_avx512, mm_q5_K_avx512, mm_q6_K_avx512;
 extern const MmFormat mm_q4_0_avx512, mm_q5_0_avx512, mm_iq4_nl_avx512, mm_mxfp4_avx512, mm_q4_1_avx512, mm_q5_1_avx512;

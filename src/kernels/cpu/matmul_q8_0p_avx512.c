@@ -1,0 +1,108 @@
+/* matmul_q8_0p_avx512.c — Q8_0 in the fast arithmetic (DOT_FAST) at the AVX-512 VNNI level, on the P16 panels
+ * the CPU backend packs at load (ops.h's PACK_P16: 16 rows' blocks already transposed, q XOR 0x80).
+ *
+ * The order (gguf/quant_order_legacy.c, `repacked`): per 32-element block one integer total Σ q·a, then
+ * acc = fma((float)Σ, d_w·d_a, acc). ZMM lane r is row r of the panel: vector g of a block holds elements
+ * 4g..4g+3 of the 16 rows, so vpdpbusd with the token's 4 activations broadcast adds them to the 16 rows' totals;
+ * starting from the prepared correction -128·Σa makes the totals exact. The float steps then run 16 dot products
+ * per instruction and nothing is reduced across lanes. Decode (a few tokens) and prefill (tiles of 8) run the
+ * same steps per (row, token), so a row's result does not depend on the batch.
+ *
+ * Matrices without a P16 copy (rows not a multiple of 16, --no-pack, row ranges not on panel edges) take the
+ * decoding kernel of matmul_b32_avx512.c (mm_q8_0_dec_avx512), in the same order. */
+#include "kernels/cpu/matmul_cpu.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "gguf/quant_blocks.h"
+
+#define P_INLINE static inline __attribute__((always_inline))
+#define TILE_T 8 /* tokens per GEMM tile */
+
+typedef struct PTok {
+    const int8_t *qs;
+    const float *d;
+    const int32_t *corr32;
+} PTok;
+
+P_INLINE PTok p_tok(const MmJob *j, int64_t t) {
+    const uint8_t *r = mm_act_row(j, t);
+    PTok k = {(const int8_t *)(r + j->al.qs), (const float *)(r + j->al.d), (const int32_t *)(r + j->al.corr32)};
+    return k;
+}
+
+P_INLINE __m512i bc32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* One panel (q: its blocks' quant vectors, d: its fp16 scales) with C tokens: out[c][r]. */
+P_INLINE void panel_tile(const uint8_t *q, const uint16_t *d, int64_t nb, const PTok *tk, const int C, float out[][16]) {
+    __m512 acc[TILE_T];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *qb = q + 512 * i;
+        __m512i S[TILE_T];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) S[c] = _mm512_set1_epi32(tk[c].corr32[i]);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            const __m512i w = _mm512_loadu_si512(qb + 64 * g); /* 544·nb-byte panels: 64-aligned when nb is even */
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) S[c] = _mm512_dpbusd_epi32(S[c], w, bc32(tk[c].qs + 32 * i + 4 * g));
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(d + 16 * i)));
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dw, _mm512_set1_ps(tk[c].d[i])), acc[c]);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], acc[c]);
+}
+
+#define TILE_FN(C)                                                                                                  \
+    static void tile##C(const uint8_t *q, const uint16_t *d, int64_t nb, const PTok *tk, float out[][16]) {          \
+        panel_tile(q, d, nb, tk, C, out);                                                                           \
+    }
+TILE_FN(1)
+TILE_FN(2)
+TILE_FN(3)
+TILE_FN(4)
+TILE_FN(5)
+TILE_FN(6)
+TILE_FN(7)
+TILE_FN(8)
+typedef void (*TileFn)(const uint8_t *, const uint16_t *, int64_t, const PTok *, float (*)[16]);
+static const TileFn tiles[TILE_T + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6, tile7, tile8};
+
+static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
+    if (j->w->pack_kind != PACK_P16) {
+        mm_q8_0_dec_avx512.compute(j, o0, o1, t0, t1, tmp);
+        return;
+    }
+    const int64_t nb = j->K / QK;
+    const size_t panel_bytes = 16 * j->w->row_bytes;
+    for (int64_t o = o0; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
+        const uint8_t *q = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes;
+        const uint16_t *d = (const uint16_t *)(q + 512 * nb);
+        /* the next panel's first lines: 16 rows are one stream here, but each panel starts a new one */
+        for (int k = 0; k < 4; k++) _mm_prefetch((const char *)q + panel_bytes + 64 * k, _MM_HINT_T0);
+        for (int64_t t = t0; t < t1; t += TILE_T) {
+            const int nc = t1 - t < TILE_T ? (int)(t1 - t) : TILE_T;
+            PTok tk[TILE_T];
+            for (int c = 0; c < nc; c++) tk[c] = p_tok(j, t + c);
+            float out[TILE_T][16];
+            tiles[nc](q, d, nb, tk, out);
+            const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < nr; r++) j->y[(t + c) * j->O + o + r] = out[c][r];
+        }
+    }
+}
+
+static size_t tmp_bytes(int64_t K) { return mm_q8_0_dec_avx512.tmp_bytes(K); }
+
+const MmFormat mm_q8_0_fast_avx512 = {.act_kind = MM_ACT_Q8_0, .act_off = 128, .tmp_bytes = tmp_bytes, .compute = compute, .fast = true};
