@@ -2,7 +2,7 @@
  * (docs/KERNELS.md, "Matrix multiply", has the numbers).
  *
  *   matmul_bench [--formats q8_0,q4_K,...] [--model 0.8b|9b|all] [--T 1,512] [--threads 1,2]
- *                [--isa ref|avx2|avx512] [--reps N] [--no-head] [--shape OUTxIN]
+ *                [--isa ref|avx2|avx512] [--reps N] [--no-head] [--shape OUTxIN] [--arith fast|llama]
  *
  * Per shape, T and thread count: the best of N runs (the machine is shared: the minimum is the
  * least disturbed run), as GFLOP/s (2·rows·cols·T / time; int8 ops for the quantized formats) and, for
@@ -11,6 +11,7 @@
  * kernels do when they get the cores; spinning pool threads count as busy). Weights are random bits with sane scales: the speed of
  * these kernels does not depend on the values. */
 #include "base/fp16.h"
+#include "backend/cpu/host_backend.h"
 #include "base/pool.h"
 #include "gguf/format.h"
 #include "kernels/cpu/kernels_cpu.h"
@@ -158,7 +159,7 @@ static const Format *format_by_name(const char *name) {
 }
 
 int main(int argc, char **argv) {
-    const char *formats = "q8_0", *model = "all", *isa_s = NULL;
+    const char *formats = "q8_0", *model = "all", *isa_s = NULL, *arith = "fast";
     int64_t Ts[8] = {1, 512}, ths[8] = {1, 2};
     int nT = 2, nth = 2, reps = 5;
     int no_head = 0;
@@ -171,11 +172,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa_s = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-head")) no_head = 1;
+        else if (!strcmp(argv[i], "--arith") && i + 1 < argc) arith = argv[++i];
         else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
             if (sscanf(argv[++i], "%ldx%ld", (long *)&shape_out, (long *)&shape_in) != 2) return 2;
         } else {
             fprintf(stderr, "usage: matmul_bench [--formats q8_0,...] [--model 0.8b|9b|all] [--T 1,512] "
-                            "[--threads 1,2] [--isa ref|avx2|avx512] [--reps N] [--no-head] [--shape OUTxIN]\n");
+                            "[--threads 1,2] [--isa ref|avx2|avx512] [--reps N] [--no-head] [--shape OUTxIN] [--arith fast|llama]\n");
             return 2;
         }
     }
@@ -186,6 +188,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const MatmulFn mm = ops_cpu(isa)->matmul;
+    const MatMode mode = !strcmp(arith, "llama") ? MATMUL_GGML : MATMUL_FAST;
     {
         Pool *p2 = pool_create(2, &err);
         printf("ISA %s; read bandwidth probe: %.1f GB/s (1 thread), %.1f GB/s (2 threads)\n\n", isa_name(isa), probe(NULL, 1),
@@ -209,10 +212,17 @@ int main(int argc, char **argv) {
             if (no_head && !strcmp(sh.name, "head")) continue;
             if (sh.in % f->block) continue;
             const size_t rb = format_row_bytes(f, sh.in);
-            MatW w = {NULL, f->id, sh.in, sh.out, rb, false, NULL};
-            uint8_t *wd = xalloc(rb * (size_t)sh.out);
+            MatW w = {NULL, f->id, sh.in, sh.out, rb, false, NULL, PACK_NONE};
+            uint8_t *wd = xalloc(rb * (size_t)sh.out), *pk = NULL;
             fill_weights(f, wd, sh.out, sh.in);
             w.data = wd;
+            if (f->id == FMT_Q8_0 && isa == ISA_AVX512 && sh.out % 16 == 0) { /* as the CPU backend packs */
+                pk = xalloc(rb * (size_t)sh.out);
+                if (mode == MATMUL_FAST) pack_p16_q8_0(pk, wd, sh.out, rb);
+                else pack_rows8(pk, wd, sh.out, rb, 34);
+                w.pack = pk;
+                w.pack_kind = mode == MATMUL_FAST ? PACK_P16 : PACK_R8;
+            }
             int64_t maxT = 0;
             for (int k = 0; k < nT; k++) maxT = Ts[k] > maxT ? Ts[k] : maxT;
             float *x = xalloc((size_t)(maxT * sh.in) * sizeof(float));
@@ -226,7 +236,7 @@ int main(int argc, char **argv) {
                 }
                 const size_t sb = ops_scratch_bytes(maxT, sh.in, (int)ths[ti]);
                 void *scratch = xalloc(sb);
-                const OpCtx c = {MATMUL_GGML, pool, scratch, sb};
+                const OpCtx c = {mode, pool, scratch, sb};
                 for (int k = 0; k < nT; k++) {
                     const int64_t T = Ts[k];
                     const double flop = 2.0 * (double)sh.in * (double)sh.out * (double)T;
@@ -253,7 +263,7 @@ int main(int argc, char **argv) {
                 free(scratch);
                 pool_destroy(pool);
             }
-            free(wd), free(x), free(y);
+            free(wd), free(pk), free(x), free(y);
         }
     }
     return 0;

@@ -237,11 +237,11 @@ KQ_INLINE void dec_iq1_m(const uint8_t *p, KRow *k) {
 }
 
 
-KQ_FORMAT(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq)
+KQ_FORMAT_GS(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32)
 KQ_FORMAT(iq2_xs, K_IQ, 74, 128, dec_iq2_xs, 0.125f, mm_span_iq)
 KQ_FORMAT(iq2_s, K_IQ, 82, 128, dec_iq2_s, 0.125f, mm_span_iq)
-KQ_FORMAT(iq3_xxs, K_IQ, 98, 128, dec_iq3_xxs, 0.25f, mm_span_iq)
-KQ_FORMAT(iq3_s, K_IQ, 110, 128, dec_iq3_s, 1.f, mm_span_iq)
-KQ_FORMAT(iq4_xs, K_IQ, 136, 128, dec_iq4_xs, 1.f, mm_span_iq)
+KQ_FORMAT_GS(iq3_xxs, K_IQ, 98, 128, dec_iq3_xxs, 0.25f, mm_span_iq, 32)
+KQ_FORMAT_GS(iq3_s, K_IQ, 110, 128, dec_iq3_s, 1.f, mm_span_iq, 32)
+KQ_FORMAT_GS(iq4_xs, K_IQ, 136, 128, dec_iq4_xs, 1.f, mm_span_iq, 32)
 KQ_FORMAT(iq1_s, K_IQ1S, 50, 128, dec_iq1_s, 1.f, mm_span_iq)
 KQ_FORMAT(iq1_m, K_IQ1M, 56, 128, dec_iq1_m, 1.f, mm_span_iq)

@@ -159,6 +159,6 @@ KQ_INLINE void dec_q2_K(const uint8_t *p, KRow *k) {
 
 KQ_FORMAT(q2_K, K_Q2, 84, 0, dec_q2_K, 1.f, mm_span_q2)
 KQ_FORMAT(q3_K, K_Q3, 110, 4, dec_q3_K, 1.f, mm_span_none)
-KQ_FORMAT(q4_K, K_Q4, 144, 0, dec_q4_K, 1.f, mm_span_q4)
-KQ_FORMAT(q5_K, K_Q5, 176, 0, dec_q5_K, 1.f, mm_span_none)
+KQ_FORMAT_GS(q4_K, K_Q4, 144, 0, dec_q4_K, 1.f, mm_span_q4, 32)
+KQ_FORMAT_GS(q5_K, K_Q5, 176, 0, dec_q5_K, 1.f, mm_span_none, 32)
 KQ_FORMAT(q6_K, K_Q6, 210, 0, dec_q6_K, 1.f, mm_span_none)

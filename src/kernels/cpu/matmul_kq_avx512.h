@@ -483,6 +483,63 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
         _mm512_storeu_ps(out[c], (kind == K_Q2 || kind == K_Q4 || kind == K_Q5) ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);
 }
 
+/* The fast arithmetic's tile kernel (DOT_FAST: a whole super-block per integer total): C ≤ 8 tokens. Per
+ * scale group (GS elements of one integer scale: 32 for Q4_K / Q5_K and the i-quants with scales per 32, 16
+ * for the others) each token's total grows by a chain of vpdpbusd from the group's correction, then one
+ * vpmulld by the 16 rows' scales into the super-block's total; per super-block one fma per token (two for the
+ * formats with minimums, Q6_K's -32·Σ sc·bsums in integers). The same integers and float steps as
+ * kq_p16_span with span 256 and the per-row kernel, in fewer instructions: eight tokens share each weight
+ * vector, and the chains are long enough to keep vpdpbusd busy. */
+#define KQ_FAST_T 8
+KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const int C, const KTile *tl, int64_t nsb,
+                           const KTok *tk, float out[][16]) {
+    const bool mins = kind == K_Q2 || kind == K_Q4 || kind == K_Q5;
+    __m512 acc[KQ_FAST_T], accm[KQ_FAST_T];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) acc[c] = accm[c] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *q = kt_q(tl, sb);
+        const int32_t *sc = kt_sc(tl, sb), *mp = kt_mp(tl, sb);
+        __m512i S[KQ_FAST_T];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) S[c] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int g0 = 0; g0 < 16; g0 += GS / 16) {
+            __m512i I[KQ_FAST_T];
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) {
+                const int32_t *cr = tk[c].corr16 + sb * 16 + g0;
+                I[c] = sgn ? _mm512_set1_epi32(GS == 32 ? cr[0] + cr[1] : cr[0]) : _mm512_setzero_si512();
+            }
+#pragma GCC unroll 8
+            for (int k = 4 * g0; k < 4 * g0 + GS / 4; k++) {
+                const __m512i w = _mm512_load_si512(q + 64 * k);
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++) I[c] = _mm512_dpbusd_epi32(I[c], w, kq_bcast32(tk[c].qs + sb * QK_K + 4 * k));
+            }
+            const __m512i s = _mm512_load_si512(sc + 16 * g0);
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I[c], s));
+        }
+        const __m512 dw = _mm512_load_ps(kind == K_IQ ? kt_dmin(tl, sb) : kt_d(tl, sb)); /* IQ: dfac (panel) */
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            const int16_t *bs = tk[c].bs + sb * 16;
+            const __m512 d8 = _mm512_set1_ps(tk[c].d[sb]);
+            if (kind == K_Q6 || mins) {
+                __m512i M = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int p = 0; p < 8; p++) M = _mm512_dpwssd_epi32(M, _mm512_load_si512(mp + 16 * p), kq_bcast32(bs + 2 * p));
+                if (kind == K_Q6) S[c] = _mm512_sub_epi32(S[c], _mm512_slli_epi32(M, 5));
+                else accm[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(_mm512_load_ps(kt_dmin(tl, sb)), d8), accm[c]);
+            }
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dw, d8), acc[c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], mins ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);
+}
+
 /* ---- the compute function of a format ------------------------------------------------------------------
  * KQ_FORMAT(name, KIND, BLOCK_BYTES, OFF, DECODE, POST, SPAN_OF) defines compute_<name> and the MmFormat
  * mm_<name>_avx512; DECODE(const uint8_t *block, KRow *out), SPAN_OF(path) → 0 (LANES8) or the span. */
@@ -514,7 +571,24 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
         }                                                                                                         \
     }
 
-#define KQ_FORMAT(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF)                                                   \
+#define KQ_FAST_FN(NAME, KIND, OFF, GS, C)                                                                         \
+    static void p16fast##C##_##NAME(const KTile *tl, int64_t nsb, const KTok *tk, float out[][16]) {             \
+        kq_p16_fast(KIND, (OFF) != 0, GS, C, tl, nsb, tk, out);                                                   \
+    }
+#define KQ_FORMAT(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF) KQ_FORMAT_GS(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, 16)
+/* GS: the elements of one integer scale (32 where the format's scales are per 32) */
+#define KQ_FORMAT_GS(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS)                                            \
+    KQ_FAST_FN(NAME, KIND, OFF, GS, 1)                                                                            \
+    KQ_FAST_FN(NAME, KIND, OFF, GS, 2)                                                                            \
+    KQ_FAST_FN(NAME, KIND, OFF, GS, 3)                                                                            \
+    KQ_FAST_FN(NAME, KIND, OFF, GS, 4)                                                                            \
+    KQ_FAST_FN(NAME, KIND, OFF, GS, 5)                                                                            \
+    KQ_FAST_FN(NAME, KIND, OFF, GS, 6)                                                                            \
+    KQ_FAST_FN(NAME, KIND, OFF, GS, 7)                                                                            \
+    KQ_FAST_FN(NAME, KIND, OFF, GS, 8)                                                                            \
+    static void (*const p16fast_##NAME[KQ_FAST_T + 1])(const KTile *, int64_t, const KTok *, float (*)[16]) = {    \
+        NULL, p16fast1_##NAME, p16fast2_##NAME, p16fast3_##NAME, p16fast4_##NAME, p16fast5_##NAME, p16fast6_##NAME, \
+        p16fast7_##NAME, p16fast8_##NAME};                                                                        \
     KQ_ROWS(NAME, KIND, BYTES, OFF, DECODE, POST, 0, 1)                                                           \
     KQ_ROWS(NAME, KIND, BYTES, OFF, DECODE, POST, 0, 2)                                                           \
     KQ_ROWS(NAME, KIND, BYTES, OFF, DECODE, POST, 64, 1)                                                          \
@@ -560,13 +634,16 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
                 for (int r = 0; r < 16; r++) DECODE(mm_w_row(j, o + (r < nr ? r : nr - 1)) + sb * (BYTES), &rows[r]); \
                 kq_tile_put(&tl, sb, rows);                                                                       \
             }                                                                                                     \
-            const int step = span ? 4 : 2;                                                                        \
+            const bool fast = j->path == DOT_FAST;                                                                \
+            const int step = fast ? KQ_FAST_T : span ? 4 : 2;                                                     \
             for (int64_t t = t0; t < t1; t += step) {                                                             \
                 const int nc = t1 - t < step ? (int)(t1 - t) : step;                                              \
-                KTok tk[4];                                                                                       \
+                KTok tk[KQ_FAST_T];                                                                               \
                 for (int c = 0; c < step; c++) tk[c] = kq_tok(j, t + (c < nc ? c : nc - 1));                      \
-                float out[4][16];                                                                                 \
-                if (span)                                                                                         \
+                float out[KQ_FAST_T][16];                                                                         \
+                if (fast)                                                                                         \
+                    p16fast_##NAME[nc](&tl, nsb, tk, out);                                                        \
+                else if (span)                                                                                    \
                     p16span_##NAME(&tl, nsb, tk, span, out);                                                      \
                 else if (nc == 1)                                                                                 \
                     p16lanes1_##NAME(&tl, nsb, tk, out);                                                          \
