@@ -19,6 +19,7 @@
 
 #define P_INLINE static inline __attribute__((always_inline))
 #define TILE_T 8 /* tokens per GEMM tile */
+#define PF_BYTES 8192 /* decode's software prefetch distance */
 
 typedef struct PTok {
     const int8_t *qs;
@@ -45,6 +46,9 @@ P_INLINE void panel_tile(const uint8_t *q, const uint16_t *d, int64_t nb, const 
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *qb = q + 512 * i;
+        if (C <= 2) /* decode streams the panels from memory: 544 bytes a block, PF_BYTES ahead (the next panel's
+                     * too: they follow each other) */
+            for (int k = 0; k < 9; k++) _mm_prefetch((const char *)q + 544 * i + PF_BYTES + 64 * k, _MM_HINT_T0);
         __m512i S[TILE_T];
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) S[c] = _mm512_set1_epi32(tk[c].corr32[i]);
@@ -88,8 +92,6 @@ static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t 
     for (int64_t o = o0; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
         const uint8_t *q = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes;
         const uint16_t *d = (const uint16_t *)(q + 512 * nb);
-        /* the next panel's first lines: 16 rows are one stream here, but each panel starts a new one */
-        for (int k = 0; k < 4; k++) _mm_prefetch((const char *)q + panel_bytes + 64 * k, _MM_HINT_T0);
         for (int64_t t = t0; t < t1; t += TILE_T) {
             const int nc = t1 - t < TILE_T ? (int)(t1 - t) : TILE_T;
             PTok tk[TILE_T];
