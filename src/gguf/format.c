@@ -8,6 +8,11 @@
  * split of the repacked gemm. */
 #include "gguf/format.h"
 
+#include "base/fdot.h"
+#include "base/fp16.h"
+
+#include <math.h>
+
 #include "gguf/quant.h"
 
 #include <stddef.h>
@@ -60,12 +65,26 @@ DotPath format_pick_path_row(const Format *f, int64_t rows, int64_t cols, int64_
 }
 
 DotPath format_fast_path(const Format *f, int64_t cols) {
-    switch (f->id) {
-    case FMT_F32:
-    case FMT_F16: return cols % 16 == 0 ? DOT_GEMM : DOT_GEMV;
-    case FMT_BF16: return cols % 32 == 0 ? DOT_GEMM : DOT_GEMV;
-    default: return DOT_FAST;
+    (void)f, (void)cols;
+    return DOT_FAST;
+}
+
+static inline float widen(uint32_t type, const void *w, int64_t i) {
+    switch (type) {
+    case FMT_F16: return fp16_to_fp32(((const uint16_t *)w)[i]);
+    case FMT_BF16: return bf16_to_fp32(((const uint16_t *)w)[i]);
+    default: return ((const float *)w)[i];
     }
+}
+
+float format_fast_float_dot(uint32_t type, const void *w, const float *x, int64_t n) {
+    float acc[16] = {0};
+    const int64_t n16 = n & ~(int64_t)15;
+    for (int64_t i = 0; i < n16; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] = fmaf(widen(type, w, i + l), x[i + l], acc[l]);
+    float s = fdot_reduce16(acc);
+    for (int64_t i = n16; i < n; i++) s = fmaf(widen(type, w, i), x[i], s);
+    return s;
 }
 
 const Format *format_get(uint32_t id) {

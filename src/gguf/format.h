@@ -77,8 +77,10 @@ typedef enum DotPath {
      * (32 elements) or super-block (256) summed exactly in integers, then one fused multiply-add per block into
      * one float accumulator, acc = fma((float)Σ, d_w·d_a, acc), and the minimum terms into a second one
      * (Q2_K / Q4_K / Q5_K: Σ m·bsums, subtracted at the end; Q4_1 / Q5_1: m·s, added) — llama.cpp's repacked
-     * and IQ-panel order, for every format. Float formats take DOT_GEMM's order where the row length allows
-     * it and DOT_GEMV's otherwise (format_fast_path). */
+     * and IQ-panel order, for every format. Float formats (F32, F16, BF16) keep their activations in F32 (no
+     * rounding to F16 / BF16: more accurate than llama.cpp) and sum with one 16-lane accumulator, one fused
+     * step per 16 elements (weights widened exactly), reduced as fdot_reduce16, the n % 16 last products fused
+     * one by one after that (format_fast_float_dot). */
     DOT_FAST = 5,
 } DotPath;
 typedef float (*FormatDotPath)(DotPath path, int64_t n, const void *w, const void *act);
@@ -109,9 +111,11 @@ DotPath format_pick_path(const Format *f, int64_t rows, int64_t cols, int64_t n_
  * on whole groups of 4 rows and its gemv on the rest). */
 DotPath format_pick_path_row(const Format *f, int64_t rows, int64_t cols, int64_t n_act, bool expert, int64_t t);
 
-/* The path of every product in the fast arithmetic: DOT_FAST for the integer formats; for F32 / F16 (BF16)
- * DOT_GEMM when the row length is a multiple of 16 (32), else DOT_GEMV. */
+/* The path of every product in the fast arithmetic: DOT_FAST. */
 DotPath format_fast_path(const Format *f, int64_t cols);
+/* The float formats' DOT_FAST dot product: weight row w (F32, F16 or BF16 as `type`) with F32 activations x. */
+float format_fast_float_dot(uint32_t type, const void *w, const float *x, int64_t n);
+static inline bool format_is_float(uint32_t type) { return type == FMT_F32 || type == FMT_F16 || type == FMT_BF16; }
 
 /* NULL for ids that are out of range or not in the table (removed or never-existing ggml types). */
 const Format *format_get(uint32_t id);

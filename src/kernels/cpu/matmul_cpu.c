@@ -71,7 +71,16 @@ static const MmFormat *const tab_avx512[FMT_COUNT] = {
 
 static const MmFormat *lookup(Isa isa, uint32_t type, MatMode mode) {
     if (type >= FMT_COUNT) return NULL;
-    if (mode == MATMUL_FAST && type == FMT_Q8_0) return isa == ISA_AVX512 ? &mm_q8_0_fast_avx512 : isa == ISA_AVX2 ? &mm_q8_0_fast_avx2 : NULL;
+    if (mode == MATMUL_FAST && (type == FMT_Q8_0 || format_is_float(type))) {
+        const bool z = isa == ISA_AVX512;
+        if (isa != ISA_AVX512 && isa != ISA_AVX2) return NULL;
+        switch (type) {
+        case FMT_Q8_0: return z ? &mm_q8_0_fast_avx512 : &mm_q8_0_fast_avx2;
+        case FMT_F32: return z ? &mm_f32_fast_avx512 : &mm_f32_fast_avx2;
+        case FMT_F16: return z ? &mm_f16_fast_avx512 : &mm_f16_fast_avx2;
+        default: return z ? &mm_bf16_fast_avx512 : &mm_bf16_fast_avx2;
+        }
+    }
     switch (isa) {
     case ISA_AVX2: return tab_avx2[type];
     case ISA_AVX512: return tab_avx512[type];

@@ -158,6 +158,8 @@ extern const MmFormat mm_q8_0_avx2, mm_q8_0_avx512;
 /* DOT_FAST only: AVX2 from the file's layout; AVX-512 on P16 panels (mm_q8_0_dec_avx512 without them) */
 extern const MmFormat mm_q8_0_fast_avx2, mm_q8_0_fast_avx512, mm_q8_0_dec_avx512;
 extern const MmFormat mm_f32_avx2, mm_f32_avx512, mm_f16_avx2, mm_f16_avx512, mm_bf16_avx2, mm_bf16_avx512;
+extern const MmFormat mm_f32_fast_avx2, mm_f32_fast_avx512, mm_f16_fast_avx2, mm_f16_fast_avx512, mm_bf16_fast_avx2,
+    mm_bf16_fast_avx512; /* DOT_FAST: F32 activations */
 extern const MmFormat mm_q2_K_avx512, mm_q3_K_avx512, mm_q4_K_avx512, mm_q5_K_avx512, mm_q6_K_avx512;
 extern const MmFormat mm_q4_0_avx512, mm_q5_0_avx512, mm_iq4_nl_avx512, mm_mxfp4_avx512, mm_q4_1_avx512, mm_q5_1_avx512;
 extern const MmFormat mm_q4_0_avx2, mm_q5_0_avx2, mm_iq4_nl_avx2, mm_mxfp4_avx2, mm_q4_1_avx2, mm_q5_1_avx2;

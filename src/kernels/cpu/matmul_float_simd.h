@@ -284,6 +284,102 @@ static void compute_bf16(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int
     compute_kind(MF_BF16, j, o0, o1, t0, t1);
 }
 
+/* ---- the fast arithmetic (format_fast_float_dot): F32 activations, one 16-lane accumulator per dot product,
+ * the n % 16 leftovers fused one by one after the reduction; tiles of MF_R rows × C tokens, C = 1 … MF_C ---- */
+
+MF_INLINE FV fw_load(MfKind k, const void *w, int64_t i) {
+    if (k == MF_F32) return fv_f32((const float *)w + i);
+    if (k == MF_F16) return fv_f16((const uint16_t *)w + i);
+#if defined(__AVX512F__)
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i))), 16));
+#else
+    const uint16_t *p = (const uint16_t *)w + i;
+    return fv_mk(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16)),
+                 _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 8))), 16)));
+#endif
+}
+MF_INLINE float fw_one(MfKind k, const void *w, int64_t i) {
+    return k == MF_F32 ? ((const float *)w)[i] : k == MF_F16 ? fp16_to_fp32(((const uint16_t *)w)[i]) : bf16_to_fp32(((const uint16_t *)w)[i]);
+}
+
+MF_INLINE void fast_tile(MfKind k, const void *const *w, const float *const *x, int64_t n, const int C, float out[MF_R][MF_C]) {
+    FV acc[MF_R][MF_C];
+    _Pragma("GCC unroll 4") for (int r = 0; r < MF_R; r++) _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) acc[r][c] = fv_zero();
+    const int64_t n16 = n & ~(int64_t)15;
+    for (int64_t i = 0; i < n16; i += 16) {
+        FV xv[MF_C];
+        _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) xv[c] = fv_f32(x[c] + i);
+        _Pragma("GCC unroll 4") for (int r = 0; r < MF_R; r++) {
+            const FV wv = fw_load(k, w[r], i);
+            _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) acc[r][c] = fv_fma(wv, xv[c], acc[r][c]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < MF_R; r++) _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) {
+        float s = fv_reduce(acc[r][c]);
+        for (int64_t i = n16; i < n; i++) s = fmaf(fw_one(k, w[r], i), x[c][i], s);
+        out[r][c] = s;
+    }
+}
+
+#define FAST_TILE_FN(KIND, KN, C)                                                                           \
+    static void fast_##KN##_##C(const void *const *w, const float *const *x, int64_t n, float out[MF_R][MF_C]) { \
+        fast_tile(KIND, w, x, n, C, out);                                                                  \
+    }
+#if MF_C == 4
+#define FAST_TILES(KIND, KN)                                                                                \
+    FAST_TILE_FN(KIND, KN, 1) FAST_TILE_FN(KIND, KN, 2) FAST_TILE_FN(KIND, KN, 3) FAST_TILE_FN(KIND, KN, 4)   \
+    static void fast_##KN(const void *const *w, const float *const *x, int64_t n, int C, float out[MF_R][MF_C]) { \
+        switch (C) {                                                                                       \
+        case 1: fast_##KN##_1(w, x, n, out); break;                                                        \
+        case 2: fast_##KN##_2(w, x, n, out); break;                                                        \
+        case 3: fast_##KN##_3(w, x, n, out); break;                                                        \
+        default: fast_##KN##_4(w, x, n, out); break;                                                       \
+        }                                                                                                  \
+    }
+#else /* MF_C == 2 */
+#define FAST_TILES(KIND, KN)                                                                                \
+    FAST_TILE_FN(KIND, KN, 1) FAST_TILE_FN(KIND, KN, 2)                                                     \
+    static void fast_##KN(const void *const *w, const float *const *x, int64_t n, int C, float out[MF_R][MF_C]) { \
+        if (C == 1) fast_##KN##_1(w, x, n, out);                                                           \
+        else fast_##KN##_2(w, x, n, out);                                                                  \
+    }
+#endif
+FAST_TILES(MF_F32, f32)
+FAST_TILES(MF_F16, f16)
+FAST_TILES(MF_BF16, bf16)
+
+static void compute_fast_kind(MfKind k, const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
+    for (int64_t o = o0; o < o1; o += MF_R) {
+        const int nr = o1 - o < MF_R ? (int)(o1 - o) : MF_R;
+        const void *w[MF_R];
+        for (int r = 0; r < MF_R; r++) w[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
+        for (int64_t t = t0; t < t1; t += MF_C) {
+            const int nc = t1 - t < MF_C ? (int)(t1 - t) : MF_C;
+            const float *x[MF_C];
+            for (int c = 0; c < nc; c++) x[c] = j->x + (t + c) * j->K;
+            float out[MF_R][MF_C];
+            if (k == MF_F32) fast_f32(w, x, j->K, nc, out);
+            else if (k == MF_F16) fast_f16(w, x, j->K, nc, out);
+            else fast_bf16(w, x, j->K, nc, out);
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < nr; r++) j->y[(t + c) * j->O + o + r] = out[r][c];
+        }
+    }
+}
+static void compute_fast_f32(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
+    compute_fast_kind(MF_F32, j, o0, o1, t0, t1);
+}
+static void compute_fast_f16(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
+    compute_fast_kind(MF_F16, j, o0, o1, t0, t1);
+}
+static void compute_fast_bf16(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
+    compute_fast_kind(MF_BF16, j, o0, o1, t0, t1);
+}
+
+const MmFormat MF_FN(mm_f32_fast) = {.act_kind = MM_ACT_F32, .compute = compute_fast_f32, .fast = true};
+const MmFormat MF_FN(mm_f16_fast) = {.act_kind = MM_ACT_F32, .compute = compute_fast_f16, .fast = true};
+const MmFormat MF_FN(mm_bf16_fast) = {.act_kind = MM_ACT_F32, .compute = compute_fast_bf16, .fast = true};
+
 const MmFormat MF_FN(mm_f32) = {.act_kind = MM_ACT_F32, .compute = compute_f32};
 const MmFormat MF_FN(mm_f16) = {.act_kind = MM_ACT_F16, .compute = compute_f16};
 const MmFormat MF_FN(mm_bf16) = {.act_kind = MM_ACT_BF16, .compute = compute_bf16};

@@ -58,6 +58,15 @@ static void rows_ggml(void *ctx, int64_t b, int64_t e, int thread) {
     }
 }
 
+/* the fast arithmetic's float formats: F32 activations, format_fast_float_dot's order */
+static void rows_fast_float(void *ctx, int64_t b, int64_t e, int thread) {
+    MatJob *j = ctx;
+    const MatW *w = j->w;
+    for (int64_t o = b; o < e; o++)
+        for (int64_t t = 0; t < j->T; t++)
+            j->y[t * w->rows + o] = format_fast_float_dot(w->type, (const uint8_t *)w->data + o * w->row_bytes, j->x + t * w->cols, w->cols);
+}
+
 static void rows_exact(void *ctx, int64_t b, int64_t e, int thread) {
     MatJob *j = ctx;
     const MatW *w = j->w;
@@ -84,6 +93,10 @@ void matmul_ref(const OpCtx *c, const MatW *w, const float *x, int64_t T, float 
         ASSERT((size_t)(s - (uint8_t *)c->scratch) + (size_t)pool_size(c->pool) * ALIGN64((size_t)w->cols * 4) <=
                c->scratch_bytes);
         pool_for(c->pool, w->rows, 4, rows_exact, &j);
+        return;
+    }
+    if (c->mode == MATMUL_FAST && format_is_float(wf->id)) {
+        pool_for(c->pool, w->rows, 4, rows_fast_float, &j);
         return;
     }
     j.af = format_get(wf->vec_dot_type);
