@@ -151,6 +151,16 @@ KQ_INLINE void kq_row_step(const KKind kind, const bool sgn, const int span, con
             st->acc2 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dl), st->acc2);
         return;
     }
+    if (span == QK_K) { /* a whole super-block (the fast arithmetic): one reduction, Q6_K's term in the lanes */
+        const bool mins = kind == K_Q2 || kind == K_Q4 || kind == K_Q5;
+        __m512i t = sgn ? kq_row_sum4(sgn, k->q, k, a, corr) : kq_row_sum_u(k, a, 0, 4);
+        __m256i mp = _mm256_setzero_si256();
+        if (mins || kind == K_Q6) mp = kq_min_pairs(k, bs);
+        if (kind == K_Q6) t = _mm512_sub_epi32(t, _mm512_zextsi256_si512(_mm256_slli_epi32(mp, 5)));
+        st->s = fmaf((float)_mm512_reduce_add_epi32(t), (kind == K_IQ ? k->dmin : k->d) * d8, st->s);
+        if (mins) st->sm = fmaf((float)kq_hsum8_i32(mp), k->dmin * d8, st->sm);
+        return;
+    }
     if (span) {
         /* SPAN: totals of span elements; Q2/Q4/Q5 also the minimum totals, Q6 less its 32·Σ sc·bsums */
         const bool mins = kind == K_Q2 || kind == K_Q4 || kind == K_Q5;
@@ -540,59 +550,6 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], mins ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);
 }
 
-/* Lane r of the result = the sum of the 16 lanes of row r (integers: exact in any order); y[m] = the first
- * step for rows 2m, 2m+1 (kq_pair16), made as the rows come so that only 8 vectors stay live. */
-KQ_INLINE __m512i kq_pair16(__m512i a, __m512i b) {
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x44), _mm512_shuffle_i32x4(a, b, 0xEE));
-}
-KQ_INLINE __m512i kq_reduce16_pairs(const __m512i *y) {
-    __m512i z[4], w[2];
-#pragma GCC unroll 4
-    for (int m = 0; m < 4; m++)
-        z[m] = _mm512_add_epi32(_mm512_shuffle_i32x4(y[2 * m], y[2 * m + 1], 0x88), _mm512_shuffle_i32x4(y[2 * m], y[2 * m + 1], 0xDD));
-#pragma GCC unroll 2
-    for (int m = 0; m < 2; m++)
-        w[m] = _mm512_add_epi32(_mm512_unpacklo_epi64(z[2 * m], z[2 * m + 1]), _mm512_unpackhi_epi64(z[2 * m], z[2 * m + 1]));
-    const __m512i r = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(w[0]), _mm512_castsi512_ps(w[1]), 0x88)),
-                                       _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(w[0]), _mm512_castsi512_ps(w[1]), 0xDD)));
-    /* lane 4b + i holds row 4i + b */
-    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
-}
-
-/* The fast arithmetic for a few tokens (decode): 16 rows decoded super-block by super-block (KRow each), every
- * row's lanes of one token reduced together (kq_reduce16) into the 16 rows' integer totals, and the float steps
- * run for the 16 rows at once — the per-row kernel's span-256 arithmetic without its horizontal sums. */
-KQ_INLINE void kq_rows16_step(const KKind kind, const bool sgn, const int C, const KRow *kr, int nr, const KTok *tk,
-                              int64_t sb, __m512 dd, __m512 dm, __m512 *acc, __m512 *accm) {
-    const bool mins = kind == K_Q2 || kind == K_Q4 || kind == K_Q5;
-#pragma GCC unroll 2
-    for (int c = 0; c < C; c++) {
-        const int8_t *a = tk[c].qs + sb * QK_K;
-        const int16_t *bs = tk[c].bs + sb * 16;
-        const int32_t *corr = tk[c].corr + sb * 64;
-        __m512i y[8];
-        int32_t mt_[16];
-        for (int r = 0; r < 16; r += 2) {
-            __m512i t2[2];
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const KRow *k = &kr[r + h < nr ? r + h : nr - 1];
-                t2[h] = sgn ? kq_row_sum4(sgn, k->q, k, a, corr) : kq_row_sum_u(k, a, 0, 4);
-                if (mins || kind == K_Q6) mt_[r + h] = kq_hsum8_i32(kq_min_pairs(k, bs));
-            }
-            y[r / 2] = kq_pair16(t2[0], t2[1]);
-        }
-        __m512i tot = kq_reduce16_pairs(y);
-        const __m512 d8 = _mm512_set1_ps(tk[c].d[sb]);
-        if (mins || kind == K_Q6) {
-            const __m512i mt = _mm512_loadu_si512(mt_);
-            if (kind == K_Q6) tot = _mm512_sub_epi32(tot, _mm512_slli_epi32(mt, 5));
-            else accm[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mt), _mm512_mul_ps(dm, d8), accm[c]);
-        }
-        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(dd, d8), acc[c]);
-    }
-}
-
 /* ---- the compute function of a format ------------------------------------------------------------------
  * KQ_FORMAT(name, KIND, BLOCK_BYTES, OFF, DECODE, POST, SPAN_OF) defines compute_<name> and the MmFormat
  * mm_<name>_avx512; DECODE(const uint8_t *block, KRow *out), SPAN_OF(path) → 0 (LANES8) or the span. */
@@ -642,38 +599,6 @@ KQ_INLINE void kq_rows16_step(const KKind kind, const bool sgn, const int C, con
     static void (*const p16fast_##NAME[KQ_FAST_T + 1])(const KTile *, int64_t, const KTok *, float (*)[16]) = {    \
         NULL, p16fast1_##NAME, p16fast2_##NAME, p16fast3_##NAME, p16fast4_##NAME, p16fast5_##NAME, p16fast6_##NAME, \
         p16fast7_##NAME, p16fast8_##NAME};                                                                        \
-    static void frows_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1) {                  \
-        const int64_t nsb = j->K / QK_K;                                                                          \
-        KRow kr[16];                                                                                              \
-        for (int64_t t = t0; t < t1; t += 2) {                                                                    \
-            const int C = t1 - t >= 2 ? 2 : 1;                                                                    \
-            KTok tk[2];                                                                                           \
-            for (int c = 0; c < C; c++) tk[c] = kq_tok(j, t + c);                                                 \
-            for (int64_t o = o0; o < o1; o += 16) {                                                               \
-                const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;                                                  \
-                __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, accm[2] = {acc[0], acc[1]};           \
-                for (int64_t sb = 0; sb < nsb; sb++) {                                                            \
-                    float dd[16], dm[16];                                                                         \
-                    for (int r = 0; r < nr; r++) {                                                                \
-                        DECODE(mm_w_row(j, o + r) + sb * (BYTES), &kr[r]);                                         \
-                        if ((OFF) != 0) kq_expand(&kr[r]);                                                        \
-                        dd[r] = (KIND) == K_IQ ? kr[r].dmin : kr[r].d;                                            \
-                        dm[r] = kr[r].dmin;                                                                       \
-                    }                                                                                             \
-                    for (int r = nr; r < 16; r++) dd[r] = dd[0], dm[r] = dm[0];                                   \
-                    const __m512 ddv = _mm512_loadu_ps(dd), dmv = _mm512_loadu_ps(dm);                            \
-                    if (C == 2) kq_rows16_step(KIND, (OFF) != 0, 2, kr, nr, tk, sb, ddv, dmv, acc, accm);          \
-                    else kq_rows16_step(KIND, (OFF) != 0, 1, kr, nr, tk, sb, ddv, dmv, acc, accm);                 \
-                }                                                                                                 \
-                for (int c = 0; c < C; c++) {                                                                     \
-                    float out[16];                                                                                \
-                    const bool mins_ = (KIND) == K_Q2 || (KIND) == K_Q4 || (KIND) == K_Q5;                        \
-                    _mm512_storeu_ps(out, mins_ ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);                       \
-                    for (int r = 0; r < nr; r++) j->y[(t + c) * j->O + o + r] = out[r];                           \
-                }                                                                                                 \
-            }                                                                                                     \
-        }                                                                                                         \
-    }                                                                                                             \
     KQ_ROWS(NAME, KIND, BYTES, OFF, DECODE, POST, 0, 1)                                                           \
     KQ_ROWS(NAME, KIND, BYTES, OFF, DECODE, POST, 0, 2)                                                           \
     KQ_ROWS(NAME, KIND, BYTES, OFF, DECODE, POST, 64, 1)                                                          \
@@ -743,8 +668,6 @@ KQ_INLINE void kq_rows16_step(const KKind kind, const bool sgn, const int C, con
         const int span = SPAN_OF(j->path);                                                                        \
         if (t1 - t0 >= KQ_GEMM_MIN_T && (KIND) != K_IQ1S && (KIND) != K_IQ1M)                                    \
             tiles_##NAME(j, o0, o1, t0, t1, span, tmp);                                                           \
-        else if (j->path == DOT_FAST && (KIND) != K_IQ1S && (KIND) != K_IQ1M)                                     \
-            frows_##NAME(j, o0, o1, t0, t1);                                                                      \
         else                                                                                                      \
             rows_##NAME(j, o0, o1, t0, t1, span);                                                                 \
     }                                                                                                             \
