@@ -83,6 +83,9 @@ typedef struct DlEngineParams {
      * on dequantized weights: the reference). */
     const char *arith;
     bool exact;             /* "exact" whatever arith says */
+    /* The KV cache's type: "f16" (NULL in the fast arithmetic: llama.cpp's default, half the memory and the
+     * attention bandwidth of F32) or "f32" (NULL in the llama and exact arithmetics). A GPU keeps F32. */
+    const char *kv_type;
     const char *deltanet;   /* "auto" (NULL), "recurrent" or "chunked" */
     const char *backend;    /* "cpu" (NULL), "ref" (the scalar reference of every op), "vulkan" or "vulkan:N" (a
                                GPU through Vulkan, when the build has it: `deltallm devices` lists them) */

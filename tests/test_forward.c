@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+static int tf_kv = KV_DEFAULT;
+void tf_set_kv(int kv_type) { tf_kv = kv_type; }
+
 BackendOptions tf_backend(MatMode mode, int threads, bool pack) {
     Err err = {{0}};
     Isa isa = ISA_REF;
@@ -16,7 +19,8 @@ BackendOptions tf_backend(MatMode mode, int threads, bool pack) {
         test_check(false, __FILE__, __LINE__, "DELTALLM_ISA", "%s", err.msg);
         isa = ISA_REF;
     }
-    return (BackendOptions){.name = getenv("DELTALLM_BACKEND"), .isa = (int)isa, .n_threads = threads, .mode = mode, .pack = pack};
+    return (BackendOptions){.name = getenv("DELTALLM_BACKEND"), .isa = (int)isa, .n_threads = threads, .mode = mode, .pack = pack,
+                            .kv_type = tf_kv};
 }
 
 Forward *tf_forward(const Model *m, int max_batch, int max_ctx, MatMode mode, DeltaNetAlgo algo, int threads, bool pack,

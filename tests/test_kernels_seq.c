@@ -6,6 +6,8 @@
  *   1 thread and 2 threads: identical bits, for every kernel. */
 #include "test.h"
 
+#include "base/fp16.h"
+
 #include "base/pool.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/seq_kernels.h"
@@ -274,6 +276,10 @@ static void at_make(AtCase *c) {
     for (size_t i = 0; i < (size_t)n * c->Hkv * c->d; i++) c->k[i] = 2.0f * frand(), c->v[i] = frand();
 }
 
+/* the arithmetic and the cache type the attention cases run with */
+static MatMode at_mode = MATMUL_GGML;
+static bool at_f16;
+
 /* minimal: only the scratch attention_ref asks for (the fast kernels then work on fewer heads at once) */
 static float *at_run_s(AttentionFn fn, const AtCase *c, Pool *pool, bool minimal) {
     const int nth = pool_size(pool);
@@ -282,16 +288,56 @@ static float *at_run_s(AttentionFn fn, const AtCase *c, Pool *pool, bool minimal
         sb = attention_fast_scratch_bytes(c->pos0 + c->T, c->d, c->H / c->Hkv, nth);
     float *scratch = fpoison(sb / sizeof(float));
     float *out = fpoison((size_t)c->T * c->H * c->d);
-    OpCtx oc = {MATMUL_GGML, pool, scratch, sb};
-    AttnArgs a = {c->T, c->pos0, c->H, c->Hkv, c->d, 1.0f / sqrtf((float)c->d), c->q, c->k, c->v, out};
+    OpCtx oc = {at_mode, pool, scratch, sb};
+    AttnArgs a = {c->T, c->pos0, c->H, c->Hkv, c->d, 1.0f / sqrtf((float)c->d), c->q, c->k, c->v, out, NULL, NULL};
+    uint16_t *k16 = NULL, *v16 = NULL;
+    if (at_f16) { /* the cache in F16 */
+        const size_t n = (size_t)(c->pos0 + c->T) * c->Hkv * c->d;
+        k16 = malloc(n * 2), v16 = malloc(n * 2);
+        for (size_t i = 0; i < n; i++) k16[i] = fp32_to_fp16(c->k[i]), v16[i] = fp32_to_fp16(c->v[i]);
+        a.k = a.v = NULL, a.k16 = k16, a.v16 = v16;
+    }
     fn(&oc, &a);
-    free(scratch);
+    free(scratch), free(k16), free(v16);
     return out;
 }
 static float *at_run(AttentionFn fn, const AtCase *c, Pool *pool) { return at_run_s(fn, c, pool, false); }
 
 static AttentionFn mirror_fn(Isa isa) { return isa == ISA_AVX512 ? attention_mirror_avx512 : attention_mirror_avx2; }
 static AttentionFn tiled_fn(Isa isa) { return isa == ISA_AVX512 ? attention_tiled_avx512 : attention_tiled_avx2; }
+
+/* An F16 cache in the fast arithmetic: the mirroring kernel equals the reference bit for bit, and the reference
+ * equals the F32 path run on the F16-rounded values (the cache is widened exactly, nothing else changes). */
+TEST(kernels, attention_f16_cache_fast_bitwise) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    static const struct {
+        int T, pos0, H, Hkv, d;
+    } cases[] = {{1, 0, 2, 1, 32}, {7, 0, 4, 2, 32}, {1, 216, 4, 1, 64}, {64, 0, 8, 1, 256}, {1, 1000, 16, 2, 256},
+                 {5, 300, 8, 8, 128}, {33, 17, 4, 1, 48}, {300, 0, 2, 1, 32}, {3, 2100, 4, 2, 128}};
+    at_mode = MATMUL_FAST;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        AtCase c = {cases[ci].T, cases[ci].pos0, cases[ci].H, cases[ci].Hkv, cases[ci].d, NULL, NULL, NULL};
+        at_make(&c);
+        const size_t no = (size_t)c.T * c.H * c.d, nkv = (size_t)(c.pos0 + c.T) * c.Hkv * c.d;
+        at_f16 = true;
+        float *ro = at_run(attention_ref, &c, NULL);
+        for (int ii = 0; ii < n_isa; ii++)
+            for (int th = 1; th <= 2; th++) {
+                float *o = at_run(attention_cpu_select(isas[ii]), &c, th == 2 ? pool2() : NULL);
+                size_t at = 0;
+                CHECK_MSG(same_bits(ro, o, no, &at), "%s T=%d pos0=%d H=%d Hkv=%d d=%d %d thread(s): out[%zu] %.9g vs %.9g",
+                          isa_name(isas[ii]), c.T, c.pos0, c.H, c.Hkv, c.d, th, at, ro[at], o[at]);
+                free(o);
+            }
+        at_f16 = false;
+        for (size_t i = 0; i < nkv; i++) c.k[i] = fp16_to_fp32(fp32_to_fp16(c.k[i])), c.v[i] = fp16_to_fp32(fp32_to_fp16(c.v[i]));
+        float *rf = at_run(attention_ref, &c, NULL);
+        CHECK_MSG(same_bits(ro, rf, no, NULL), "T=%d pos0=%d: the F16 cache is not the F32 path on rounded values", c.T, c.pos0);
+        free(ro), free(rf), free(c.q), free(c.k), free(c.v);
+    }
+    at_mode = MATMUL_GGML;
+}
 
 TEST(kernels, attention_mirror_bitwise) {
     Isa isas[ISA_COUNT];

@@ -18,6 +18,17 @@
 #include <string.h>
 #include <unistd.h>
 
+int kv_type_parse(const char *name, int *kv_type, Err *err) {
+    if (!name || !*name) *kv_type = KV_DEFAULT;
+    else if (!strcmp(name, "f16")) *kv_type = KV_F16;
+    else if (!strcmp(name, "f32")) *kv_type = KV_F32;
+    else if (!strcmp(name, "q8_0") || !strcmp(name, "q4_0") || !strcmp(name, "bf16") || !strcmp(name, "q4_1") ||
+             !strcmp(name, "q5_0") || !strcmp(name, "q5_1") || !strcmp(name, "iq4_nl"))
+        return err_set(err, "a %s KV cache is not supported (f16 or f32)", name);
+    else return err_set(err, "unknown KV cache type '%s' (f16 or f32)", name);
+    return 0;
+}
+
 int arith_parse(const char *name, bool exact, MatMode *mode, Err *err) {
     if (!name || !*name || !strcmp(name, "fast")) *mode = MATMUL_FAST;
     else if (!strcmp(name, "llama")) *mode = MATMUL_GGML;

@@ -236,6 +236,8 @@ typedef struct BackendVt {
     int (*copy_probe)(Backend *be, size_t bytes, double *gbs, Err *err);
 } BackendVt;
 
+enum { KV_DEFAULT = 0, KV_F32 = 1, KV_F16 = 2 };
+
 typedef struct BackendOptions {
     const char *name; /* "cpu" (default), "ref", "vulkan" or "vulkan:N" */
     int isa;          /* cpu: an Isa level (kernels/cpu/isa.h), or -1 for the best this CPU has */
@@ -246,6 +248,9 @@ typedef struct BackendOptions {
      * from which products take the tiled GEMM, chunk=N the length from which the delta rule is chunked);
      * NULL: the measured defaults (docs/VULKAN.md). An unknown key fails backend_create. */
     const char *tune;
+    /* the KV cache's element type: KV_DEFAULT (F16 in the fast arithmetic, F32 otherwise), KV_F32 or KV_F16
+     * (host backends; a device keeps F32 and refuses KV_F16) */
+    int kv_type;
     /* load progress in bytes (DlProgressFn): "pack" while bind copies, "upload" while a device's bind takes the
      * weights, "prefetch" while make_resident reads;
      * called on the calling thread; NULL: none */
@@ -260,6 +265,7 @@ struct Backend {
     int n_threads;
     int dn_chunk_min; /* the sequence length from which this backend's chunked delta rule is the faster form
                          (measured per backend), or 0: the forward pass's own rule */
+    bool kv_f16;      /* the KV cache holds F16 values (kv_append rounds to nearest even; attention widens) */
 };
 
 /* Creates a backend (backend.c dispatches by name); fails with one line for an unknown name, an ISA this
@@ -268,6 +274,8 @@ Backend *backend_create(const BackendOptions *o, Err *err);
 void backend_destroy(Backend *be);
 /* The names backend_create accepts, for messages ("cpu, ref, vulkan[:N]"). */
 const char *backend_names(void);
+/* The KV cache type by name: "f16", "f32" (NULL: KV_DEFAULT); the quantized caches are refused in one line. */
+int kv_type_parse(const char *name, int *kv_type, Err *err);
 /* The arithmetic by name: "fast" (or NULL: the default, MATMUL_FAST), "llama" (MATMUL_GGML: llama.cpp's bits)
  * or "exact" (MATMUL_EXACT); `exact` set forces MATMUL_EXACT. Fails with one line for another name. */
 int arith_parse(const char *name, bool exact, MatMode *mode, Err *err);

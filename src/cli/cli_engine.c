@@ -16,6 +16,8 @@
 const char cli_engine_help[] =
     "  --arith A          fast (default), llama (llama.cpp's summation orders: its logits bit for bit) or exact\n"
     "                     (F32 activations on dequantized weights; also --exact) (DELTALLM_ARITH)\n"
+    "  -ctk T, -ctv T     the KV cache's type, f16 or f32 (K and V alike; default f16 in the fast arithmetic, f32\n"
+    "                     in the llama and exact ones and on a GPU)\n"
     "  --device D         cpu (default) or vulkan[:N]: where the model runs (DELTALLM_DEVICE; deltallm devices)\n"
     "  -ngl N             the first N layers on the --device (vulkan when none is given), the rest on the CPU\n"
     "  --backend cpu|ref  the CPU kernels (default) or the scalar reference of every op (DELTALLM_BACKEND)\n"
@@ -74,6 +76,8 @@ int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o)
                       : !strcmp(a, "--deltanet") ? &o->deltanet : !strcmp(a, "--device") ? &o->device
                       : !strcmp(a, "--mem-budget") ? &o->mem_budget : !strcmp(a, "--cache-policy") ? &o->cache_policy
                       : !strcmp(a, "--split") ? &o->split : !strcmp(a, "--arith") ? &o->arith
+                      : !strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k") ? &o->ctk
+                      : !strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v") ? &o->ctv
                       : !strcmp(a, "--mpi-timeout") ? &timeout : NULL; /* read by cli_mpi_start */
     if (slot) {
         if (*i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
@@ -84,6 +88,10 @@ int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o)
         MatMode m;
         Err e = {{0}};
         if (slot == &o->arith && arith_parse(*slot, false, &m, &e)) return cli_usage_error(cmd, "%s", e.msg);
+        int kv;
+        if ((slot == &o->ctk || slot == &o->ctv) && kv_type_parse(*slot, &kv, &e)) return cli_usage_error(cmd, "%s", e.msg);
+        if (o->ctk && o->ctv && strcmp(o->ctk, o->ctv) != 0)
+            return cli_usage_error(cmd, "-ctk %s and -ctv %s: deltallm keeps K and V in one type", o->ctk, o->ctv);
         return 1;
     }
     if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
@@ -120,6 +128,7 @@ int cli_engine_apply(const CliEngine *o, DlEngineParams *p, Err *err) {
     p->isa = o->isa;
     p->deltanet = o->deltanet;
     p->arith = o->arith;
+    p->kv_type = o->ctk ? o->ctk : o->ctv;
     p->no_pack = o->no_pack;
     p->mpi = o->mpi;
     p->split = o->split;
@@ -196,7 +205,9 @@ void cli_engine_report(DlEngine *e) {
 int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOptions *fo, Err *err) {
     Isa isa;
     MatMode mode;
-    if (isa_parse(o->isa, &isa, err) || deltanet_algo_parse(o->deltanet, &fo->algo, err) || arith_parse(o->arith, exact, &mode, err))
+    int kv;
+    if (isa_parse(o->isa, &isa, err) || deltanet_algo_parse(o->deltanet, &fo->algo, err) || arith_parse(o->arith, exact, &mode, err) ||
+        kv_type_parse(o->ctk ? o->ctk : o->ctv, &kv, err))
         return -1;
     if (o->ngl >= 0) return err_set(err, "-ngl splits the layers of an engine; this tool runs one backend (use --device)");
     const bool on_device = o->device && strcmp(o->device, "cpu") != 0;
@@ -205,6 +216,7 @@ int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOpt
                                    .isa = (int)isa,
                                    .n_threads = n_threads,
                                    .mode = mode,
+                                   .kv_type = kv,
                                    .pack = !o->no_pack,
                                    .tune = o->tune};
     return 0;

@@ -25,11 +25,13 @@ void dl_engine_params_init(DlEngineParams *p) {
 int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend, Isa isa, DeltaNetAlgo algo, int l0,
                       int l1, const Weight *w, int n, Err *e) {
     MatMode mode;
-    if (arith_parse(p->arith, p->exact, &mode, e)) return -1;
+    int kv;
+    if (arith_parse(p->arith, p->exact, &mode, e) || kv_type_parse(p->kv_type, &kv, e)) return -1;
     const BackendOptions bo = {.name = backend ? backend : p->backend,
                                .isa = (int)isa,
                                .n_threads = p->n_threads,
                                .mode = mode,
+                               .kv_type = kv,
                                .pack = !p->no_pack,
                                .tune = p->device_tune,
                                .progress = p->progress,
@@ -125,7 +127,7 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
                              c->n_embd,
                              gguf_file_size(en->model->gguf),
                              0,
-                             seqstate_bytes(en->model, n_ctx),
+                             seqstate_bytes(en->model, n_ctx, en->st[0].be->kv_f16),
                              model_decode_bytes(en->model),
                              forward_ops_name(en->st[0].fw),
                              forward_n_threads(en->st[0].fw)};

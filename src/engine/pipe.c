@@ -286,7 +286,9 @@ static void fill_open(PipeOpen *o, const DlEngine *en, const DlEngineParams *p, 
     MatMode mode = MATMUL_FAST;
     Err e = {{0}};
     (void)arith_parse(p->arith, p->exact, &mode, &e); /* checked when rank 0's stage opened */
-    o->mode = (int32_t)mode, o->no_pack = p->no_pack;
+    int kv = KV_DEFAULT;
+    (void)kv_type_parse(p->kv_type, &kv, &e); /* checked there too */
+    o->mode = (int32_t)mode, o->no_pack = p->no_pack, o->kv_type = kv;
     o->n_ranks = pp->n_ranks;
     for (int r = 0; r < pp->n_ranks; r++) o->l0[r] = pp->l0[r], o->l1[r] = pp->l1[r];
     o->fingerprint = pipe_fingerprint(en->model);

@@ -109,8 +109,9 @@ typedef struct DeltaNetArgs {
 typedef struct AttnArgs {
     int T, pos0, n_head, n_head_kv, d;
     float scale;
-    const float *q, *k, *v;
+    const float *q, *k, *v; /* k, v NULL when the cache is F16 (k16, v16) */
     float *out;
+    const uint16_t *k16, *v16; /* an F16 cache (the same layout), widened exactly when read */
 } AttnArgs;
 
 /* ---- the table ---------------------------------------------------------------------------------------- */

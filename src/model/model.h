@@ -143,7 +143,7 @@ void seqstate_reset(SeqState *s); /* back to an empty sequence */
 /* Copies everything in use (same model, layers and n_ctx). */
 void seqstate_copy(SeqState *dst, const SeqState *src);
 /* Bytes one state of every layer takes at context n_ctx (its segments), and of one saved state at n_past. */
-size_t seqstate_bytes(const Model *m, int n_ctx);
+size_t seqstate_bytes(const Model *m, int n_ctx, bool kv_f16);
 size_t seqstate_saved_bytes(const SeqState *s, int n_past);
 /* Saves the segments in use (layer order; conv then ssm, or k then v) into buf (seqstate_saved_bytes),
  * or restores them from it and sets n_past. */

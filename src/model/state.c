@@ -1,6 +1,6 @@
 /* state.c — per-sequence state as a table of segments (model.h): per recurrent layer its conv window and
- * delta-net state, per attention layer its F32 K and V caches, for a range of layers, in one backend
- * allocation. Saving, restoring and copying walk the table (the engine's snapshots and the server's
+ * delta-net state, per attention layer its K and V caches, for a range of layers, in one backend
+ * allocation (K and V in F32, or F16 when the backend's kv_f16 says so). Saving, restoring and copying walk the table (the engine's snapshots and the server's
  * checkpoints use it), and the rollback room for tentative batches is allocated here. */
 #include "model/model.h"
 
@@ -17,17 +17,18 @@ static size_t kv_row_floats(const ModelConfig *c) { return (size_t)c->n_head_kv 
 /* floats per token of a rollback log: conv input, q | k | v, g and β */
 static size_t log_floats(const ModelConfig *c) { return 2 * (size_t)c->ssm_conv_dim + 2 * (size_t)c->ssm_n_v_head; }
 
-/* The segments of layer il: (bytes of the first, bytes of the second, bytes per token or 0). */
-static void layer_segs(const ModelConfig *c, int il, int n_ctx, size_t *a, size_t *b, size_t *row) {
+/* The segments of layer il: (bytes of the first, bytes of the second, bytes per token or 0); KV elements of
+ * kv_bytes (4: F32, 2: F16). */
+static void layer_segs(const ModelConfig *c, int il, int n_ctx, size_t kv_bytes, size_t *a, size_t *b, size_t *row) {
     const bool rec = c->recurrent[il];
-    *a = rec ? conv_floats(c) * 4 : (size_t)n_ctx * kv_row_floats(c) * 4;
+    *a = rec ? conv_floats(c) * 4 : (size_t)n_ctx * kv_row_floats(c) * kv_bytes;
     *b = rec ? ssm_floats(c) * 4 : *a;
-    *row = rec ? 0 : kv_row_floats(c) * 4;
+    *row = rec ? 0 : kv_row_floats(c) * kv_bytes;
 }
 
-size_t seqstate_bytes(const Model *m, int n_ctx) {
+size_t seqstate_bytes(const Model *m, int n_ctx, bool kv_f16) {
     size_t n = 0, a, b, row;
-    for (int il = 0; il < m->cfg.n_layer; il++) layer_segs(&m->cfg, il, n_ctx, &a, &b, &row), n += a + b;
+    for (int il = 0; il < m->cfg.n_layer; il++) layer_segs(&m->cfg, il, n_ctx, kv_f16 ? 2 : 4, &a, &b, &row), n += a + b;
     return n;
 }
 
@@ -59,7 +60,7 @@ SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, E
     for (int il = l0; il < l1; il++) {
         const bool rec = c->recurrent[il];
         size_t a, b, row;
-        layer_segs(c, il, n_ctx, &a, &b, &row);
+        layer_segs(c, il, n_ctx, be->kv_f16 ? 2 : 4, &a, &b, &row);
         (rec ? s->seg_conv : s->seg_k)[il] = s->n_segs;
         segs[s->n_segs++] = (StateSeg){il, rec ? SEG_CONV : SEG_K, {NULL, bytes}, a, row};
         bytes += ALIGN64(a);

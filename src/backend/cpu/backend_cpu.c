@@ -231,7 +231,9 @@ static void h_deltanet(Backend *be, const DeltaArgs *a) {
 
 static void h_attention(Backend *be, const AttentionArgs *a) {
     HostBackend *hb = host_of(be);
-    AttnArgs at = {a->T, a->pos0, a->n_head, a->n_head_kv, a->d, a->scale, hf(a->q), hf(a->k), hf(a->v), hf(a->out)};
+    AttnArgs at = {a->T, a->pos0, a->n_head, a->n_head_kv, a->d, a->scale, hf(a->q), NULL, NULL, hf(a->out), NULL, NULL};
+    if (be->kv_f16) at.k16 = hv(a->k), at.v16 = hv(a->v);
+    else at.k = hf(a->k), at.v = hf(a->v);
     hb->ops->attention(&hb->oc, &at);
 }
 
@@ -303,6 +305,7 @@ Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err) {
     hb->be.vt = &vt_host;
     snprintf(hb->be.name, sizeof hb->be.name, "%s", ref ? "ref" : isa_name(isa));
     hb->be.mode = o->mode;
+    hb->be.kv_f16 = o->kv_type == KV_F16 || (o->kv_type == KV_DEFAULT && o->mode == MATMUL_FAST);
     hb->be.n_threads = pool_size(hb->pool);
     hb->isa = isa;
     hb->ops = ref ? &ops_ref : ops_cpu(isa);

@@ -5,6 +5,8 @@
  * the calling thread (each is a small fraction of a matmul). */
 #include "backend/cpu/host_backend.h"
 
+#include "base/fp16.h"
+
 #include "gguf/format.h"
 
 #include <string.h>
@@ -86,7 +88,12 @@ static void h_rope(Backend *be, BView xv, BView posv, const RopeArgs *a) {
 }
 
 static void h_kv_append(Backend *be, BView cache, int row0, BView src, int T, int width) {
-    (void)be;
+    if (be->kv_f16) { /* rounded to nearest even, as ggml's F32 → F16 copy */
+        uint16_t *d = (uint16_t *)hv(cache) + (int64_t)row0 * width;
+        const float *x = hf(src);
+        for (int64_t i = 0; i < (int64_t)T * width; i++) d[i] = fp32_to_fp16(x[i]);
+        return;
+    }
     memcpy(hf(cache) + (int64_t)row0 * width, hf(src), sizeof(float) * (size_t)T * (size_t)width);
 }
 

@@ -1,4 +1,4 @@
-/* attention_simd.h — causal GQA attention over the F32 cache, written once against simd16.h and compiled by
+/* attention_simd.h — causal GQA attention over the F32 or F16 cache (F16 widened exactly as it is read), written once against simd16.h and compiled by
  * attention_avx512.c and attention_avx2.c. Two kernels:
  *
  * mirror — bit-identical to attention_ref (llama.cpp's non-flash path), for short contexts. Per query row:
@@ -17,6 +17,7 @@
  *   through gemm_nn; nothing of size T×n_kv exists. Not bit-identical (the exp of each score is taken
  *   against a running max): within ~1e-6 relative of the reference. */
 #include "base/fdot.h"
+#include "base/fp16.h"
 #include "kernels/cpu/gemm_simd.h"
 #include "kernels/cpu/seq_kernels.h"
 #include "kernels/cpu/simd16.h"
@@ -24,9 +25,22 @@
 #include <math.h>
 #include <string.h>
 
+/* The cache: F32 or F16 (AttnArgs.k16 / v16, widened exactly when read); `base` + element index. */
+typedef struct KvPtr {
+    const float *f;
+    const uint16_t *h;
+} KvPtr;
+SIMD_INLINE KvPtr kv_at(KvPtr p, int64_t i) {
+    KvPtr r = {p.f ? p.f + i : NULL, p.h ? p.h + i : NULL};
+    return r;
+}
+SIMD_INLINE V16 kv_v16(KvPtr p, int64_t i) { return p.h ? v16_load_h(p.h + i) : v16_load(p.f + i); }
+SIMD_INLINE VN kv_vn(KvPtr p, int64_t i) { return p.h ? vn_load_h(p.h + i) : vn_load(p.f + i); }
+SIMD_INLINE float kv_one(KvPtr p, int64_t i) { return p.h ? fp16_to_fp32(p.h[i]) : p.f[i]; }
+
 /* ---- shared: 16 scores (or fewer) of one query against consecutive keys, fdot_vec_f32's order -------- */
 
-SIMD_INLINE void scores16(const float *q, const float *k0, int64_t kstride, int nk, int d, const int NF, float scale,
+SIMD_INLINE void scores16(const float *q, KvPtr k0, int64_t kstride, int nk, int d, const int NF, float scale,
                           float *s) {
     V16 part[16], qv[16] = {0};
     const bool qreg = NF <= 16; /* q in registers across the keys (AVX-512; constant in the copies) */
@@ -34,11 +48,11 @@ SIMD_INLINE void scores16(const float *q, const float *k0, int64_t kstride, int 
 #pragma GCC unroll 16
         for (int c = 0; c < NF; c++) qv[c] = v16_load(q + 16 * c);
     for (int r = 0; r < nk; r++) {
-        const float *k = k0 + r * kstride;
+        const KvPtr k = kv_at(k0, r * kstride);
         V16 acc[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
 #pragma GCC unroll 16
         for (int c = 0; c < NF; c++)
-            acc[c & 3] = v16_fmadd(v16_load(k + 16 * c), qreg ? qv[c & 15] : v16_load(q + 16 * c), acc[c & 3]);
+            acc[c & 3] = v16_fmadd(kv_v16(k, 16 * c), qreg ? qv[c & 15] : v16_load(q + 16 * c), acc[c & 3]);
         part[r] = v16_add(v16_add(acc[0], acc[2]), v16_add(acc[1], acc[3]));
     }
     for (int r = nk; r < 16; r++) part[r] = v16_zero();
@@ -47,9 +61,9 @@ SIMD_INLINE void scores16(const float *q, const float *k0, int64_t kstride, int 
         float tmp[16];
         v16_store(tmp, dots);
         for (int r = 0; r < nk; r++) {
-            const float *k = k0 + r * kstride;
+            const KvPtr k = kv_at(k0, r * kstride);
             float x = tmp[r];
-            for (int i = NF * 16; i < d; i++) x += k[i] * q[i];
+            for (int i = NF * 16; i < d; i++) x += kv_one(k, i) * q[i];
             tmp[r] = x;
         }
         dots = v16_load(tmp);
@@ -57,15 +71,16 @@ SIMD_INLINE void scores16(const float *q, const float *k0, int64_t kstride, int 
     v16_store_n(s, v16_mul(dots, v16_set1(scale)), nk);
 }
 
-static void scores_row(const float *q, const float *k0, int64_t kstride, int n, int d, float scale, float *s) {
+static void scores_row(const float *q, KvPtr k0, int64_t kstride, int n, int d, float scale, float *s) {
     const int NF = (d / 64) * 4;
     for (int t = 0; t < n; t += 16) {
         const int nk = n - t < 16 ? n - t : 16;
+        const KvPtr kt = kv_at(k0, t * kstride);
         switch (d) {
-        case 256: scores16(q, k0 + t * kstride, kstride, nk, d, 16, scale, s + t); break;
-        case 128: scores16(q, k0 + t * kstride, kstride, nk, d, 8, scale, s + t); break;
-        case 64: scores16(q, k0 + t * kstride, kstride, nk, d, 4, scale, s + t); break;
-        default: scores16(q, k0 + t * kstride, kstride, nk, d, NF, scale, s + t); break;
+        case 256: scores16(q, kt, kstride, nk, d, 16, scale, s + t); break;
+        case 128: scores16(q, kt, kstride, nk, d, 8, scale, s + t); break;
+        case 64: scores16(q, kt, kstride, nk, d, 4, scale, s + t); break;
+        default: scores16(q, kt, kstride, nk, d, NF, scale, s + t); break;
         }
     }
 }
@@ -90,19 +105,19 @@ SIMD_INLINE VN vn_tree16(VN *x) {
 }
 
 /* dims [i, i + VN_W) of Σ_τ p[τ]·V[τ] in tinyBLAS order: stream l = τ mod 16 */
-static VN pv_gemm_order(const float *p, int n, const float *v0, int64_t vs, int i) {
+static VN pv_gemm_order(const float *p, int n, KvPtr v0, int64_t vs, int i) {
     const int nfull = n & ~15;
     VN acc[16];
     for (int l = 0; l < 16; l++) acc[l] = vn_zero();
     for (int t = 0; t < nfull; t += 16)
 #pragma GCC unroll 16
-        for (int l = 0; l < 16; l++) acc[l] = vn_fmadd(vn_load(v0 + (t + l) * vs + i), vn_set1(p[t + l]), acc[l]);
-    for (int t = nfull; t < n; t++) acc[t - nfull] = vn_fmadd(vn_load(v0 + t * vs + i), vn_set1(p[t]), acc[t - nfull]);
+        for (int l = 0; l < 16; l++) acc[l] = vn_fmadd(kv_vn(v0, (t + l) * vs + i), vn_set1(p[t + l]), acc[l]);
+    for (int t = nfull; t < n; t++) acc[t - nfull] = vn_fmadd(kv_vn(v0, t * vs + i), vn_set1(p[t]), acc[t - nfull]);
     return vn_tree16(acc);
 }
 
 /* the same in ggml_vec_dot_f32 order: stream (j, l) for τ = 64m + 16j + l, folded (0+2)+(1+3) */
-static VN pv_vec_order(const float *p, int n, const float *v0, int64_t vs, int i) {
+static VN pv_vec_order(const float *p, int n, KvPtr v0, int64_t vs, int i) {
     const int nfull = n & ~63;
     VN red[16];
     for (int lg = 0; lg < 16; lg += 4) {
@@ -115,12 +130,12 @@ static VN pv_vec_order(const float *p, int n, const float *v0, int64_t vs, int i
 #pragma GCC unroll 4
                 for (int l = 0; l < 4; l++) {
                     const int t = m + 16 * j + lg + l;
-                    acc[j][l] = vn_fmadd(vn_load(v0 + t * vs + i), vn_set1(p[t]), acc[j][l]);
+                    acc[j][l] = vn_fmadd(kv_vn(v0, t * vs + i), vn_set1(p[t]), acc[j][l]);
                 }
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 4; l++) {
                 const int t = nfull + 16 * j + lg + l;
-                if (t < n) acc[j][l] = vn_fmadd(vn_load(v0 + t * vs + i), vn_set1(p[t]), acc[j][l]);
+                if (t < n) acc[j][l] = vn_fmadd(kv_vn(v0, t * vs + i), vn_set1(p[t]), acc[j][l]);
             }
         for (int l = 0; l < 4; l++) red[lg + l] = vn_add(vn_add(acc[0][l], acc[2][l]), vn_add(acc[1][l], acc[3][l]));
     }
@@ -131,26 +146,27 @@ static VN pv_vec_order(const float *p, int n, const float *v0, int64_t vs, int i
  * NS (16: tinyBLAS, 64: ggml_vec_dot_f32) accumulates rows s, s + NS, … across NVN vectors of dims at
  * once, into R[s][·]; then the streams are combined across dims as vectors. Reading whole rows matters at
  * long contexts: column blocks of V touch a new page every other row, and the TLB misses dominate. */
-SIMD_INLINE void pv_stream_cols(const float *p, int n, const float *v0, int64_t vs, int s, int NS, int i0,
+SIMD_INLINE void pv_stream_cols(const float *p, int n, KvPtr v0, int64_t vs, int s, int NS, int i0,
                                 const int NVN, float *R) {
     VN acc[16];
 #pragma GCC unroll 16
     for (int u = 0; u < NVN; u++) acc[u] = vn_zero();
     for (int t = s; t < n; t += NS) {
         const VN pt = vn_set1(p[t]);
-        const float *row = v0 + t * vs + i0;
+        const KvPtr row = kv_at(v0, t * vs + i0);
         if (t + 2 * NS < n) /* rows of a stream are NS·stride apart: beyond the hardware prefetchers */
 #pragma GCC unroll 16
-            for (int u = 0; u < NVN * VN_W; u += 16) __builtin_prefetch(row + 2 * NS * vs + u);
+            for (int u = 0; u < NVN * VN_W; u += 16)
+                __builtin_prefetch(row.h ? (const void *)(row.h + 2 * NS * vs + u) : (const void *)(row.f + 2 * NS * vs + u));
 #pragma GCC unroll 16
-        for (int u = 0; u < NVN; u++) acc[u] = vn_fmadd(vn_load(row + u * VN_W), pt, acc[u]);
+        for (int u = 0; u < NVN; u++) acc[u] = vn_fmadd(kv_vn(row, u * VN_W), pt, acc[u]);
     }
 #pragma GCC unroll 16
     for (int u = 0; u < NVN; u++) vn_store(R + i0 + u * VN_W, acc[u]);
 }
 
 /* out[0, d) = Σ_τ p[τ]·V[τ], NS = 16 (tinyBLAS) or 64 (ggml_vec_dot_f32); R holds NS × d floats */
-static void pv_rows(const float *p, int n, const float *v0, int64_t vs, int d, int NS, float *R, float *out) {
+static void pv_rows(const float *p, int n, KvPtr v0, int64_t vs, int d, int NS, float *R, float *out) {
     for (int s = 0; s < NS; s++) {
         float *Rs = R + (int64_t)s * d;
         int i0 = 0;
@@ -214,13 +230,13 @@ static void mirror_items(void *ctx, int64_t b, int64_t e, int thread) {
         const int h0 = hk * j->group + hsub * j->hs;
         const int nh = j->group - hsub * j->hs < j->hs ? j->group - hsub * j->hs : j->hs;
         const int n_keys = a->pos0 + t + 1;
-        const float *k0 = a->k + (int64_t)hk * d, *v0 = a->v + (int64_t)hk * d;
+        const KvPtr k0 = kv_at((KvPtr){a->k, a->k16}, (int64_t)hk * d), v0 = kv_at((KvPtr){a->v, a->v16}, (int64_t)hk * d);
         const float *q0 = a->q + ((int64_t)t * a->n_head + h0) * d;
         float *o0 = a->out + ((int64_t)t * a->n_head + h0) * d;
         for (int kb = 0; kb < n_keys; kb += 16) {
             const int nk = n_keys - kb < 16 ? n_keys - kb : 16;
             for (int hh = 0; hh < nh; hh++)
-                scores_row(q0 + hh * d, k0 + kb * kv_stride, kv_stride, nk, d, a->scale, P + hh * j->n_pad + kb);
+                scores_row(q0 + hh * d, kv_at(k0, kb * kv_stride), kv_stride, nk, d, a->scale, P + hh * j->n_pad + kb);
         }
         for (int hh = 0; hh < nh; hh++) softmax_row(P + hh * j->n_pad, n_keys);
         if (j->rows) /* whole V rows (the scratch holds the 64 stream partials) */
@@ -307,7 +323,7 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
                 float *s = S + r * TK;
                 const int nv = vis < bk ? (vis > 0 ? vis : 0) : bk;
                 if (!gemm)
-                    scores_row(a->q + ((int64_t)t * a->n_head + h) * d, k0 + k0t * kv_stride, kv_stride, nv, d,
+                    scores_row(a->q + ((int64_t)t * a->n_head + h) * d, (KvPtr){k0 + k0t * kv_stride, NULL}, kv_stride, nv, d,
                                a->scale, s);
                 for (int c = nv; c < TK; c++) s[c] = -INFINITY;
                 V16 mx = v16_set1(-INFINITY);
@@ -358,7 +374,7 @@ void SEQ_FN(attention_tiled)(const OpCtx *c, const AttnArgs *a) {
 /* the op: mirroring below ATTN_TILED_MIN_CTX context positions (bit-identical), tiled from there on; the fast
  * arithmetic mirrors at every length (one order for any batch: a row's result does not depend on it) */
 void SEQ_FN(attention)(const OpCtx *c, const AttnArgs *a) {
-    if (a->pos0 + a->T >= ATTN_TILED_MIN_CTX && c->mode != MATMUL_FAST) SEQ_FN(attention_tiled)(c, a);
+    if (a->pos0 + a->T >= ATTN_TILED_MIN_CTX && c->mode != MATMUL_FAST && !a->k16) SEQ_FN(attention_tiled)(c, a);
     else SEQ_FN(attention_mirror)(c, a);
 }
 

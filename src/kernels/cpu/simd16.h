@@ -24,6 +24,7 @@ typedef __m512 V16;
 SIMD_INLINE V16 v16_zero(void) { return _mm512_setzero_ps(); }
 SIMD_INLINE V16 v16_set1(float x) { return _mm512_set1_ps(x); }
 SIMD_INLINE V16 v16_load(const float *p) { return _mm512_loadu_ps(p); }
+SIMD_INLINE V16 v16_load_h(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 SIMD_INLINE void v16_store(float *p, V16 v) { _mm512_storeu_ps(p, v); }
 /* the first n (0..16) lanes; the others read as zero and are not touched */
 SIMD_INLINE V16 v16_load_n(const float *p, int n) { return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p); }
@@ -99,6 +100,7 @@ typedef __m512 VN;
 SIMD_INLINE VN vn_zero(void) { return _mm512_setzero_ps(); }
 SIMD_INLINE VN vn_set1(float x) { return _mm512_set1_ps(x); }
 SIMD_INLINE VN vn_load(const float *p) { return _mm512_loadu_ps(p); }
+SIMD_INLINE VN vn_load_h(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 SIMD_INLINE void vn_store(float *p, VN v) { _mm512_storeu_ps(p, v); }
 SIMD_INLINE VN vn_add(VN a, VN b) { return _mm512_add_ps(a, b); }
 SIMD_INLINE VN vn_mul(VN a, VN b) { return _mm512_mul_ps(a, b); }
@@ -155,6 +157,9 @@ SIMD_INLINE V16 v16_mk(__m256 lo, __m256 hi) {
 SIMD_INLINE V16 v16_zero(void) { return v16_mk(_mm256_setzero_ps(), _mm256_setzero_ps()); }
 SIMD_INLINE V16 v16_set1(float x) { return v16_mk(_mm256_set1_ps(x), _mm256_set1_ps(x)); }
 SIMD_INLINE V16 v16_load(const float *p) { return v16_mk(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)); }
+SIMD_INLINE V16 v16_load_h(const uint16_t *p) {
+    return v16_mk(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8))));
+}
 SIMD_INLINE void v16_store(float *p, V16 v) {
     _mm256_storeu_ps(p, v.lo);
     _mm256_storeu_ps(p + 8, v.hi);
@@ -258,6 +263,7 @@ typedef __m256 VN;
 SIMD_INLINE VN vn_zero(void) { return _mm256_setzero_ps(); }
 SIMD_INLINE VN vn_set1(float x) { return _mm256_set1_ps(x); }
 SIMD_INLINE VN vn_load(const float *p) { return _mm256_loadu_ps(p); }
+SIMD_INLINE VN vn_load_h(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 SIMD_INLINE void vn_store(float *p, VN v) { _mm256_storeu_ps(p, v); }
 SIMD_INLINE VN vn_add(VN a, VN b) { return _mm256_add_ps(a, b); }
 SIMD_INLINE VN vn_mul(VN a, VN b) { return _mm256_mul_ps(a, b); }

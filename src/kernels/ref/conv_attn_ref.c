@@ -1,10 +1,12 @@
 /* conv_attn_ref.c — reference causal depthwise conv + SiLU, and reference causal attention (ops.h).
  *
  * The conv follows ggml's SSM_CONV: a plain float sum over the K taps, oldest first, then SiLU per token
- * row. The attention follows ggml's non-flash path with an F32 cache (see attn_rows). */
+ * row. The attention follows ggml's non-flash path with an F32 cache (see attn_rows); an F16 cache (AttnArgs.k16,
+ * v16) is widened exactly and then read the same way. */
 #include "kernels/ops.h"
 
 #include "base/fdot.h"
+#include "base/fp16.h"
 
 #include "base/err.h"
 
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #define MAX_TAPS 16
+#define ATTN_REF_MAX_D 1024 /* head dims the reference takes (models have 64-256) */
 
 typedef struct ConvJob {
     const float *x, *w;
@@ -75,12 +78,19 @@ static void attn_rows(void *ctx, int64_t b, int64_t e, int thread) {
         float *out = a->out + r * d;
         const int n_keys = a->pos0 + t + 1;
         const int n_pad = (n_keys + 255) / 256 * 256;
-        const float *k0 = a->k + (int64_t)hk * d, *v0 = a->v + (int64_t)hk * d;
-        for (int tau = 0; tau < n_keys; tau++) p[tau] = fdot_vec_f32(k0 + tau * kv_stride, q, d) * a->scale;
+        const int64_t kv0 = (int64_t)hk * d;
+        float krow[ATTN_REF_MAX_D];
+        for (int tau = 0; tau < n_keys; tau++) {
+            const float *k = a->k ? a->k + kv0 + tau * kv_stride : krow;
+            if (!a->k) /* an F16 cache, widened exactly */
+                for (int i = 0; i < d; i++) krow[i] = fp16_to_fp32(a->k16[kv0 + tau * kv_stride + i]);
+            p[tau] = fdot_vec_f32(k, q, d) * a->scale;
+        }
         for (int tau = n_keys; tau < n_pad; tau++) p[tau] = -INFINITY;
         op_softmax(p, n_pad);
         for (int i = 0; i < d; i++) {
-            for (int tau = 0; tau < n_keys; tau++) vcol[tau] = v0[tau * kv_stride + i];
+            for (int tau = 0; tau < n_keys; tau++)
+                vcol[tau] = a->v ? a->v[kv0 + tau * kv_stride + i] : fp16_to_fp32(a->v16[kv0 + tau * kv_stride + i]);
             for (int tau = n_keys; tau < n_pad; tau++) vcol[tau] = 0.0f;
             out[i] = j->batch_order ? fdot_gemm_f32(vcol, p, n_pad) : fdot_vec_f32(vcol, p, n_pad);
         }
@@ -92,6 +102,7 @@ size_t attention_scratch_bytes(int n_ctx, int n_threads) {
 }
 
 void attention_ref(const OpCtx *c, const AttnArgs *a) {
+    ASSERT(a->d <= ATTN_REF_MAX_D);
     const int64_t n_pad = (a->pos0 + a->T + 255) / 256 * 256;
     ASSERT(attention_scratch_bytes(a->pos0 + a->T, pool_size(c->pool)) <= c->scratch_bytes);
     AttnJob j = {a, c->scratch, n_pad, a->T >= 2 || c->mode == MATMUL_FAST};
