@@ -31,7 +31,7 @@ typedef struct Result {
     char arch[16], ops[16];
     uint64_t file_bytes, decode_bytes;
     int threads;
-    char test[24];
+    char test[40];
     int n_tokens;
     double mean, sd;    /* tokens/s */
     double weights_gbs; /* decode: effective weight bandwidth */
@@ -70,9 +70,13 @@ static int parse_list(const char *s, long long lo, long long hi, long long *out,
     return *n ? 0 : -1;
 }
 
-/* One timed run: pp evaluates n tokens at once, tg evaluates n tokens one by one. Returns seconds. */
-static double run_once(DlSession *s, const int32_t *toks, int n, bool pp, DlError *err) {
-    dl_session_reset(s);
+/* One timed run: pp evaluates n tokens at once, tg evaluates n tokens one by one, after the context `at` holds
+ * (a snapshot of the depth's tokens, or NULL: an empty context). Returns seconds. */
+static double run_once_at(DlSession *s, const void *at, size_t at_size, const int32_t *toks, int n, bool pp, DlError *err) {
+    if (at) {
+        if (dl_session_restore(s, at, at_size, err)) return -1;
+    } else
+        dl_session_reset(s);
     double t0 = now_s();
     if (pp) {
         if (dl_session_eval(s, toks, (size_t)n, err)) return -1;
@@ -91,7 +95,7 @@ static void print_bytes(char *buf, size_t cap, double b) {
 int cmd_bench(int argc, char **argv) {
     const char *models[MAX_LIST];
     int n_models = 0, n_pp = 1, n_tg = 1, n_thr = 1;
-    long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512, slots = 1;
+    long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512, slots = 1, depth = 0;
     bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false, draft = false, n_given = false;
     const char *prompt = NULL;
     CliEngine eo;
@@ -108,10 +112,11 @@ int cmd_bench(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm bench -m MODEL.gguf [-m ...] [-p 512[,..]] [-n 128[,..]] [-t 1,2] [-r 3] [-b 512]\n"
-                   "                      [--json] [--profile] [--mlock] [--no-prefetch] [--exact] [--slots N]\n"
+                   "                      [-d DEPTH] [--json] [--profile] [--mlock] [--no-prefetch] [--exact] [--slots N]\n"
                    "       deltallm bench -m MODEL.gguf --draft N [--draft-p-min P] [--model-draft F] [--prompt TEXT]\n"
                    "                      [-n 128] [-t 1,2] [-r 3] [--json]\n"
-                   "  -p 0 or -n 0 skips that test. Weights are read into memory first (--no-prefetch: not);\n"
+                   "  -p 0 or -n 0 skips that test. -d N: every test after a context of N tokens (llama-bench's depth).\n"
+                   "  Weights are read into memory first (--no-prefetch: not);\n"
                    "  --mlock also locks them. --slots N: tgN decodes N sessions at once (t/s counts all of them;\n"
                    "  with --mpi in groups kept in flight, as the server does). With --mpi a table per stage follows.\n"
                    "  --draft N: speculative decoding against plain decoding, greedy, n tokens after the prompt\n"
@@ -139,6 +144,8 @@ int cmd_bench(int argc, char **argv) {
             if (cli_parse_int("bench", a, argv[++i], 1, 1000, &reps)) return 2;
         } else if (!strcmp(a, "-b") && v) {
             if (cli_parse_int("bench", a, argv[++i], 1, 65536, &batch)) return 2;
+        } else if ((!strcmp(a, "-d") || !strcmp(a, "--depth")) && v) {
+            if (cli_parse_int("bench", a, argv[++i], 0, 1 << 20, &depth)) return 2;
         } else if (!strcmp(a, "--slots") && v) {
             if (cli_parse_int("bench", a, argv[++i], 1, 256, &slots)) return 2;
         } else if (!strcmp(a, "--json")) {
@@ -160,6 +167,7 @@ int cmd_bench(int argc, char **argv) {
     if (!draft && (prompt || dro.model || dro.n_max >= 0)) return cli_usage_error("bench", "--prompt and the draft options need --draft N");
     if (draft) {
         if (eo.mpi || slots > 1) return cli_usage_error("bench", "--draft measures one session in one process (not with --mpi or --slots)");
+        if (depth) return cli_usage_error("bench", "-d is not taken with --draft");
         if (n_tg != 1 || tg[0] < 2 || tg[0] > 65536)
             return cli_usage_error("bench", "--draft: -n takes one count of 2 to 65536 tokens");
         BenchDraft bd = {models, n_models, thr, n_thr, n_given ? (int)tg[0] : 128, (int)reps, (int)batch, exact, json,
@@ -170,6 +178,7 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < n_pp; i++) max_tok = pp[i] > max_tok ? pp[i] : max_tok;
     for (int i = 0; i < n_tg; i++) max_tok = tg[i] > max_tok ? tg[i] : max_tok;
     if (max_tok == 0) return cli_usage_error("bench", "nothing to run (-p 0 -n 0)");
+    if (depth && slots > 1) return cli_usage_error("bench", "-d and --slots: one session at a depth (not several)");
 
     Result res[MAX_LIST * MAX_LIST * 2 * 4];
     int n_res = 0, rc = 0;
@@ -182,7 +191,7 @@ int cmd_bench(int argc, char **argv) {
             dl_engine_params_init(&ep);
             ep.model_path = models[mi];
             ep.n_threads = (int)thr[ti];
-            ep.n_ctx = (int)max_tok + 8;
+            ep.n_ctx = (int)(max_tok + depth) + 8;
             ep.n_batch = (int)batch;
             ep.n_seq_max = (int)slots;
             ep.exact = exact;
@@ -196,7 +205,7 @@ int cmd_bench(int argc, char **argv) {
             /* with an expert cache every repetition gets tokens of its own: the same tokens again would find
              * the same experts in the cache, which a real prompt or generation does not */
             const long long n_seqs = 1 + (reps < MAX_REPS ? reps : MAX_REPS);
-            int32_t *toks = malloc(sizeof(int32_t) * (size_t)(max_tok * n_seqs));
+            int32_t *toks = malloc(sizeof(int32_t) * (size_t)(max_tok * n_seqs + depth));
             if (!s || !toks || ((prefetch || mlock_) && dl_engine_prefetch(e, mlock_, &err))) {
                 fprintf(stderr, "deltallm bench: %s: %s\n", models[mi], err.msg[0] ? err.msg : "out of memory");
                 rc = 1;
@@ -205,9 +214,21 @@ int cmd_bench(int argc, char **argv) {
             uint64_t rng = 0x12345678u;
             DlCacheStats cs0;
             const bool has_cache = e && dl_engine_cache_stats(e, &cs0, false) == 0;
-            for (long long i = 0; rc == 0 && i < max_tok * n_seqs; i++) {
+            for (long long i = 0; rc == 0 && i < max_tok * n_seqs + depth; i++) {
                 rng = rng * 6364136223846793005ull + 1442695040888963407ull;
                 toks[i] = (int32_t)((rng >> 33) % (uint64_t)info->n_vocab);
+            }
+            /* -d N: every timed run starts from a context of N tokens (llama-bench's depth), restored from one
+             * snapshot; the depth's own prefill is not timed */
+            void *at = NULL;
+            size_t at_size = 0;
+            if (rc == 0 && depth > 0) {
+                dl_session_reset(s);
+                if (dl_session_eval(s, toks + max_tok * n_seqs, (size_t)depth, &err) ||
+                    !(at = malloc(at_size = dl_session_snapshot_size(s))) || dl_session_snapshot(s, at, at_size, &err)) {
+                    fprintf(stderr, "deltallm bench: %s: the depth's context: %s\n", models[mi], err.msg[0] ? err.msg : "out of memory");
+                    rc = 1;
+                }
             }
             const int nthreads = rc ? 1 : info->n_threads;
             for (int kind = 0; kind < 2 && rc == 0; kind++) {
@@ -215,7 +236,7 @@ int cmd_bench(int argc, char **argv) {
                 for (int li = 0; li < (kind == 0 ? n_pp : n_tg) && rc == 0; li++) {
                     const int n = (int)list[li];
                     if (n == 0) continue;
-                    if (run_once(s, toks, n < 8 ? n : 8, kind == 0, &err) < 0) rc = 1; /* warm-up */
+                    if (run_once_at(s, at, at_size, toks, n < 8 ? n : 8, kind == 0, &err) < 0) rc = 1; /* warm-up */
                     if (profile) dl_engine_profile(e, true);
                     DlCacheStats cs;
                     const bool cached = dl_engine_cache_stats(e, &cs, true) == 0;
@@ -229,7 +250,7 @@ int cmd_bench(int argc, char **argv) {
                         DlCacheStats c0, c1;
                         if (cached) dl_engine_cache_stats(e, &c0, false);
                         double t = many ? bench_decode_sessions(e, ss, (int)slots, tk, n, &err)
-                                        : run_once(s, tk, n, kind == 0, &err);
+                                        : run_once_at(s, at, at_size, tk, n, kind == 0, &err);
                         if (t < 0) {
                             rc = 1;
                             break;
@@ -264,6 +285,7 @@ int cmd_bench(int argc, char **argv) {
                     R->decode_bytes = info->decode_bytes;
                     R->threads = nthreads;
                     snprintf(R->test, sizeof R->test, "%s%d", kind == 0 ? "pp" : "tg", n);
+                    if (depth > 0) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " @ d%lld", depth);
                     R->n_tokens = n;
                     const int n_st = dl_engine_stage_stats(e, false, stages, 64, &err);
                     if (n_st > 0 && (R->stages = malloc(sizeof stages[0] * (size_t)n_st)))
@@ -309,6 +331,7 @@ int cmd_bench(int argc, char **argv) {
                 }
             }
             free(toks);
+            free(at);
             for (int k = 0; k < slots; k++) dl_session_free(ss[k]);
             dl_engine_close(e);
         }

@@ -420,7 +420,8 @@ KQ_INLINE void kq_p16_lanes(const KKind kind, const bool sgn, const int C, float
     }
 }
 
-/* SPAN over a tile, 4 tokens. Sub-blocks of 16 elements of equal scale pairs (Q4_K: per 32) could be
+/* SPAN over a tile, 4 tokens: llama.cpp's repacked / IQ-panel gemm orders (Q2_K, Q4_K and the i-quants; the fast
+ * arithmetic's tiles are kq_p16_fast's). Sub-blocks of 16 elements of equal scale pairs (Q4_K: per 32) could be
  * merged before the scale multiply; the scales are per 16 in general. */
 KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, const KTile *tl, int64_t nsb, const KTok *tk,
                            float out[][16]) {
@@ -440,7 +441,7 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
         for (int c = 0; c < C; c++) {
             const float d8 = tk[c].d[sb];
             dv[c] = _mm512_mul_ps(dw, _mm512_set1_ps(d8));
-            if (kind == K_Q2 || kind == K_Q4 || kind == K_Q5) dmv[c] = _mm512_mul_ps(_mm512_load_ps(kt_dmin(tl, sb)), _mm512_set1_ps(d8));
+            if (kind == K_Q2 || kind == K_Q4) dmv[c] = _mm512_mul_ps(_mm512_load_ps(kt_dmin(tl, sb)), _mm512_set1_ps(d8));
             a[c] = tk[c].qs + sb * QK_K;
             bs[c] = tk[c].bs + sb * 16;
             cr[c] = tk[c].corr16 + sb * 16;
@@ -465,18 +466,9 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I[c], s));
             }
-            if (kind == K_Q6) /* less 32·Σ sc·bsums (the scales are the tile's pairs) */
-#pragma GCC unroll 4
-                for (int c = 0; c < C; c++) {
-                    __m512i M = _mm512_setzero_si512();
-#pragma GCC unroll 8
-                    for (int p = e0 / 32; p < (e0 + span) / 32; p++)
-                        M = _mm512_dpwssd_epi32(M, _mm512_load_si512(mp + 16 * p), kq_bcast32(bs[c] + 2 * p));
-                    S[c] = _mm512_sub_epi32(S[c], _mm512_slli_epi32(M, 5));
-                }
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++) acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), dv[c], acc[c]);
-            if (kind == K_Q2 || kind == K_Q4 || kind == K_Q5) {
+            if (kind == K_Q2 || kind == K_Q4) {
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
                     __m512i M = _mm512_setzero_si512();
@@ -490,7 +482,7 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
     }
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
-        _mm512_storeu_ps(out[c], (kind == K_Q2 || kind == K_Q4 || kind == K_Q5) ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);
+        _mm512_storeu_ps(out[c], (kind == K_Q2 || kind == K_Q4) ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);
 }
 
 /* The fast arithmetic's tile kernel (DOT_FAST: a whole super-block per integer total): C ≤ 8 tokens. Per
