@@ -341,14 +341,17 @@ static void run_get_rows(Env *e, const void *ctx, float *out) {
 
 TEST(backend_ops, get_rows) {
     static const uint32_t types[] = {FMT_F32, FMT_F16, FMT_BF16, FMT_Q8_0, FMT_Q4_K, FMT_Q6_K, FMT_IQ2_XXS};
-    const int32_t ids[] = {3, 0, 29, 3, 17};
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        void *mem;
-        const Weight w = mat(types[i], 256, 30, 0, &mem);
-        const GrCase c = {&w, ids, 5};
-        over_backends("get_rows", format_name(types[i]), MATMUL_GGML, &w, 1, run_get_rows, &c, 5 * 256);
-        free(mem);
-    }
+    const int32_t ids[] = {3, 0, 29, 47, 17};
+    /* 48 rows: a Q8_0 table is packed (R8 in llama.cpp's arithmetic, P16 in the fast one; a tied embedding is
+     * also the head) and its rows come from the packed copy */
+    for (int mi = 0; mi < 2; mi++)
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+            void *mem;
+            const Weight w = mat(types[i], 256, 48, 0, &mem);
+            const GrCase c = {&w, ids, 5};
+            over_backends("get_rows", format_name(types[i]), mi ? MATMUL_FAST : MATMUL_GGML, &w, 1, run_get_rows, &c, 5 * 256);
+            free(mem);
+        }
     device_report();
 }
 
