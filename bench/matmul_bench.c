@@ -216,12 +216,16 @@ int main(int argc, char **argv) {
             uint8_t *wd = xalloc(rb * (size_t)sh.out), *pk = NULL;
             fill_weights(f, wd, sh.out, sh.in);
             w.data = wd;
-            if (f->id == FMT_Q8_0 && isa == ISA_AVX512 && sh.out % 16 == 0) { /* as the CPU backend packs */
-                pk = xalloc(rb * (size_t)sh.out);
-                if (mode == MATMUL_FAST) pack_p16_q8_0(pk, wd, sh.out, rb);
-                else pack_rows8(pk, wd, sh.out, rb, 34);
+            if (mode == MATMUL_FAST && isa == ISA_AVX512 && pack_p16_format(&w)) { /* as the CPU backend packs */
+                pk = xalloc(pack_p16_bytes(&w) * (size_t)(sh.out / 16));
+                pack_p16(pk, &w);
                 w.pack = pk;
-                w.pack_kind = mode == MATMUL_FAST ? PACK_P16 : PACK_R8;
+                w.pack_kind = PACK_P16;
+            } else if (mode == MATMUL_GGML && f->id == FMT_Q8_0 && sh.out % 8 == 0) {
+                pk = xalloc(rb * (size_t)sh.out);
+                pack_rows8(pk, wd, sh.out, rb, 34);
+                w.pack = pk;
+                w.pack_kind = PACK_R8;
             }
             int64_t maxT = 0;
             for (int k = 0; k < nT; k++) maxT = Ts[k] > maxT ? Ts[k] : maxT;

@@ -173,9 +173,9 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
             }
         }
     }
-    if (cur_mode == MATMUL_FAST && f->id == FMT_Q8_0 && rows % 16 == 0 && !cs->gemv) { /* the P16 panels (pack.c) */
-        uint8_t *pk = xaligned(w.row_bytes * (size_t)rows + 64);
-        pack_p16_q8_0(pk, wd, rows, w.row_bytes);
+    if (cur_mode == MATMUL_FAST && pack_p16_format(&w) && !cs->gemv) { /* the P16 panels (pack.c) */
+        uint8_t *pk = xaligned(pack_p16_bytes(&w) * (size_t)(rows / 16) + 64);
+        pack_p16(pk, &w);
         MatW wp = w;
         wp.pack = pk;
         wp.pack_kind = PACK_P16;

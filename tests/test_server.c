@@ -771,8 +771,8 @@ TEST(server, http_in_process) {
     http_free(&r);
     /* streamed completion with usage */
     r = http(port, "POST", "/v1/completions", auth,
-             "{\"prompt\": \"Once upon\", \"max_tokens\": 4, \"stream\": true, \"stream_options\": {\"include_usage\": "
-             "true}}");
+             "{\"prompt\": \"Once upon\", \"max_tokens\": 4, \"temperature\": 0, \"stream\": true, \"stream_options\": "
+             "{\"include_usage\": true}}"); /* greedy: a sampled end-of-text token would end it before the length */
     CHECK(r.status == 200 && strstr(r.head, "text/event-stream"));
     CHECK(r.body && strstr(r.body, "\"finish_reason\":\"length\"") && strstr(r.body, "\"usage\"") &&
           strstr(r.body, "data: [DONE]"));

@@ -36,12 +36,18 @@ enum {
     PACK_NONE = 0,
     /* Q8_0, llama.cpp's orders: rows interleaved by 8 per block */
     PACK_R8 = 1,
-    /* Q8_0, the fast arithmetic: panels of 16 rows (rows a multiple of 16), per panel first every block's
-     * quants as 8 vectors of 64 bytes (vector g: element 4g..4g+3 of rows 0..15, 4 bytes per row, q XOR 0x80)
-     * then every block's 16 fp16 scales: panel p at pack + p·16·row_bytes, block i's quants at +512·i, its
-     * scales at +512·nb + 32·i */
+    /* the fast arithmetic (AVX-512): panels of 16 rows (rows a multiple of 16), pack_p16_bytes() apart.
+     * Q8_0: per panel first every block's quants as 8 vectors of 64 bytes (vector g: element 4g..4g+3 of rows
+     * 0..15, 4 bytes per row, q XOR 0x80), then every block's 16 fp16 scales: block i's quants at +512·i, its
+     * scales at +512·nb + 32·i (the panel is 16·row_bytes).
+     * Q4_K: per super-block sb (at +Q4K_P16_SB·sb): [0, 2048) the quant bytes as they are in the file, 4 at a
+     * time per row: vector 8j + m (64 bytes) holds bytes qs[32j+4m … +3] of rows 0..15 (low nibbles: elements
+     * 64j+4m…, sub-block 2j; high: elements 64j+32+4m…, sub-block 2j+1); [2048, 2176) the 6-bit scales,
+     * sub-block-major (16·s + row); [2176, 2304) the minimums likewise; [2304, 2336) d and [2336, 2368) dmin,
+     * fp16 per row (2368 bytes for 16 rows' 2304: the scales unpacked) */
     PACK_P16 = 2,
 };
+#define Q4K_P16_SB 2368
 
 typedef enum MatMode {
     /* activations rounded to the weight format's vec_dot partner (Q8_0 / Q8_1 / Q8_K / F16 / BF16) before

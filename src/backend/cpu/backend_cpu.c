@@ -206,8 +206,10 @@ static void h_matmul(Backend *be, const MatArgs *a) {
     if (a->o1 > 0) { /* rows [o0, o1): the packed layouts' whole groups (8 rows, 16 for P16) or the file's */
         ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= m.rows && a->o0 % 8 == 0);
         const int g = m.pack_kind == PACK_P16 ? 16 : 8;
+        if (m.pack) /* whole groups: 8 rows of R8 are 8 rows' bytes; a P16 panel is pack_p16_bytes */
+            m.pack = (const uint8_t *)m.pack + (m.pack_kind == PACK_P16 ? (size_t)(a->o0 / 16) * pack_p16_bytes(&m)
+                                                                         : (size_t)a->o0 * m.row_bytes);
         m.data = (const uint8_t *)m.data + (size_t)a->o0 * m.row_bytes;
-        if (m.pack) m.pack = (const uint8_t *)m.pack + (size_t)a->o0 * m.row_bytes;
         m.rows = a->o1 - a->o0;
         if (m.rows % g || a->o0 % g) m.pack = NULL;
     }

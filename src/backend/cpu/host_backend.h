@@ -67,8 +67,12 @@ void host_pack_free(PackSet *p);
 /* The R8 layout (MatW.pack): rows (a multiple of 8) of row_bytes, blocks of block_bytes, interleaved by 8
  * per block: block i of row 8g+r goes to dst + g·8·row_bytes + (8i + r)·block_bytes. */
 void pack_rows8(void *dst, const void *src, int64_t rows, size_t row_bytes, size_t block_bytes);
-/* The P16 layout of Q8_0 rows (a multiple of 16), ops.h's PACK_P16. */
-void pack_p16_q8_0(void *dst, const void *src, int64_t rows, size_t row_bytes);
+/* The P16 layout (ops.h's PACK_P16) of a Q8_0 or Q4_K matrix w whose rows are a multiple of 16: dst must hold
+ * pack_p16_bytes(w) · rows / 16 bytes. pack_p16_block rebuilds row r's block i (the file's bytes) from it. */
+bool pack_p16_format(const MatW *w);
+size_t pack_p16_bytes(const MatW *w); /* bytes per panel of 16 rows */
+void pack_p16(void *dst, const MatW *w);
+void pack_p16_block(const void *pack, const MatW *w, int64_t r, int64_t i, uint8_t *block);
 
 /* "cpu" (ref false: the ISA's kernels) or "ref" (the scalar reference); backend.c calls it by name. */
 Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err);

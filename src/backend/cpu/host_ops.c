@@ -11,26 +11,18 @@
 
 #include <string.h>
 
-/* Row r of a packed Q8_0 matrix (pack.c's layouts), dequantized as dequant_q8_0 does: a tied embedding table is
- * also the head, packed, and its file pages were dropped (reading them would fault them back in). */
-static void packed_q8_0_row(const MatW *m, int64_t r, float *o) {
-    const int64_t nb = m->cols / 32;
-    for (int64_t i = 0; i < nb; i++) {
-        uint16_t h;
-        int8_t q[32];
-        if (m->pack_kind == PACK_P16) {
-            const uint8_t *panel = (const uint8_t *)m->pack + (size_t)(r / 16) * 16 * m->row_bytes;
-            const int lane = (int)(r % 16);
-            memcpy(&h, panel + 512 * nb + 32 * i + 2 * lane, 2);
-            for (int g = 0; g < 8; g++)
-                for (int k = 0; k < 4; k++) q[4 * g + k] = (int8_t)(panel[512 * i + 64 * g + 4 * lane + k] ^ 0x80);
-        } else { /* PACK_R8 */
-            const uint8_t *b = (const uint8_t *)m->pack + (size_t)(r >> 3) * 8 * m->row_bytes + ((size_t)i * 8 + (size_t)(r & 7)) * 34;
-            memcpy(&h, b, 2);
-            memcpy(q, b + 2, 32);
-        }
-        const float d = fp16_to_fp32(h);
-        for (int j = 0; j < 32; j++) o[32 * i + j] = (float)q[j] * d;
+/* Row r of a packed matrix (pack.c's layouts), block by block back in the file's bytes and dequantized by the
+ * format: a tied embedding table is also the head, packed, and its file pages were dropped (reading them would
+ * fault them back in). */
+static void packed_row(const MatW *m, const Format *f, int64_t r, float *o) {
+    uint8_t block[256];
+    for (int64_t i = 0; i < m->cols / f->block; i++) {
+        if (m->pack_kind == PACK_P16)
+            pack_p16_block(m->pack, m, r, i, block);
+        else /* PACK_R8 (Q8_0) */
+            memcpy(block, (const uint8_t *)m->pack + (size_t)(r >> 3) * 8 * m->row_bytes + ((size_t)i * 8 + (size_t)(r & 7)) * (size_t)f->bytes,
+                   (size_t)f->bytes);
+        f->to_float(block, o + i * f->block, f->block);
     }
 }
 
@@ -41,7 +33,7 @@ static void h_get_rows(Backend *be, const Weight *w, BView ids, int n, BView out
     const int32_t *id = hi(ids);
     float *o = hf(out);
     for (int i = 0; i < n; i++) {
-        if (m && m->pack && m->type == FMT_Q8_0 && !w->n_expert) packed_q8_0_row(m, id[i], o + (int64_t)i * w->cols);
+        if (m && m->pack && !w->n_expert) packed_row(m, fmt, id[i], o + (int64_t)i * w->cols);
         else fmt->to_float((const uint8_t *)w->host + (size_t)id[i] * w->row_bytes, o + (int64_t)i * w->cols, w->cols);
     }
 }
