@@ -44,10 +44,14 @@ enum {
      * time per row: vector 8j + m (64 bytes) holds bytes qs[32j+4m … +3] of rows 0..15 (low nibbles: elements
      * 64j+4m…, sub-block 2j; high: elements 64j+32+4m…, sub-block 2j+1); [2048, 2176) the 6-bit scales,
      * sub-block-major (16·s + row); [2176, 2304) the minimums likewise; [2304, 2336) d and [2336, 2368) dmin,
-     * fp16 per row (2368 bytes for 16 rows' 2304: the scales unpacked) */
+     * fp16 per row (2368 bytes for 16 rows' 2304: the scales unpacked).
+     * Q6_K: per super-block (at +Q6K_P16_SB·sb, the 16 rows' own size): [0, 2048) ql 4 bytes at a time per row,
+     * vector 16h + 8p + m = bytes ql[64h + 32p + 4m … +3] of rows 0..15; [2048, 3072) qh likewise, vector 8h + m =
+     * qh[32h + 4m … +3]; [3072, 3328) the int8 scales sub-block-major (16·g + row); [3328, 3360) d fp16 per row */
     PACK_P16 = 2,
 };
 #define Q4K_P16_SB 2368
+#define Q6K_P16_SB 3360
 
 typedef enum MatMode {
     /* activations rounded to the weight format's vec_dot partner (Q8_0 / Q8_1 / Q8_K / F16 / BF16) before

@@ -18,9 +18,9 @@
  * rose 25% (the compute kept faulting in file pages of matrices not yet copied), so it is done up
  * front (docs/KERNELS.md, "Decode GEMV").
  *
- * The fast arithmetic reads Q8_0 and Q4_K matrices whose row count is a multiple of 16 as P16 panels instead
- * (ops.h's PACK_P16: 16 rows' blocks transposed into the vectors the kernel multiplies; Q8_0 the R8 copy's size,
- * Q4_K 2.8% more: its scales unpacked). */
+ * The fast arithmetic reads Q8_0, Q4_K and Q6_K matrices whose row count is a multiple of 16 as P16 panels
+ * instead (ops.h's PACK_P16: 16 rows' blocks transposed into the vectors the kernel multiplies; Q8_0 and Q6_K
+ * the file's size, Q4_K 2.8% more: its scales unpacked). */
 #include "backend/cpu/host_backend.h"
 
 #include "base/bigalloc.h"
@@ -93,25 +93,57 @@ static void pack_p16_q4_K(uint8_t *dst, const uint8_t *src, int64_t rows, size_t
         }
 }
 
+#define Q6K_BYTES 210
+
+static void pack_p16_q6_K(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes) {
+    const size_t nsb = row_bytes / Q6K_BYTES;
+    for (int64_t p = 0; p < rows / 16; p++)
+        for (size_t sb = 0; sb < nsb; sb++) {
+            uint8_t *o = dst + ((size_t)p * nsb + sb) * Q6K_P16_SB;
+            for (int r = 0; r < 16; r++) {
+                const BlockQ6_K *b = (const BlockQ6_K *)(src + ((size_t)p * 16 + (size_t)r) * row_bytes) + sb;
+                for (int v = 0; v < 32; v++) memcpy(o + 64 * v + 4 * r, b->ql + 4 * v, 4); /* v = 16h + 8p + m */
+                for (int v = 0; v < 16; v++) memcpy(o + 2048 + 64 * v + 4 * r, b->qh + 4 * v, 4); /* v = 8h + m */
+                for (int g = 0; g < 16; g++) o[3072 + 16 * g + r] = (uint8_t)b->scales[g];
+                memcpy(o + 3328 + 2 * r, &b->d, 2);
+            }
+        }
+}
+
 bool pack_p16_format(const MatW *w) {
     if (w->rows <= 0 || w->rows % 16) return false;
     if (w->type == FMT_Q8_0) return w->cols % 32 == 0 && w->row_bytes == (size_t)w->cols / 32 * Q8_0_BYTES;
     if (w->type == FMT_Q4_K) return w->cols % 256 == 0 && w->row_bytes == (size_t)w->cols / 256 * Q4K_BYTES;
+    if (w->type == FMT_Q6_K) return w->cols % 256 == 0 && w->row_bytes == (size_t)w->cols / 256 * Q6K_BYTES;
     return false;
 }
 
 size_t pack_p16_bytes(const MatW *w) {
-    return w->type == FMT_Q4_K ? (size_t)w->cols / 256 * Q4K_P16_SB : 16 * w->row_bytes;
+    return w->type == FMT_Q4_K ? (size_t)w->cols / 256 * Q4K_P16_SB
+         : w->type == FMT_Q6_K ? (size_t)w->cols / 256 * Q6K_P16_SB
+                               : 16 * w->row_bytes;
 }
 
-void pack_p16(void *dst, const MatW *w) {
-    if (w->type == FMT_Q4_K) pack_p16_q4_K(dst, w->data, w->rows, w->row_bytes);
-    else pack_p16_q8_0(dst, w->data, w->rows, w->row_bytes);
+static void pack_p16_rows(uint8_t *dst, const uint8_t *src, uint32_t type, int64_t rows, size_t row_bytes) {
+    if (type == FMT_Q4_K) pack_p16_q4_K(dst, src, rows, row_bytes);
+    else if (type == FMT_Q6_K) pack_p16_q6_K(dst, src, rows, row_bytes);
+    else pack_p16_q8_0(dst, src, rows, row_bytes);
 }
+
+void pack_p16(void *dst, const MatW *w) { pack_p16_rows(dst, w->data, w->type, w->rows, w->row_bytes); }
 
 void pack_p16_block(const void *pack, const MatW *w, int64_t r, int64_t i, uint8_t *block) {
     const uint8_t *panel = (const uint8_t *)pack + (size_t)(r / 16) * pack_p16_bytes(w);
     const int lane = (int)(r % 16);
+    if (w->type == FMT_Q6_K) {
+        const uint8_t *o = panel + (size_t)i * Q6K_P16_SB;
+        BlockQ6_K *b = (BlockQ6_K *)block;
+        for (int v = 0; v < 32; v++) memcpy(b->ql + 4 * v, o + 64 * v + 4 * lane, 4);
+        for (int v = 0; v < 16; v++) memcpy(b->qh + 4 * v, o + 2048 + 64 * v + 4 * lane, 4);
+        for (int g = 0; g < 16; g++) b->scales[g] = (int8_t)o[3072 + 16 * g + lane];
+        memcpy(&b->d, o + 3328 + 2 * lane, 2);
+        return;
+    }
     if (w->type == FMT_Q4_K) {
         const uint8_t *o = panel + (size_t)i * Q4K_P16_SB;
         BlockQ4_K *b = (BlockQ4_K *)block;
@@ -181,8 +213,7 @@ static void *worker(void *arg) {
         const size_t off = (size_t)g0 * gr * w->row_bytes, bytes = (size_t)(g1 - g0) * gr * w->row_bytes;
         const uint8_t *src = (const uint8_t *)w->data + off;
         uint8_t *dst = j->dst[m] + (size_t)g0 * group_bytes(w, j->kind);
-        if (j->kind == PACK_P16 && w->type == FMT_Q4_K) pack_p16_q4_K(dst, src, (g1 - g0) * gr, w->row_bytes);
-        else if (j->kind == PACK_P16) pack_p16_q8_0(dst, src, (g1 - g0) * gr, w->row_bytes);
+        if (j->kind == PACK_P16) pack_p16_rows(dst, src, w->type, (g1 - g0) * gr, w->row_bytes);
         else pack_rows8_q8_0(dst, src, (g1 - g0) * gr, w->row_bytes);
         if (j->drop[m]) drop_pages(src, bytes);
         const uint64_t done = atomic_fetch_add(&j->bytes_done, bytes) + bytes;

@@ -1,0 +1,197 @@
+/* matmul_kpanel_avx512.c — Q4_K and Q6_K in the fast arithmetic (DOT_FAST) at the AVX-512 VNNI level, on the
+ * P16 panels the CPU backend packs at load (ops.h's PACK_P16: per super-block the file's quant bytes transposed
+ * 4 at a time so that ZMM lane r is row r; Q4_K's 6-bit scales and minimums unpacked, Q6_K's int8 scales by
+ * sub-block; d (and dmin) per row).
+ *
+ * The order (gguf/quant_order_k.c, DOT_FAST): per super-block the integer total S = Σ sc·q·a in one fma with
+ * d·d8, the minimum total M = Σ m·(bsums) in one fma with dmin·d8 into a second accumulator; result acc − accm.
+ * Q4_K: a 64-byte vector of the panel holds 4 quant bytes of each of the 16 rows: its low nibbles are 4 elements
+ * of sub-block 2j, its high nibbles the 4 elements 32 further (sub-block 2j+1), so one load feeds two vpdpbusd
+ * with the token's activations broadcast; one vpmulld per sub-block applies the 16 rows' scales.
+ * Q6_K (S = Σ sc·q·a over the unsigned 6-bit codes, less 32·Σ sc·bsums, in one fma with d·d8): two ql vectors
+ * and one qh vector give the codes of 4 groups of 4 elements (ql's nibbles, qh's 2-bit fields), 16 rows each. Decode (1-2
+ * tokens) and prefill (tiles of 8) run the same steps per (row, token): a row's result does not depend on its
+ * batch, and nothing is decoded or transposed per call (the per-row and tile kernels of matmul_kq_avx512.h
+ * serve the matrices without panels, in the same order). */
+#include "kernels/cpu/matmul_cpu.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "gguf/quant_blocks.h"
+
+#define Q_INLINE static inline __attribute__((always_inline))
+#define TILE_T 8          /* tokens per tile */
+#define PF_BYTES 8192     /* decode's software prefetch distance */
+
+typedef struct QTok {
+    const int8_t *qs;
+    const float *d;
+    const int16_t *bs;
+} QTok;
+
+Q_INLINE QTok q_tok(const MmJob *j, int64_t t) {
+    const uint8_t *r = mm_act_row(j, t);
+    QTok k = {(const int8_t *)(r + j->al.qs), (const float *)(r + j->al.d), (const int16_t *)(r + j->al.bsums)};
+    return k;
+}
+
+Q_INLINE __m512i bc32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+Q_INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+
+/* One panel's nsb super-blocks with C tokens: out[c][r]. */
+Q_INLINE void q4k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
+    __m512 acc[TILE_T], accm[TILE_T];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) acc[c] = accm[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = panel + (size_t)sb * Q4K_P16_SB;
+        if (pf)
+            for (int k = 0; k < Q4K_P16_SB; k += 64) _mm_prefetch((const char *)b + PF_BYTES + k, _MM_HINT_T0);
+        __m512i S[TILE_T];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) S[c] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int j = 0; j < 4; j++) {
+            __m512i IA[TILE_T], IB[TILE_T];
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) IA[c] = IB[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                const __m512i v = _mm512_loadu_si512(b + 512 * j + 64 * m);
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++) {
+                    const int8_t *a = tk[c].qs + sb * QK_K + 64 * j + 4 * m;
+                    IA[c] = _mm512_dpbusd_epi32(IA[c], lo, bc32(a));
+                    IB[c] = _mm512_dpbusd_epi32(IB[c], hi, bc32(a + 32));
+                }
+            }
+            const __m512i sa = u8x16(b + 2048 + 16 * (2 * j)), sbv = u8x16(b + 2048 + 16 * (2 * j + 1));
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++)
+                S[c] = _mm512_add_epi32(S[c], _mm512_add_epi32(_mm512_mullo_epi32(IA[c], sa), _mm512_mullo_epi32(IB[c], sbv)));
+        }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 2304)));
+        const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 2336)));
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            const int16_t *bs = tk[c].bs + sb * 16;
+            __m512i M = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; s++) M = _mm512_add_epi32(M, _mm512_mullo_epi32(u8x16(b + 2176 + 16 * s), _mm512_set1_epi32(bs[2 * s] + bs[2 * s + 1])));
+            const __m512 d8 = _mm512_set1_ps(tk[c].d[sb]);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(d16, d8), acc[c]);
+            accm[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm16, d8), accm[c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], _mm512_sub_ps(acc[c], accm[c]));
+}
+
+/* Q6_K: one panel's nsb super-blocks with C tokens. Element 128h + 32r + 4m + i: low 4 bits from ql vector
+ * 16h + 8(r & 1) + m (nibble r >> 1), high 2 bits from qh vector 8h + m (bits 2r); sub-block of 16 = 8h + 2r + m/4. */
+Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
+    __m512 acc[TILE_T];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = panel + (size_t)sb * Q6K_P16_SB;
+        if (pf)
+            for (int k = 0; k < Q6K_P16_SB; k += 64) _mm_prefetch((const char *)b + PF_BYTES + k, _MM_HINT_T0);
+        __m512i S[TILE_T];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) S[c] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int hr = 0; hr < 8; hr++) { /* h = hr / 4, group r = hr % 4: sub-blocks 8h + 2r (m < 4) and +1 */
+            const int h = hr >> 2, r = hr & 3;
+            __m512i I0[TILE_T], I1[TILE_T];
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) I0[c] = I1[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                const __m512i l = _mm512_loadu_si512(b + 64 * (16 * h + 8 * (r & 1) + m));
+                const __m512i qh = _mm512_loadu_si512(b + 2048 + 64 * (8 * h + m));
+                const __m512i lo = (r >> 1) ? _mm512_srli_epi16(l, 4) : l;
+                const __m512i hi = r ? _mm512_srli_epi16(qh, 2 * r) : qh;
+                const __m512i q = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(_mm512_and_si512(hi, m2), 4));
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++) {
+                    const __m512i a = bc32(tk[c].qs + sb * QK_K + 128 * h + 32 * r + 4 * m);
+                    if (m < 4) I0[c] = _mm512_dpbusd_epi32(I0[c], q, a);
+                    else I1[c] = _mm512_dpbusd_epi32(I1[c], q, a);
+                }
+            }
+            const __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 3072 + 16 * (8 * h + 2 * r))));
+            const __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 3072 + 16 * (8 * h + 2 * r + 1))));
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++)
+                S[c] = _mm512_add_epi32(S[c], _mm512_add_epi32(_mm512_mullo_epi32(I0[c], s0), _mm512_mullo_epi32(I1[c], s1)));
+        }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 3328)));
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            const int16_t *bs = tk[c].bs + sb * 16;
+            __m512i M = _mm512_setzero_si512(); /* Σ sc·bsums, the -32 offset's share */
+#pragma GCC unroll 16
+            for (int g = 0; g < 16; g++)
+                M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 3072 + 16 * g))),
+                                                            _mm512_set1_epi32(bs[g])));
+            const __m512i tot = _mm512_sub_epi32(S[c], _mm512_slli_epi32(M, 5));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(d16, _mm512_set1_ps(tk[c].d[sb])), acc[c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], acc[c]);
+}
+
+#define TILE_FN(F, C, PF)                                                                                          \
+    static void F##C##_##PF(const uint8_t *panel, int64_t nsb, const QTok *tk, float out[][16]) {                  \
+        F##_tile(panel, nsb, tk, C, PF, out);                                                                      \
+    }
+TILE_FN(q4k, 1, 1)
+TILE_FN(q4k, 2, 1)
+TILE_FN(q4k, 3, 0)
+TILE_FN(q4k, 4, 0)
+TILE_FN(q4k, 5, 0)
+TILE_FN(q4k, 6, 0)
+TILE_FN(q4k, 7, 0)
+TILE_FN(q4k, 8, 0)
+TILE_FN(q6k, 1, 1)
+TILE_FN(q6k, 2, 1)
+TILE_FN(q6k, 3, 0)
+TILE_FN(q6k, 4, 0)
+TILE_FN(q6k, 5, 0)
+TILE_FN(q6k, 6, 0)
+TILE_FN(q6k, 7, 0)
+TILE_FN(q6k, 8, 0)
+typedef void (*TileFn)(const uint8_t *, int64_t, const QTok *, float (*)[16]);
+static const TileFn q4k_tiles[TILE_T + 1] = {NULL, q4k1_1, q4k2_1, q4k3_0, q4k4_0, q4k5_0, q4k6_0, q4k7_0, q4k8_0};
+static const TileFn q6k_tiles[TILE_T + 1] = {NULL, q6k1_1, q6k2_1, q6k3_0, q6k4_0, q6k5_0, q6k6_0, q6k7_0, q6k8_0};
+
+void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
+    const int64_t nsb = j->K / QK_K;
+    const bool q6 = j->w->type == FMT_Q6_K;
+    const TileFn *tiles = q6 ? q6k_tiles : q4k_tiles;
+    const size_t panel_bytes = (size_t)nsb * (q6 ? Q6K_P16_SB : Q4K_P16_SB);
+    for (int64_t o = o0; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
+        const uint8_t *panel = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes;
+        const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;
+        for (int64_t t = t0; t < t1; t += TILE_T) {
+            const int nc = t1 - t < TILE_T ? (int)(t1 - t) : TILE_T;
+            QTok tk[TILE_T];
+            for (int c = 0; c < nc; c++) tk[c] = q_tok(j, t + c);
+            float out[TILE_T][16];
+            tiles[nc](panel, nsb, tk, out);
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < nr; r++) j->y[(t + c) * j->O + o + r] = out[c][r];
+        }
+    }
+}
