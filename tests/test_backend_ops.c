@@ -188,12 +188,12 @@ static int over_backends(const char *op, const char *what, MatMode mode, const W
     /* the one op the CPU kernels do not reproduce bit for bit: the chunked delta-net (float accumulation in
      * another order and the SIMD exp in the within-chunk decays, docs/KERNELS.md); its bound */
     const bool chunked_dn = strcmp(op, "deltanet") == 0 && strstr(what, "chunked");
-    /* a device multiplies F32 activations in either mode: in the ggml mode its products are compared with
-     * the reference's exact mode (the ggml mode's activation rounding is the CPU's, not an error) */
+    /* a device multiplies F32 activations in every mode: in the ggml and fast modes its products are compared
+     * with the reference's exact mode (their activation rounding is the CPU's, not an error) */
     float *ref_exact = NULL;
     for (int i = 0; i < nb; i++) {
         if (chunked_dn && cs[i].o.isa != ISA_REF && cs[i].nmse == 0) cs[i].nmse = 1e-12;
-        const bool vs_exact = cs[i].device && mode == MATMUL_GGML && strcmp(op, "matmul") == 0;
+        const bool vs_exact = cs[i].device && mode != MATMUL_EXACT && strcmp(op, "matmul") == 0;
         if (vs_exact && !ref_exact) {
             BeCase rc = cs[0];
             rc.o.mode = MATMUL_EXACT;
@@ -292,15 +292,24 @@ TEST(backend_ops, matmul_every_format) {
 
 TEST(backend_ops, matmul_experts_ranges_and_provided_data) {
     void *mem;
-    const Weight w = mat(FMT_Q4_K, 256, 24, 5, &mem);
     float *x = frnd(7 * 256, 2.0f);
-    for (int e = 0; e < 5; e += 2) { /* an expert of the stack, and the same bytes handed in by a provider */
-        const MmCase c = {&w, 7, e, 0, 0, x, NULL};
-        over_backends("matmul", "expert", MATMUL_GGML, &w, 1, run_matmul, &c, 7 * 24);
-        const MmCase p = {&w, 7, e, 0, 0, x, (const uint8_t *)mem + (size_t)e * w.expert_stride};
-        over_backends("matmul", "provided expert", MATMUL_GGML, &w, 1, run_matmul, &p, 7 * 24);
+    /* an expert of the stack, and the same bytes handed in by a provider; in the fast arithmetic a stack of 32-row
+     * experts is packed (P16 panels per expert) and a provider's bytes are the file's */
+    for (int mi = 0; mi < 2; mi++) {
+        const MatMode mode = mi ? MATMUL_FAST : MATMUL_GGML;
+        static const uint32_t types[] = {FMT_Q4_K, FMT_Q5_K, FMT_Q6_K, FMT_Q8_0};
+        for (size_t ti = 0; ti < (mi ? 4 : 1); ti++) {
+            const int rows = mi ? 32 : 24;
+            const Weight w = mat(types[ti], 256, rows, 5, &mem);
+            for (int e = 0; e < 5; e += 2) {
+                const MmCase c = {&w, 7, e, 0, 0, x, NULL};
+                over_backends("matmul", "expert", mode, &w, 1, run_matmul, &c, 7 * (size_t)rows);
+                const MmCase p = {&w, 7, e, 0, 0, x, (const uint8_t *)mem + (size_t)e * w.expert_stride};
+                over_backends("matmul", "provided expert", mode, &w, 1, run_matmul, &p, 7 * (size_t)rows);
+            }
+            free(mem);
+        }
     }
-    free(mem);
     /* a row range of a packed Q8_0 matrix: the same bits as those rows of the whole product */
     const Weight q = mat(FMT_Q8_0, 96, 64, 0, &mem);
     const MmCase all = {&q, 3, -1, 0, 0, x, NULL}, part = {&q, 3, -1, 16, 48, x, NULL};

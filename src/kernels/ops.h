@@ -45,6 +45,9 @@ enum {
      * 64j+4m…, sub-block 2j; high: elements 64j+32+4m…, sub-block 2j+1); [2048, 2176) the 6-bit scales,
      * sub-block-major (16·s + row); [2176, 2304) the minimums likewise; [2304, 2336) d and [2336, 2368) dmin,
      * fp16 per row (2368 bytes for 16 rows' 2304: the scales unpacked).
+     * Q5_K: Q4_K's layout with the qh bytes after the quants: [0, 2048) qs as Q4_K, [2048, 2560) qh 4 bytes at a
+     * time per row, vector m = qh[4m … +3] (bit 2j: element 64j+4m+i's fifth bit, bit 2j+1: element 64j+32+4m+i's),
+     * [2560, 2688) scales, [2688, 2816) minimums, [2816, 2848) d, [2848, 2880) dmin (Q5K_P16_SB for 2,816).
      * Q6_K: per super-block (at +Q6K_P16_SB·sb, the 16 rows' own size): [0, 2048) ql 4 bytes at a time per row,
      * vector 16h + 8p + m = bytes ql[64h + 32p + 4m … +3] of rows 0..15; [2048, 3072) qh likewise, vector 8h + m =
      * qh[32h + 4m … +3]; [3072, 3328) the int8 scales sub-block-major (16·g + row); [3328, 3360) d fp16 per row */
@@ -52,6 +55,7 @@ enum {
 };
 #define Q4K_P16_SB 2368
 #define Q6K_P16_SB 3360
+#define Q5K_P16_SB 2880
 
 typedef enum MatMode {
     /* activations rounded to the weight format's vec_dot partner (Q8_0 / Q8_1 / Q8_K / F16 / BF16) before

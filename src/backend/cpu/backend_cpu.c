@@ -100,15 +100,25 @@ static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
     if (!hb->pack || be->mode == MATMUL_EXACT || hb->isa == ISA_REF) return 0;
     const int kind = be->mode == MATMUL_FAST ? PACK_P16 : PACK_R8;
     if (kind == PACK_P16 && hb->isa != ISA_AVX512) return 0;
-    /* matrices that are only looked up (an untied embedding table) and expert stacks (multiplied row by row)
-     * keep the file's layout */
+    /* matrices that are only looked up (an untied embedding table) keep the file's layout, and expert stacks in
+     * llama.cpp's orders (multiplied row by row) or when an expert cache reads them (it hands out the file's
+     * bytes); the fast arithmetic packs a stack whose experts follow each other as one matrix of all their rows,
+     * so that expert e's panels start at e · rows / 16 panels (h_matmul) */
     MatW *cand = malloc(sizeof *cand * (size_t)(n > 0 ? n : 1));
     int *idx = malloc(sizeof *idx * (size_t)(n > 0 ? n : 1));
     bool *drop = malloc(sizeof *drop * (size_t)(n > 0 ? n : 1));
     if (!cand || !idx || !drop) return free(cand), free(idx), free(drop), err_set(err, "out of memory");
     int k = 0;
-    for (int i = 0; i < n; i++)
-        if (!w[i].n_expert && !w[i].lookup_only) cand[k] = hb->mats[w[i].id], drop[k] = w[i].file_pages, idx[k++] = w[i].id;
+    for (int i = 0; i < n; i++) {
+        if (w[i].lookup_only) continue;
+        MatW m = hb->mats[w[i].id];
+        if (w[i].n_expert) {
+            if (kind != PACK_P16 || w[i].streamed || w[i].expert_stride != (size_t)m.rows * m.row_bytes || m.rows % 16) continue;
+            m.rows *= w[i].n_expert;
+            m.gemv = false;
+        }
+        cand[k] = m, drop[k] = w[i].file_pages, idx[k++] = w[i].id;
+    }
     int rc = host_pack(cand, drop, k, kind, &hb->progress, &hb->packs, err);
     for (int i = 0; rc == 0 && i < k; i++) hb->mats[idx[i]].pack = cand[i].pack, hb->mats[idx[i]].pack_kind = cand[i].pack_kind;
     free(cand), free(idx), free(drop);
@@ -201,7 +211,10 @@ static void h_matmul(Backend *be, const MatArgs *a) {
     if (a->expert >= 0) {
         ASSERT(a->w->n_expert && a->expert < a->w->n_expert);
         m.data = a->data ? a->data : (const uint8_t *)a->w->host + (size_t)a->expert * a->w->expert_stride;
-        m.pack = NULL;
+        if (m.pack && m.pack_kind == PACK_P16 && !a->data) /* the stack's panels: expert e's after e · rows rows */
+            m.pack = (const uint8_t *)m.pack + (size_t)a->expert * (size_t)(m.rows / 16) * pack_p16_bytes(&m);
+        else
+            m.pack = NULL;
     }
     if (a->o1 > 0) { /* rows [o0, o1): the packed layouts' whole groups (8 rows, 16 for P16) or the file's */
         ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= m.rows && a->o0 % 8 == 0);

@@ -18,9 +18,10 @@
  * rose 25% (the compute kept faulting in file pages of matrices not yet copied), so it is done up
  * front (docs/KERNELS.md, "Decode GEMV").
  *
- * The fast arithmetic reads Q8_0, Q4_K and Q6_K matrices whose row count is a multiple of 16 as P16 panels
- * instead (ops.h's PACK_P16: 16 rows' blocks transposed into the vectors the kernel multiplies; Q8_0 and Q6_K
- * the file's size, Q4_K 2.8% more: its scales unpacked). */
+ * The fast arithmetic reads Q8_0, Q4_K, Q5_K and Q6_K matrices whose row count is a multiple of 16 (and expert
+ * stacks of them whose experts' rows are) as P16 panels instead (ops.h's PACK_P16: 16 rows' blocks transposed
+ * into the vectors the kernel multiplies; Q8_0 and Q6_K the file's size, Q4_K / Q5_K 2.8% / 2.3% more: their
+ * scales unpacked). */
 #include "backend/cpu/host_backend.h"
 
 #include "base/bigalloc.h"
@@ -93,7 +94,24 @@ static void pack_p16_q4_K(uint8_t *dst, const uint8_t *src, int64_t rows, size_t
         }
 }
 
+#define Q5K_BYTES 176
 #define Q6K_BYTES 210
+
+static void pack_p16_q5_K(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes) {
+    const size_t nsb = row_bytes / Q5K_BYTES;
+    for (int64_t p = 0; p < rows / 16; p++)
+        for (size_t sb = 0; sb < nsb; sb++) {
+            uint8_t *o = dst + ((size_t)p * nsb + sb) * Q5K_P16_SB;
+            for (int r = 0; r < 16; r++) {
+                const BlockQ5_K *b = (const BlockQ5_K *)(src + ((size_t)p * 16 + (size_t)r) * row_bytes) + sb;
+                for (int v = 0; v < 32; v++) memcpy(o + 64 * v + 4 * r, b->qs + 4 * v, 4);
+                for (int v = 0; v < 8; v++) memcpy(o + 2048 + 64 * v + 4 * r, b->qh + 4 * v, 4);
+                for (int k = 0; k < 8; k++) quant_k4_scale_min(k, b->scales, o + 2560 + 16 * k + r, o + 2688 + 16 * k + r);
+                memcpy(o + 2816 + 2 * r, &b->d, 2);
+                memcpy(o + 2848 + 2 * r, &b->dmin, 2);
+            }
+        }
+}
 
 static void pack_p16_q6_K(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes) {
     const size_t nsb = row_bytes / Q6K_BYTES;
@@ -115,17 +133,20 @@ bool pack_p16_format(const MatW *w) {
     if (w->type == FMT_Q8_0) return w->cols % 32 == 0 && w->row_bytes == (size_t)w->cols / 32 * Q8_0_BYTES;
     if (w->type == FMT_Q4_K) return w->cols % 256 == 0 && w->row_bytes == (size_t)w->cols / 256 * Q4K_BYTES;
     if (w->type == FMT_Q6_K) return w->cols % 256 == 0 && w->row_bytes == (size_t)w->cols / 256 * Q6K_BYTES;
+    if (w->type == FMT_Q5_K) return w->cols % 256 == 0 && w->row_bytes == (size_t)w->cols / 256 * Q5K_BYTES;
     return false;
 }
 
 size_t pack_p16_bytes(const MatW *w) {
     return w->type == FMT_Q4_K ? (size_t)w->cols / 256 * Q4K_P16_SB
+         : w->type == FMT_Q5_K ? (size_t)w->cols / 256 * Q5K_P16_SB
          : w->type == FMT_Q6_K ? (size_t)w->cols / 256 * Q6K_P16_SB
                                : 16 * w->row_bytes;
 }
 
 static void pack_p16_rows(uint8_t *dst, const uint8_t *src, uint32_t type, int64_t rows, size_t row_bytes) {
     if (type == FMT_Q4_K) pack_p16_q4_K(dst, src, rows, row_bytes);
+    else if (type == FMT_Q5_K) pack_p16_q5_K(dst, src, rows, row_bytes);
     else if (type == FMT_Q6_K) pack_p16_q6_K(dst, src, rows, row_bytes);
     else pack_p16_q8_0(dst, src, rows, row_bytes);
 }
@@ -144,19 +165,29 @@ void pack_p16_block(const void *pack, const MatW *w, int64_t r, int64_t i, uint8
         memcpy(&b->d, o + 3328 + 2 * lane, 2);
         return;
     }
-    if (w->type == FMT_Q4_K) {
-        const uint8_t *o = panel + (size_t)i * Q4K_P16_SB;
-        BlockQ4_K *b = (BlockQ4_K *)block;
-        for (int j = 0; j < 4; j++)
-            for (int m = 0; m < 8; m++) memcpy(b->qs + 32 * j + 4 * m, o + 512 * j + 64 * m + 4 * lane, 4);
-        const uint8_t *sc = o + 2048 + lane, *mn = o + 2176 + lane; /* sub-block k at +16k */
-        for (int k = 0; k < 4; k++) { /* quant_k4_scale_min's packing, inverted */
-            b->scales[k] = (uint8_t)(sc[16 * k] | (sc[16 * (k + 4)] >> 4) << 6);
-            b->scales[k + 4] = (uint8_t)(mn[16 * k] | (mn[16 * (k + 4)] >> 4) << 6);
-            b->scales[k + 8] = (uint8_t)((sc[16 * (k + 4)] & 15) | (mn[16 * (k + 4)] & 15) << 4);
+    if (w->type == FMT_Q4_K || w->type == FMT_Q5_K) {
+        const bool q5 = w->type == FMT_Q5_K;
+        const uint8_t *o = panel + (size_t)i * (q5 ? Q5K_P16_SB : Q4K_P16_SB);
+        uint8_t *qs, *scales;
+        uint16_t *d, *dmin;
+        if (q5) {
+            BlockQ5_K *b = (BlockQ5_K *)block;
+            qs = b->qs, scales = b->scales, d = &b->d, dmin = &b->dmin;
+            for (int v = 0; v < 8; v++) memcpy(b->qh + 4 * v, o + 2048 + 64 * v + 4 * lane, 4);
+        } else {
+            BlockQ4_K *b = (BlockQ4_K *)block;
+            qs = b->qs, scales = b->scales, d = &b->d, dmin = &b->dmin;
         }
-        memcpy(&b->d, o + 2304 + 2 * lane, 2);
-        memcpy(&b->dmin, o + 2336 + 2 * lane, 2);
+        for (int v = 0; v < 32; v++) memcpy(qs + 4 * v, o + 64 * v + 4 * lane, 4);
+        const size_t at = q5 ? 2560 : 2048; /* the scales; the minimums 128 further, d and dmin 256 further */
+        const uint8_t *sc = o + at + lane, *mn = o + at + 128 + lane; /* sub-block k at +16k */
+        for (int k = 0; k < 4; k++) { /* quant_k4_scale_min's packing, inverted */
+            scales[k] = (uint8_t)(sc[16 * k] | (sc[16 * (k + 4)] >> 4) << 6);
+            scales[k + 4] = (uint8_t)(mn[16 * k] | (mn[16 * (k + 4)] >> 4) << 6);
+            scales[k + 8] = (uint8_t)((sc[16 * (k + 4)] & 15) | (mn[16 * (k + 4)] & 15) << 4);
+        }
+        memcpy(d, o + at + 256 + 2 * lane, 2);
+        memcpy(dmin, o + at + 288 + 2 * lane, 2);
         return;
     }
     const size_t nb = w->row_bytes / Q8_0_BYTES;

@@ -155,8 +155,8 @@ typedef void (*MmActPrep)(MmActKind kind, int act_off, const float *x, int n, in
 
 /* The kernels, per format and ISA (matmul_cpu.c lists them in its tables). */
 extern const MmFormat mm_q8_0_avx2, mm_q8_0_avx512;
-/* Q4_K and Q6_K on P16 panels, the fast arithmetic (matmul_kpanel_avx512.c; mm_q4_K_avx512 and mm_q6_K_avx512
- * hand these matrices to it) */
+/* Q4_K, Q5_K and Q6_K on P16 panels, the fast arithmetic (matmul_kpanel_avx512.c; their mm_*_avx512 hand these
+ * matrices to it) */
 void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1);
 /* DOT_FAST only: AVX2 from the file's layout; AVX-512 on P16 panels (mm_q8_0_dec_avx512 without them) */
 extern const MmFormat mm_q8_0_fast_avx2, mm_q8_0_fast_avx512, mm_q8_0_dec_avx512;

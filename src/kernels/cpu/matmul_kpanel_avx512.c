@@ -1,4 +1,4 @@
-/* matmul_kpanel_avx512.c — Q4_K and Q6_K in the fast arithmetic (DOT_FAST) at the AVX-512 VNNI level, on the
+/* matmul_kpanel_avx512.c — Q4_K, Q5_K and Q6_K in the fast arithmetic (DOT_FAST) at the AVX-512 VNNI level, on the
  * P16 panels the CPU backend packs at load (ops.h's PACK_P16: per super-block the file's quant bytes transposed
  * 4 at a time so that ZMM lane r is row r; Q4_K's 6-bit scales and minimums unpacked, Q6_K's int8 scales by
  * sub-block; d (and dmin) per row).
@@ -44,16 +44,19 @@ Q_INLINE __m512i bc32(const void *p) {
 
 Q_INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 
-/* One panel's nsb super-blocks with C tokens: out[c][r]. */
-Q_INLINE void q4k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
+/* Q4_K (q5 false) or Q5_K: one panel's nsb super-blocks with C tokens: out[c][r]. Q5_K's fifth bits come from its
+ * qh vector m: bit 2j for the low nibbles' elements, 2j+1 for the high ones'. */
+Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf,
+                        float out[][16]) {
+    const size_t SB = q5 ? Q5K_P16_SB : Q4K_P16_SB, at = q5 ? 2560 : 2048; /* scales; mins +128, d +256, dmin +288 */
     __m512 acc[TILE_T], accm[TILE_T];
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) acc[c] = accm[c] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *b = panel + (size_t)sb * Q4K_P16_SB;
+        const uint8_t *b = panel + (size_t)sb * SB;
         if (pf)
-            for (int k = 0; k < Q4K_P16_SB; k += 64) _mm_prefetch((const char *)b + PF_BYTES + k, _MM_HINT_T0);
+            for (size_t k = 0; k < SB; k += 64) _mm_prefetch((const char *)b + PF_BYTES + k, _MM_HINT_T0);
         __m512i S[TILE_T];
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) S[c] = _mm512_setzero_si512();
@@ -65,7 +68,12 @@ Q_INLINE void q4k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
 #pragma GCC unroll 8
             for (int m = 0; m < 8; m++) {
                 const __m512i v = _mm512_loadu_si512(b + 512 * j + 64 * m);
-                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (q5) {
+                    const __m512i h = _mm512_loadu_si512(b + 2048 + 64 * m);
+                    lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * j), one), 4));
+                    hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * j + 1), one), 4));
+                }
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
                     const int8_t *a = tk[c].qs + sb * QK_K + 64 * j + 4 * m;
@@ -73,19 +81,19 @@ Q_INLINE void q4k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
                     IB[c] = _mm512_dpbusd_epi32(IB[c], hi, bc32(a + 32));
                 }
             }
-            const __m512i sa = u8x16(b + 2048 + 16 * (2 * j)), sbv = u8x16(b + 2048 + 16 * (2 * j + 1));
+            const __m512i sa = u8x16(b + at + 16 * (2 * j)), sbv = u8x16(b + at + 16 * (2 * j + 1));
 #pragma GCC unroll 8
             for (int c = 0; c < C; c++)
                 S[c] = _mm512_add_epi32(S[c], _mm512_add_epi32(_mm512_mullo_epi32(IA[c], sa), _mm512_mullo_epi32(IB[c], sbv)));
         }
-        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 2304)));
-        const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 2336)));
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + at + 256)));
+        const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + at + 288)));
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             const int16_t *bs = tk[c].bs + sb * 16;
             __m512i M = _mm512_setzero_si512();
 #pragma GCC unroll 8
-            for (int s = 0; s < 8; s++) M = _mm512_add_epi32(M, _mm512_mullo_epi32(u8x16(b + 2176 + 16 * s), _mm512_set1_epi32(bs[2 * s] + bs[2 * s + 1])));
+            for (int s = 0; s < 8; s++) M = _mm512_add_epi32(M, _mm512_mullo_epi32(u8x16(b + at + 128 + 16 * s), _mm512_set1_epi32(bs[2 * s] + bs[2 * s + 1])));
             const __m512 d8 = _mm512_set1_ps(tk[c].d[sb]);
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(d16, d8), acc[c]);
             accm[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm16, d8), accm[c]);
@@ -152,6 +160,13 @@ Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], acc[c]);
 }
 
+Q_INLINE void q4k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
+    q45k_tile(false, panel, nsb, tk, C, pf, out);
+}
+Q_INLINE void q5k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
+    q45k_tile(true, panel, nsb, tk, C, pf, out);
+}
+
 #define TILE_FN(F, C, PF)                                                                                          \
     static void F##C##_##PF(const uint8_t *panel, int64_t nsb, const QTok *tk, float out[][16]) {                  \
         F##_tile(panel, nsb, tk, C, PF, out);                                                                      \
@@ -164,6 +179,14 @@ TILE_FN(q4k, 5, 0)
 TILE_FN(q4k, 6, 0)
 TILE_FN(q4k, 7, 0)
 TILE_FN(q4k, 8, 0)
+TILE_FN(q5k, 1, 1)
+TILE_FN(q5k, 2, 1)
+TILE_FN(q5k, 3, 0)
+TILE_FN(q5k, 4, 0)
+TILE_FN(q5k, 5, 0)
+TILE_FN(q5k, 6, 0)
+TILE_FN(q5k, 7, 0)
+TILE_FN(q5k, 8, 0)
 TILE_FN(q6k, 1, 1)
 TILE_FN(q6k, 2, 1)
 TILE_FN(q6k, 3, 0)
@@ -174,13 +197,14 @@ TILE_FN(q6k, 7, 0)
 TILE_FN(q6k, 8, 0)
 typedef void (*TileFn)(const uint8_t *, int64_t, const QTok *, float (*)[16]);
 static const TileFn q4k_tiles[TILE_T + 1] = {NULL, q4k1_1, q4k2_1, q4k3_0, q4k4_0, q4k5_0, q4k6_0, q4k7_0, q4k8_0};
+static const TileFn q5k_tiles[TILE_T + 1] = {NULL, q5k1_1, q5k2_1, q5k3_0, q5k4_0, q5k5_0, q5k6_0, q5k7_0, q5k8_0};
 static const TileFn q6k_tiles[TILE_T + 1] = {NULL, q6k1_1, q6k2_1, q6k3_0, q6k4_0, q6k5_0, q6k6_0, q6k7_0, q6k8_0};
 
 void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
     const int64_t nsb = j->K / QK_K;
-    const bool q6 = j->w->type == FMT_Q6_K;
-    const TileFn *tiles = q6 ? q6k_tiles : q4k_tiles;
-    const size_t panel_bytes = (size_t)nsb * (q6 ? Q6K_P16_SB : Q4K_P16_SB);
+    const uint32_t ty = j->w->type;
+    const TileFn *tiles = ty == FMT_Q6_K ? q6k_tiles : ty == FMT_Q5_K ? q5k_tiles : q4k_tiles;
+    const size_t panel_bytes = (size_t)nsb * (ty == FMT_Q6_K ? Q6K_P16_SB : ty == FMT_Q5_K ? Q5K_P16_SB : Q4K_P16_SB);
     for (int64_t o = o0; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
         const uint8_t *panel = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes;
         const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;

@@ -663,7 +663,8 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
         }                                                                                                         \
     }                                                                                                             \
     static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {   \
-        if (((KIND) == K_Q4 || (KIND) == K_Q6) && j->w->pack_kind == PACK_P16 && j->path == DOT_FAST) { /* panels */ \
+        if (((KIND) == K_Q4 || (KIND) == K_Q5 || (KIND) == K_Q6) && j->w->pack_kind == PACK_P16 && j->path == DOT_FAST) \
+        { /* panels */                                                                                            \
             mm_k_p16_compute(j, o0, o1, t0, t1);                                                                 \
             return;                                                                                               \
         }                                                                                                         \
