@@ -67,6 +67,40 @@ P_INLINE void panel_tile(const uint8_t *q, const uint16_t *d, int64_t nb, const 
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], acc[c]);
 }
 
+/* Two adjacent panels (32 rows) with 4 tokens: each activation broadcast feeds two vpdpbusd (the 16 × 8 tile
+ * loads one broadcast per vpdpbusd); the same steps per (row, token). out[c][r], r < 32. */
+static void panel_tile2x4(const uint8_t *q0, const uint16_t *d0, const uint8_t *q1, const uint16_t *d1, int64_t nb,
+                          const PTok *tk, float out[][32]) {
+    __m512 acc[2][4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i S[2][4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) S[0][c] = S[1][c] = _mm512_set1_epi32(tk[c].corr32[i]);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            const __m512i w0 = _mm512_loadu_si512(q0 + 512 * i + 64 * g), w1 = _mm512_loadu_si512(q1 + 512 * i + 64 * g);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512i a = bc32(tk[c].qs + 32 * i + 4 * g);
+                S[0][c] = _mm512_dpbusd_epi32(S[0][c], w0, a);
+                S[1][c] = _mm512_dpbusd_epi32(S[1][c], w1, a);
+            }
+        }
+        const __m512 dw0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(d0 + 16 * i)));
+        const __m512 dw1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(d1 + 16 * i)));
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512 da = _mm512_set1_ps(tk[c].d[i]);
+            acc[0][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[0][c]), _mm512_mul_ps(dw0, da), acc[0][c]);
+            acc[1][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[1][c]), _mm512_mul_ps(dw1, da), acc[1][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) _mm512_storeu_ps(out[c], acc[0][c]), _mm512_storeu_ps(out[c] + 16, acc[1][c]);
+}
+
 #define TILE_FN(C)                                                                                                  \
     static void tile##C(const uint8_t *q, const uint16_t *d, int64_t nb, const PTok *tk, float out[][16]) {          \
         panel_tile(q, d, nb, tk, C, out);                                                                           \
@@ -89,7 +123,33 @@ static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t 
     }
     const int64_t nb = j->K / QK;
     const size_t panel_bytes = 16 * j->w->row_bytes;
-    for (int64_t o = o0; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
+    int64_t o = o0;
+    if (t1 - t0 >= 8) /* prefill: 32 rows × 4 tokens where two panels are left, one token tile at a time */
+        for (; o + 32 <= o1; o += 32) {
+            const uint8_t *q0 = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes, *q1 = q0 + panel_bytes;
+            const uint16_t *d0 = (const uint16_t *)(q0 + 512 * nb), *d1 = (const uint16_t *)(q1 + 512 * nb);
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4) {
+                PTok tk[4];
+                for (int c = 0; c < 4; c++) tk[c] = p_tok(j, t + c);
+                float out[4][32];
+                panel_tile2x4(q0, d0, q1, d1, nb, tk, out);
+                for (int c = 0; c < 4; c++)
+                    for (int r = 0; r < 32; r++) j->y[(t + c) * j->O + o + r] = out[c][r];
+            }
+            for (int h = 0; h < 2 && t < t1; h++) { /* the last tokens: the 16-row tiles */
+                const uint8_t *q = h ? q1 : q0;
+                const uint16_t *d = h ? d1 : d0;
+                const int nc = (int)(t1 - t);
+                PTok tk[TILE_T];
+                for (int c = 0; c < nc; c++) tk[c] = p_tok(j, t + c);
+                float out[TILE_T][16];
+                tiles[nc](q, d, nb, tk, out);
+                for (int c = 0; c < nc; c++)
+                    for (int r = 0; r < 16; r++) j->y[(t + c) * j->O + o + 16 * h + r] = out[c][r];
+            }
+        }
+    for (; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
         const uint8_t *q = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes;
         const uint16_t *d = (const uint16_t *)(q + 512 * nb);
         for (int64_t t = t0; t < t1; t += TILE_T) {
