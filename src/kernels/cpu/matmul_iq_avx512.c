@@ -237,7 +237,57 @@ KQ_INLINE void dec_iq1_m(const uint8_t *p, KRow *k) {
 }
 
 
-KQ_FORMAT_GS(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32)
+/* IQ2_XXS decode in the fast arithmetic (1-2 tokens): the per-row kernel's integers and float steps (span 256)
+ * with nothing stored between decoding and the dot products: per 64 elements the grid rows, the signs as a
+ * masked negation, +128 for vpdpbusd (from the group's correction -128·Σa), and the two sub-block scales by
+ * vpmaddwd (a 4-element lane total |Σ q·a| ≤ 4·43·128 fits int16, so (total, ±0)·(scale, 0) is exact) — no
+ * KRow round trip, no expanded scale vectors, no vpmulld. */
+KQ_INLINE void iq2xxs_fast_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_t t, const int C) {
+    const int64_t nsb = j->K / QK_K;
+    KTok tk[2];
+    for (int c = 0; c < C; c++) tk[c] = kq_tok(j, t + c);
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    for (int64_t o = o0; o < o1; o++) {
+        const uint8_t *w = mm_w_row(j, o);
+        if (o + KQ_PF_ROWS < o1)
+            for (size_t b_ = 0; b_ < j->w->row_bytes; b_ += 64) _mm_prefetch((const char *)w + KQ_PF_ROWS * j->w->row_bytes + b_, _MM_HINT_T0);
+        float s[2] = {0.f, 0.f};
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(w + sb * 66);
+            const uint8_t *qs = (const uint8_t *)b->qs;
+            __m512i T[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+            for (int z = 0; z < 4; z++) { /* sub-blocks 2z, 2z + 1 */
+                const uint8_t *q = qs + 16 * z;
+                const uint32_t w0 = ld32(q + 4), w1 = ld32(q + 12);
+                const __m512i g = _mm512_set_epi64((long long)iq2xxs_grid[q[11]], (long long)iq2xxs_grid[q[10]], (long long)iq2xxs_grid[q[9]],
+                                                   (long long)iq2xxs_grid[q[8]], (long long)iq2xxs_grid[q[3]], (long long)iq2xxs_grid[q[2]],
+                                                   (long long)iq2xxs_grid[q[1]], (long long)iq2xxs_grid[q[0]]);
+                const __m512i u = _mm512_xor_si512(_mm512_mask_sub_epi8(g, (__mmask64)ksigns8(w0, w1), _mm512_setzero_si512(), g), x80);
+                const __m512i sc = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32((int)(2 * (w0 >> 28) + 1)), _mm512_set1_epi32((int)(2 * (w1 >> 28) + 1)));
+#pragma GCC unroll 2
+                for (int c = 0; c < C; c++) {
+                    const __m512i I = _mm512_dpbusd_epi32(_mm512_loadu_si512(tk[c].corr + sb * 64 + 16 * z), u,
+                                                          _mm512_loadu_si512(tk[c].qs + sb * QK_K + 64 * z));
+                    T[c] = _mm512_add_epi32(T[c], _mm512_madd_epi16(I, sc));
+                }
+            }
+            const float dfac = kq_f16(&b->d) * 0.125f;
+#pragma GCC unroll 2
+            for (int c = 0; c < C; c++) s[c] = fmaf((float)_mm512_reduce_add_epi32(T[c]), dfac * tk[c].d[sb], s[c]);
+        }
+        for (int c = 0; c < C; c++) j->y[(t + c) * j->O + o] = s[c];
+    }
+}
+static void iq2xxs_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, int span) {
+    (void)span;
+    for (int64_t t = t0; t < t1; t += 2) {
+        if (t1 - t >= 2) iq2xxs_fast_rows_c(j, o0, o1, t, 2);
+        else iq2xxs_fast_rows_c(j, o0, o1, t, 1);
+    }
+}
+
+KQ_FORMAT_GSR(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32, 1, iq2xxs_fast_rows)
 KQ_FORMAT(iq2_xs, K_IQ, 74, 128, dec_iq2_xs, 0.125f, mm_span_iq)
 KQ_FORMAT(iq2_s, K_IQ, 82, 128, dec_iq2_s, 0.125f, mm_span_iq)
 KQ_FORMAT_GS(iq3_xxs, K_IQ, 98, 128, dec_iq3_xxs, 0.25f, mm_span_iq, 32)

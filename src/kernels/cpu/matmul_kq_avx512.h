@@ -586,6 +586,10 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
 #define KQ_FORMAT(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF) KQ_FORMAT_GS(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, 16)
 /* GS: the elements of one integer scale (32 where the format's scales are per 32) */
 #define KQ_FORMAT_GS(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS)                                            \
+    KQ_FORMAT_GSR(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS, 0, rows_##NAME)
+/* FAST_ROWS, ROWS_FN: a format's own decode kernel for the fast arithmetic (fewer than KQ_GEMM_MIN_T tokens),
+ * the same integers and float steps as the per-row kernel with span 256 */
+#define KQ_FORMAT_GSR(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS, FAST_ROWS, ROWS_FN)                     \
     KQ_FAST_FN(NAME, KIND, OFF, GS, 1)                                                                            \
     KQ_FAST_FN(NAME, KIND, OFF, GS, 2)                                                                            \
     KQ_FAST_FN(NAME, KIND, OFF, GS, 3)                                                                            \
@@ -669,6 +673,10 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
             return;                                                                                               \
         }                                                                                                         \
         const int span = SPAN_OF(j->path);                                                                        \
+        if ((FAST_ROWS) && j->path == DOT_FAST && t1 - t0 < KQ_GEMM_MIN_T) {                                      \
+            ROWS_FN(j, o0, o1, t0, t1, span);                                                                     \
+            return;                                                                                               \
+        }                                                                                                         \
         if (t1 - t0 >= KQ_GEMM_MIN_T && (KIND) != K_IQ1S && (KIND) != K_IQ1M)                                    \
             tiles_##NAME(j, o0, o1, t0, t1, span, tmp);                                                           \
         else                                                                                                      \
