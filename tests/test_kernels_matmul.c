@@ -205,11 +205,26 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
     return bad != 0;
 }
 
+static void check_format_pass(const Format *f, Pool *pool2, Isa isa, const char *label);
+
 static void check_format(const Format *f, Pool *pool2) {
-    static const int64_t rows_list[] = {1, 3, 7, 8, 33, 48, 64, 257};
-    static const int64_t T_list[] = {1, 2, 3, 5, 17, 64};
     for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++) {
         if (!isa_supported((Isa)isa)) continue;
+        if (isa == ISA_AVX512 && isa_has_avx512_vbmi() && f->id == FMT_IQ2_XXS) {
+            /* the CPU has VBMI: its variant, then the plain one (mm_set_vbmi) */
+            check_format_pass(f, pool2, (Isa)isa, "avx512+vbmi");
+            mm_set_vbmi(false);
+            check_format_pass(f, pool2, (Isa)isa, "avx512");
+            mm_set_vbmi(true);
+        } else
+            check_format_pass(f, pool2, (Isa)isa, isa_name((Isa)isa));
+    }
+}
+
+static void check_format_pass(const Format *f, Pool *pool2, Isa isa, const char *label) {
+    static const int64_t rows_list[] = {1, 3, 7, 8, 33, 48, 64, 257};
+    static const int64_t T_list[] = {1, 2, 3, 5, 17, 64};
+    {
         int cases = 0, bad = 0, skipped = 0;
         const int blk = f->block == 1 ? 16 : f->block; /* float formats: 16-element steps, plus odd widths */
         for (int nbk = 0; nbk <= 5; nbk++) {
@@ -220,14 +235,14 @@ static void check_format(const Format *f, Pool *pool2) {
                         const Case cs = {rows_list[ri], cols, T_list[ti], g == 1};
                         if (cs.rows * cs.cols * cs.T > (1 << 22)) continue; /* keep the reference's time sane */
                         cases++;
-                        bad += check_case((Isa)isa, f, &cs, pool2, &skipped);
+                        bad += check_case(isa, f, &cs, pool2, &skipped);
                     }
         }
-        CHECK_MSG(bad == 0, "%s %s: %d of %d cases differ", isa_name((Isa)isa), f->name, bad, cases);
+        CHECK_MSG(bad == 0, "%s %s: %d of %d cases differ", label, f->name, bad, cases);
         /* (bad counts cases: check_case returns 0 or 1) */
         if (skipped < cases)
             test_note("%-6s %-8s %3d cases bit-identical to the reference%s%s (%d on the reference path)",
-                      isa_name((Isa)isa), f->name, cases - skipped, cur_mode == MATMUL_FAST ? " and batch-invariant" : "",
+                      label, f->name, cases - skipped, cur_mode == MATMUL_FAST ? " and batch-invariant" : "",
                       bad ? ": NO" : "", skipped);
     }
 }

@@ -7,7 +7,7 @@
 #include <cpuid.h>
 
 typedef struct Features {
-    bool probed, avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, os_avx, os_avx512;
+    bool probed, avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avx512vbmi, os_avx, os_avx512;
 } Features;
 
 static Features feat;
@@ -38,6 +38,7 @@ static void probe(void) {
         feat.avx512bw = (b >> 30) & 1;
         feat.avx512vl = (b >> 31) & 1;
         feat.avx512vnni = (c >> 11) & 1;
+        feat.avx512vbmi = (c >> 1) & 1;
     }
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) feat.avx512bf16 = (a >> 5) & 1;
     feat.probed = true;
@@ -56,9 +57,11 @@ bool isa_supported(Isa isa) {
 }
 
 bool isa_has_avx512_bf16(void) { return isa_supported(ISA_AVX512) && feat.avx512bf16; }
+bool isa_has_avx512_vbmi(void) { return isa_supported(ISA_AVX512) && feat.avx512vbmi; }
 #else
 bool isa_supported(Isa isa) { return isa == ISA_REF; }
 bool isa_has_avx512_bf16(void) { return false; }
+bool isa_has_avx512_vbmi(void) { return false; }
 #endif
 
 const char *isa_name(Isa isa) {

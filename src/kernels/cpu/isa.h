@@ -17,6 +17,7 @@ typedef enum Isa { ISA_REF = 0, ISA_AVX2 = 1, ISA_AVX512 = 2, ISA_COUNT } Isa;
 
 bool isa_supported(Isa isa);
 bool isa_has_avx512_bf16(void); /* AVX512_BF16 (vdpbf16ps): Zen 4+, Sapphire Rapids+ */
+bool isa_has_avx512_vbmi(void); /* AVX512_VBMI (vpermb, vpermi2b, vpmultishiftqb): Ice Lake+, Zen 4+ */
 /* The best level this CPU supports. */
 Isa isa_best(void);
 /* "ref", "avx2", "avx512" (or "auto"/NULL/"": the best) to a level this CPU supports; the one parser of

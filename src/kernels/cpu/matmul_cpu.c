@@ -256,6 +256,10 @@ MatmulFn matmul_cpu_select(Isa isa) {
     }
 }
 
+static bool vbmi_off; /* set by tests only, between products */
+bool mm_vbmi(void) { return !vbmi_off && isa_has_avx512_vbmi(); }
+void mm_set_vbmi(bool allow) { vbmi_off = !allow; }
+
 bool mm_has_kernel(int isa, MatMode mode, const MatW *w, int64_t T) {
     DotPath path, path_tail;
     int64_t t_tail;

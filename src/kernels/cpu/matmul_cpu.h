@@ -193,5 +193,9 @@ void quantize_act_bf16_avx512(const float *x, void *dst, int64_t n);
 FormatFromFloat mm_quantize_act(int isa, uint32_t act_type);
 /* For tests: whether an ISA level has a fast kernel for this matrix and product shape in this arithmetic. */
 bool mm_has_kernel(int isa, MatMode mode, const MatW *w, int64_t T);
+/* Whether the AVX-512 kernels may use their AVX512_VBMI variants (IQ2_XXS decode): the CPU's answer unless a test
+ * turned them off to check the plain variants too (mm_set_vbmi(false); true restores the CPU's answer). */
+bool mm_vbmi(void);
+void mm_set_vbmi(bool allow);
 
 #endif

@@ -10,6 +10,8 @@
 
 #include "gguf/iq_tables.h"
 
+#include <pthread.h>
+
 KQ_INLINE uint32_t ld32(const void *p) {
     uint32_t v;
     memcpy(&v, p, 4);
@@ -249,8 +251,7 @@ KQ_INLINE void iq2xxs_fast_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
     for (int64_t o = o0; o < o1; o++) {
         const uint8_t *w = mm_w_row(j, o);
-        if (o + KQ_PF_ROWS < o1)
-            for (size_t b_ = 0; b_ < j->w->row_bytes; b_ += 64) _mm_prefetch((const char *)w + KQ_PF_ROWS * j->w->row_bytes + b_, _MM_HINT_T0);
+        kq_row_prefetch(j, w, o, o0);
         float s[2] = {0.f, 0.f};
         for (int64_t sb = 0; sb < nsb; sb++) {
             const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(w + sb * 66);
@@ -279,10 +280,123 @@ KQ_INLINE void iq2xxs_fast_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_
         for (int c = 0; c < C; c++) j->y[(t + c) * j->O + o] = s[c];
     }
 }
+
+/* The same with AVX512_VBMI: the grid and the sign table in registers instead of scalar loads and pdep.
+ *   - Each grid row (8 magnitudes from {8, 25, 43}) as a 16-bit code of 2-bit level numbers, looked up 64
+ *     bytes at a time (vpermi2b over 128-byte halves of the code's low- and high-byte tables, bit 7 of the
+ *     index choosing the half); vpmultishiftqb then puts level number i of a group in byte i, and vpermb maps
+ *     it to 128 ± magnitude (vpdpbusd's operand, the sign choosing the table).
+ *   - The super-block's 32 sign indices (7 bits from each sign word) by one vpmultishiftqb, ksigns by one
+ *     vpermi2b; each 64-element mask by vpermb (a group's byte to its 8 elements) and vptestmb.
+ *   - The scales (4 bits above each sign word) by the same vpmultishiftqb.
+ * The integers are those of the per-row kernel, the float steps the same. */
+typedef struct Iq2xxsVbmiTabs {
+    uint8_t lo[256], hi[256]; /* the 16-bit level code of each grid row, low and high byte */
+    uint8_t ks[128];          /* ksigns_iq2xs */
+    uint8_t pos[64], neg[64]; /* level number (low 2 bits of the byte) → 128 + magnitude, 128 − magnitude */
+    bool ok;                  /* the grid holds only the three magnitudes */
+} Iq2xxsVbmiTabs;
+static Iq2xxsVbmiTabs vb_tabs __attribute__((aligned(64)));
+static pthread_once_t vb_once = PTHREAD_ONCE_INIT;
+
+static void vb_init(void) {
+    static const uint8_t mag[3] = {8, 25, 43};
+    bool ok = true;
+    for (int e = 0; e < 256; e++) {
+        unsigned code = 0;
+        for (int i = 0; i < 8; i++) {
+            const uint8_t v = (uint8_t)(iq2xxs_grid[e] >> (8 * i));
+            const unsigned lv = v == mag[0] ? 0u : v == mag[1] ? 1u : 2u;
+            ok = ok && v == mag[lv];
+            code |= lv << (2 * i);
+        }
+        vb_tabs.lo[e] = (uint8_t)code, vb_tabs.hi[e] = (uint8_t)(code >> 8);
+    }
+    memcpy(vb_tabs.ks, ksigns_iq2xs, 128);
+    for (int x = 0; x < 64; x++) {
+        const int m = (x & 3) < 3 ? mag[x & 3] : 0;
+        vb_tabs.pos[x] = (uint8_t)(128 + m), vb_tabs.neg[x] = (uint8_t)(128 - m);
+    }
+    vb_tabs.ok = ok;
+}
+
+__attribute__((target("avx512vbmi"))) static inline __attribute__((always_inline)) void
+iq2xxs_vbmi_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_t t, const int C) {
+    const int64_t nsb = j->K / QK_K;
+    KTok tk[2];
+    for (int c = 0; c < C; c++) tk[c] = kq_tok(j, t + c);
+    const Iq2xxsVbmiTabs *tb = &vb_tabs;
+    const __m512i lo0 = _mm512_load_si512(tb->lo), lo1 = _mm512_load_si512(tb->lo + 64), lo2 = _mm512_load_si512(tb->lo + 128),
+                  lo3 = _mm512_load_si512(tb->lo + 192);
+    const __m512i hi0 = _mm512_load_si512(tb->hi), hi1 = _mm512_load_si512(tb->hi + 64), hi2 = _mm512_load_si512(tb->hi + 128),
+                  hi3 = _mm512_load_si512(tb->hi + 192);
+    const __m512i ks0 = _mm512_load_si512(tb->ks), ks1 = _mm512_load_si512(tb->ks + 64);
+    const __m512i pos = _mm512_load_si512(tb->pos), neg = _mm512_load_si512(tb->neg);
+    /* byte 8g + b of ZMM z's index vector: group g's byte (sub-block 2z + g/4, byte g % 4) */
+    const __m512i pidx = _mm512_set_epi64(0x0b0b0b0b0b0b0b0b, 0x0a0a0a0a0a0a0a0a, 0x0909090909090909, 0x0808080808080808,
+                                          0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
+    /* dword l of ZMM z's scale vector: byte 4 of sub-block 2z + l/8 (the rest zeroed by the mask) */
+    const __m512i pscl = _mm512_set_epi32(12, 12, 12, 12, 12, 12, 12, 12, 4, 4, 4, 4, 4, 4, 4, 4);
+    const __m512i shifts = _mm512_set1_epi64(0x0e0c0a0806040200); /* level i at bits 2i */
+    const __m512i sctrl = _mm512_set1_epi64(0x0000003c352e2720);  /* sign fields at 32 + 7b, scale at 60 */
+    const __m512i bits = _mm512_set1_epi64((long long)0x8040201008040201ull), m4 = _mm512_set1_epi8(15);
+    const __m512i one = _mm512_set1_epi8(1), step16 = _mm512_set1_epi8(16);
+    for (int64_t o = o0; o < o1; o++) {
+        const uint8_t *w = mm_w_row(j, o);
+        kq_row_prefetch(j, w, o, o0);
+        float s[2] = {0.f, 0.f};
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(w + sb * 66);
+            const __m512i qs = _mm512_loadu_si512(b->qs);
+            const __m512i f = _mm512_multishift_epi64_epi8(sctrl, qs);           /* bytes 0-3: sign indices, 4: scale */
+            const __m512i sg = _mm512_permutex2var_epi8(ks0, f, ks1);            /* ksigns, bit 7 of the index ignored */
+            const __m512i sc8 = _mm512_or_si512(_mm512_add_epi8(_mm512_and_si512(f, m4), _mm512_and_si512(f, m4)), one);
+            __m512i T[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+            __m512i pz = pidx, pc = pscl;
+#pragma GCC unroll 4
+            for (int z = 0; z < 4; z++) {
+                const __m512i ix = _mm512_permutexvar_epi8(pz, qs);
+                const __mmask64 top = _mm512_movepi8_mask(ix);
+                const __m512i lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(lo0, ix, lo1), _mm512_permutex2var_epi8(lo2, ix, lo3));
+                const __m512i hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(hi0, ix, hi1), _mm512_permutex2var_epi8(hi2, ix, hi3));
+                const __m512i code = _mm512_mask_blend_epi8((__mmask64)0xaaaaaaaaaaaaaaaaull, lo, hi);
+                const __m512i lv = _mm512_multishift_epi64_epi8(shifts, code);
+                const __mmask64 ng = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(pz, sg), bits);
+                const __m512i u = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv, pos), ng, lv, neg);
+                const __m512i sc = _mm512_maskz_permutexvar_epi8((__mmask64)0x1111111111111111ull, pc, sc8);
+#pragma GCC unroll 2
+                for (int c = 0; c < C; c++) {
+                    const __m512i I = _mm512_dpbusd_epi32(_mm512_loadu_si512(tk[c].corr + sb * 64 + 16 * z), u,
+                                                          _mm512_loadu_si512(tk[c].qs + sb * QK_K + 64 * z));
+                    T[c] = _mm512_add_epi32(T[c], _mm512_madd_epi16(I, sc));
+                }
+                pz = _mm512_add_epi8(pz, step16), pc = _mm512_add_epi32(pc, _mm512_set1_epi32(16));
+            }
+            const float dfac = kq_f16(&b->d) * 0.125f;
+#pragma GCC unroll 2
+            for (int c = 0; c < C; c++) s[c] = fmaf((float)_mm512_reduce_add_epi32(T[c]), dfac * tk[c].d[sb], s[c]);
+        }
+        for (int c = 0; c < C; c++) j->y[(t + c) * j->O + o] = s[c];
+    }
+}
+__attribute__((target("avx512vbmi"))) static void iq2xxs_vbmi_rows1(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
+    iq2xxs_vbmi_rows_c(j, o0, o1, t, 1);
+}
+__attribute__((target("avx512vbmi"))) static void iq2xxs_vbmi_rows2(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
+    iq2xxs_vbmi_rows_c(j, o0, o1, t, 2);
+}
+
 static void iq2xxs_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, int span) {
     (void)span;
+    bool vbmi = mm_vbmi();
+    if (vbmi) {
+        pthread_once(&vb_once, vb_init);
+        vbmi = vb_tabs.ok;
+    }
     for (int64_t t = t0; t < t1; t += 2) {
-        if (t1 - t >= 2) iq2xxs_fast_rows_c(j, o0, o1, t, 2);
+        const bool two = t1 - t >= 2;
+        if (vbmi) (two ? iq2xxs_vbmi_rows2 : iq2xxs_vbmi_rows1)(j, o0, o1, t);
+        else if (two) iq2xxs_fast_rows_c(j, o0, o1, t, 2);
         else iq2xxs_fast_rows_c(j, o0, o1, t, 1);
     }
 }

@@ -549,6 +549,14 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
 
 /* the per-row kernel for one span (compile-time) and C (1, 2) tokens from t */
 #define KQ_PF_ROWS 4
+/* The row KQ_PF_ROWS ahead of row o, line by line, past the end of the work item too (the next item's rows are
+ * the next ones read); at an item's first row also the rows before that (an expert's rows start cold). */
+KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int64_t o0) {
+    const size_t rb = j->w->row_bytes;
+    for (int r = o == o0 ? 1 : KQ_PF_ROWS; r <= KQ_PF_ROWS; r++)
+        if (o + r < j->O)
+            for (size_t b_ = 0; b_ < rb; b_ += 64) _mm_prefetch((const char *)w + (size_t)r * rb + b_, _MM_HINT_T0);
+}
 #define KQ_ROWS(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN, C)                                                     \
     static void rows_##NAME##_##SPAN##_##C(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {                  \
         const int64_t nsb = j->K / QK_K;                                                                          \
@@ -558,9 +566,7 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
             const uint8_t *w = mm_w_row(j, o);                                                                    \
             /* decode streams the rows from memory: the row KQ_PF_ROWS ahead, line by line (the prefetchers \
              * alone left a 248320-row Q6_K head at ~17 GB/s) */                                                  \
-            if (o + KQ_PF_ROWS < o1)                                                                              \
-                for (size_t b_ = 0; b_ < j->w->row_bytes; b_ += 64)                                                \
-                    _mm_prefetch((const char *)w + KQ_PF_ROWS * j->w->row_bytes + b_, _MM_HINT_T0);               \
+            kq_row_prefetch(j, w, o, o0);                                                                         \
             KAcc st[C];                                                                                           \
             for (int c = 0; c < (C); c++) {                                                                       \
                 st[c].acc = st[c].acc2 = _mm256_setzero_ps();                                                     \
