@@ -14,6 +14,11 @@
 #                -rtr 1 (run-time repacking), the better of the two per test is the ratio's denominator
 #   THREADS      thread counts (default "1 2"); PP, TG, REPS (default 512, 128, 3)
 #   RESULTS      append the table to this markdown file (default: do not append)
+#   COLD         1 (default): drop the model file from the page cache before each engine's run (GNU dd
+#                iflag=nocache), so that every engine reads it in the same page sizes. The kernel's page cache
+#                keeps whatever folio size a file was first read in: read once in 4 KiB folios, every engine then
+#                misses the TLB on every 4 KiB page of a weight (b3's decode: 34-44 vs 52-54 t/s with 2 MiB
+#                folios); 0 keeps the cache as it is.
 # Prints one markdown table: t/s of every engine and deltallm's ratio to llama.cpp and to the better ik_llama.cpp
 # setting, per model, threads and test.
 set -eu
@@ -30,6 +35,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 tps() { awk -F'|' -v t="$2" '{ for (i = 1; i <= NF; i++) if ($i ~ "^ *"t" *$") { v = $(i+1); sub(/^ */, "", v); sub(/ *±.*/, "", v); print v; exit } }' "$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2fx", a / b; else print "-" }'; }
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > b + 0) ? a : b }'; }
+cold() { [ "${COLD:-1}" = 0 ] || dd if="$1" iflag=nocache count=0 status=none 2>/dev/null || true; }
 
 out="$tmp/table.md"
 if [ -n "$IK_BENCH" ]; then
@@ -45,11 +51,11 @@ else
 fi
 for m in "$@"; do
   for t in $THREADS; do
-    "$DELTALLM" bench -m "$m" -p "$PP" -n "$TG" -r "$REPS" -t "$t" ${DELTALLM_ARGS:-} > "$tmp/d.md"
-    $LLAMA_BENCH -m "$m" -t "$t" > "$tmp/l.md" 2> "$tmp/l.err" || { cat "$tmp/l.err" >&2; exit 1; }
+    cold "$m"; "$DELTALLM" bench -m "$m" -p "$PP" -n "$TG" -r "$REPS" -t "$t" ${DELTALLM_ARGS:-} > "$tmp/d.md"
+    cold "$m"; $LLAMA_BENCH -m "$m" -t "$t" > "$tmp/l.md" 2> "$tmp/l.err" || { cat "$tmp/l.err" >&2; exit 1; }
     if [ -n "$IK_BENCH" ]; then
-      "$IK_BENCH" -m "$m" -t "$t" -p "$PP" -n "$TG" -r "$REPS" > "$tmp/i0.md" 2> "$tmp/i.err" || { cat "$tmp/i.err" >&2; exit 1; }
-      "$IK_BENCH" -m "$m" -t "$t" -p "$PP" -n "$TG" -r "$REPS" -rtr 1 > "$tmp/i1.md" 2> "$tmp/i.err" || { cat "$tmp/i.err" >&2; exit 1; }
+      cold "$m"; "$IK_BENCH" -m "$m" -t "$t" -p "$PP" -n "$TG" -r "$REPS" > "$tmp/i0.md" 2> "$tmp/i.err" || { cat "$tmp/i.err" >&2; exit 1; }
+      cold "$m"; "$IK_BENCH" -m "$m" -t "$t" -p "$PP" -n "$TG" -r "$REPS" -rtr 1 > "$tmp/i1.md" 2> "$tmp/i.err" || { cat "$tmp/i.err" >&2; exit 1; }
     fi
     for test in "pp$PP" "tg$TG"; do
       d=$(tps "$tmp/d.md" "$test"); l=$(tps "$tmp/l.md" "$test")
