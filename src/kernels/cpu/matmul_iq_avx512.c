@@ -320,58 +320,79 @@ static void vb_init(void) {
     vb_tabs.ok = ok;
 }
 
-__attribute__((target("avx512vbmi"))) static inline __attribute__((always_inline)) void
-iq2xxs_vbmi_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_t t, const int C) {
+/* The constants of the VBMI decoder, loaded once per call. */
+typedef struct VbConst {
+    __m512i lo0, lo1, lo2, lo3, hi0, hi1, hi2, hi3, ks0, ks1, pos, neg, pidx, pscl, shifts, sctrl, bits, m4, one, step16;
+} VbConst;
+
+#define VB_TARGET __attribute__((target("avx512vbmi")))
+#define VB_INLINE VB_TARGET static inline __attribute__((always_inline))
+
+VB_INLINE void vb_const(VbConst *k) {
+    const Iq2xxsVbmiTabs *tb = &vb_tabs;
+    k->lo0 = _mm512_load_si512(tb->lo), k->lo1 = _mm512_load_si512(tb->lo + 64);
+    k->lo2 = _mm512_load_si512(tb->lo + 128), k->lo3 = _mm512_load_si512(tb->lo + 192);
+    k->hi0 = _mm512_load_si512(tb->hi), k->hi1 = _mm512_load_si512(tb->hi + 64);
+    k->hi2 = _mm512_load_si512(tb->hi + 128), k->hi3 = _mm512_load_si512(tb->hi + 192);
+    k->ks0 = _mm512_load_si512(tb->ks), k->ks1 = _mm512_load_si512(tb->ks + 64);
+    k->pos = _mm512_load_si512(tb->pos), k->neg = _mm512_load_si512(tb->neg);
+    /* byte 8g + b of ZMM z's index vector: group g's byte (sub-block 2z + g/4, byte g % 4), z = 0 */
+    k->pidx = _mm512_set_epi64(0x0b0b0b0b0b0b0b0b, 0x0a0a0a0a0a0a0a0a, 0x0909090909090909, 0x0808080808080808,
+                               0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
+    /* dword l of ZMM z's scale vector: byte 4 of sub-block 2z + l/8 (the rest zeroed by the mask) */
+    k->pscl = _mm512_set_epi32(12, 12, 12, 12, 12, 12, 12, 12, 4, 4, 4, 4, 4, 4, 4, 4);
+    k->shifts = _mm512_set1_epi64(0x0e0c0a0806040200); /* level i at bits 2i */
+    k->sctrl = _mm512_set1_epi64(0x0000003c352e2720);  /* sign fields at 32 + 7b, scale at 60 */
+    k->bits = _mm512_set1_epi64((long long)0x8040201008040201ull), k->m4 = _mm512_set1_epi8(15);
+    k->one = _mm512_set1_epi8(1), k->step16 = _mm512_set1_epi8(16);
+}
+
+/* One super-block: u[z] = q + 128 of elements 64z … 64z+63, sc[z] = the scales of its two sub-blocks as dwords
+ * (lanes 0-7, 8-15: vpmaddwd's (scale, 0)). */
+VB_INLINE void vb_decode(const VbConst *k, const BlockIQ2_XXS *b, __m512i u[4], __m512i sc[4]) {
+    const __m512i qs = _mm512_loadu_si512(b->qs);
+    const __m512i f = _mm512_multishift_epi64_epi8(k->sctrl, qs);     /* bytes 0-3: sign indices, 4: scale */
+    const __m512i sg = _mm512_permutex2var_epi8(k->ks0, f, k->ks1);    /* ksigns, bit 7 of the index ignored */
+    const __m512i sc8 = _mm512_or_si512(_mm512_add_epi8(_mm512_and_si512(f, k->m4), _mm512_and_si512(f, k->m4)), k->one);
+    __m512i pz = k->pidx, pc = k->pscl;
+#pragma GCC unroll 4
+    for (int z = 0; z < 4; z++) {
+        const __m512i ix = _mm512_permutexvar_epi8(pz, qs);
+        const __mmask64 top = _mm512_movepi8_mask(ix);
+        const __m512i lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo0, ix, k->lo1), _mm512_permutex2var_epi8(k->lo2, ix, k->lo3));
+        const __m512i hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi0, ix, k->hi1), _mm512_permutex2var_epi8(k->hi2, ix, k->hi3));
+        const __m512i code = _mm512_mask_blend_epi8((__mmask64)0xaaaaaaaaaaaaaaaaull, lo, hi);
+        const __m512i lv = _mm512_multishift_epi64_epi8(k->shifts, code);
+        const __mmask64 ng = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(pz, sg), k->bits);
+        u[z] = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv, k->pos), ng, lv, k->neg);
+        sc[z] = _mm512_maskz_permutexvar_epi8((__mmask64)0x1111111111111111ull, pc, sc8);
+        pz = _mm512_add_epi8(pz, k->step16), pc = _mm512_add_epi32(pc, _mm512_set1_epi32(16));
+    }
+}
+
+VB_INLINE void iq2xxs_vbmi_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_t t, const int C) {
     const int64_t nsb = j->K / QK_K;
     KTok tk[2];
     for (int c = 0; c < C; c++) tk[c] = kq_tok(j, t + c);
-    const Iq2xxsVbmiTabs *tb = &vb_tabs;
-    const __m512i lo0 = _mm512_load_si512(tb->lo), lo1 = _mm512_load_si512(tb->lo + 64), lo2 = _mm512_load_si512(tb->lo + 128),
-                  lo3 = _mm512_load_si512(tb->lo + 192);
-    const __m512i hi0 = _mm512_load_si512(tb->hi), hi1 = _mm512_load_si512(tb->hi + 64), hi2 = _mm512_load_si512(tb->hi + 128),
-                  hi3 = _mm512_load_si512(tb->hi + 192);
-    const __m512i ks0 = _mm512_load_si512(tb->ks), ks1 = _mm512_load_si512(tb->ks + 64);
-    const __m512i pos = _mm512_load_si512(tb->pos), neg = _mm512_load_si512(tb->neg);
-    /* byte 8g + b of ZMM z's index vector: group g's byte (sub-block 2z + g/4, byte g % 4) */
-    const __m512i pidx = _mm512_set_epi64(0x0b0b0b0b0b0b0b0b, 0x0a0a0a0a0a0a0a0a, 0x0909090909090909, 0x0808080808080808,
-                                          0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
-    /* dword l of ZMM z's scale vector: byte 4 of sub-block 2z + l/8 (the rest zeroed by the mask) */
-    const __m512i pscl = _mm512_set_epi32(12, 12, 12, 12, 12, 12, 12, 12, 4, 4, 4, 4, 4, 4, 4, 4);
-    const __m512i shifts = _mm512_set1_epi64(0x0e0c0a0806040200); /* level i at bits 2i */
-    const __m512i sctrl = _mm512_set1_epi64(0x0000003c352e2720);  /* sign fields at 32 + 7b, scale at 60 */
-    const __m512i bits = _mm512_set1_epi64((long long)0x8040201008040201ull), m4 = _mm512_set1_epi8(15);
-    const __m512i one = _mm512_set1_epi8(1), step16 = _mm512_set1_epi8(16);
+    VbConst k;
+    vb_const(&k);
     for (int64_t o = o0; o < o1; o++) {
         const uint8_t *w = mm_w_row(j, o);
         kq_row_prefetch(j, w, o, o0);
         float s[2] = {0.f, 0.f};
         for (int64_t sb = 0; sb < nsb; sb++) {
             const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(w + sb * 66);
-            const __m512i qs = _mm512_loadu_si512(b->qs);
-            const __m512i f = _mm512_multishift_epi64_epi8(sctrl, qs);           /* bytes 0-3: sign indices, 4: scale */
-            const __m512i sg = _mm512_permutex2var_epi8(ks0, f, ks1);            /* ksigns, bit 7 of the index ignored */
-            const __m512i sc8 = _mm512_or_si512(_mm512_add_epi8(_mm512_and_si512(f, m4), _mm512_and_si512(f, m4)), one);
+            __m512i u[4], sc[4];
+            vb_decode(&k, b, u, sc);
             __m512i T[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-            __m512i pz = pidx, pc = pscl;
 #pragma GCC unroll 4
-            for (int z = 0; z < 4; z++) {
-                const __m512i ix = _mm512_permutexvar_epi8(pz, qs);
-                const __mmask64 top = _mm512_movepi8_mask(ix);
-                const __m512i lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(lo0, ix, lo1), _mm512_permutex2var_epi8(lo2, ix, lo3));
-                const __m512i hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(hi0, ix, hi1), _mm512_permutex2var_epi8(hi2, ix, hi3));
-                const __m512i code = _mm512_mask_blend_epi8((__mmask64)0xaaaaaaaaaaaaaaaaull, lo, hi);
-                const __m512i lv = _mm512_multishift_epi64_epi8(shifts, code);
-                const __mmask64 ng = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(pz, sg), bits);
-                const __m512i u = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv, pos), ng, lv, neg);
-                const __m512i sc = _mm512_maskz_permutexvar_epi8((__mmask64)0x1111111111111111ull, pc, sc8);
+            for (int z = 0; z < 4; z++)
 #pragma GCC unroll 2
                 for (int c = 0; c < C; c++) {
-                    const __m512i I = _mm512_dpbusd_epi32(_mm512_loadu_si512(tk[c].corr + sb * 64 + 16 * z), u,
+                    const __m512i I = _mm512_dpbusd_epi32(_mm512_loadu_si512(tk[c].corr + sb * 64 + 16 * z), u[z],
                                                           _mm512_loadu_si512(tk[c].qs + sb * QK_K + 64 * z));
-                    T[c] = _mm512_add_epi32(T[c], _mm512_madd_epi16(I, sc));
+                    T[c] = _mm512_add_epi32(T[c], _mm512_madd_epi16(I, sc[z]));
                 }
-                pz = _mm512_add_epi8(pz, step16), pc = _mm512_add_epi32(pc, _mm512_set1_epi32(16));
-            }
             const float dfac = kq_f16(&b->d) * 0.125f;
 #pragma GCC unroll 2
             for (int c = 0; c < C; c++) s[c] = fmaf((float)_mm512_reduce_add_epi32(T[c]), dfac * tk[c].d[sb], s[c]);
@@ -379,11 +400,47 @@ iq2xxs_vbmi_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_t t, const int 
         for (int c = 0; c < C; c++) j->y[(t + c) * j->O + o] = s[c];
     }
 }
+
+/* The GEMM's tile decode (rows o … o+nr-1, every super-block) with the VBMI decoder into the KRows that
+ * kq_tile_put transposes: the same bytes dec_iq2_xxs writes. */
+VB_TARGET static void iq2xxs_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {
+    VbConst k;
+    vb_const(&k);
+    KRow rows[16];
+    for (int r = 0; r < 16; r++) _mm256_store_si256((__m256i *)rows[r].m, _mm256_setzero_si256());
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        for (int r = 0; r < 16; r++) {
+            const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(mm_w_row(j, o + (r < nr ? r : nr - 1)) + sb * 66);
+            __m512i u[4], sc[4];
+            vb_decode(&k, b, u, sc);
+            KRow *kr = &rows[r];
+#pragma GCC unroll 4
+            for (int z = 0; z < 4; z++) _mm512_store_si512(kr->q + 64 * z, u[z]);
+            /* sc[16]: per 16 elements, sub-block s's scale twice: dword lanes 0 and 8 of sc[z] */
+            const __m512i s01 = _mm512_permutex2var_epi32(sc[0], _mm512_set_epi32(24, 24, 16, 16, 8, 8, 0, 0, 24, 24, 16, 16, 8, 8, 0, 0), sc[1]);
+            const __m512i s23 = _mm512_permutex2var_epi32(sc[2], _mm512_set_epi32(24, 24, 16, 16, 8, 8, 0, 0, 24, 24, 16, 16, 8, 8, 0, 0), sc[3]);
+            const __m512i all = _mm512_mask_blend_epi32(0xff00, s01, s23);
+            _mm_store_si128((__m128i *)kr->sc, _mm512_cvtepi32_epi8(all));
+            kr->d = kq_f16(&b->d);
+            kr->dmin = kr->d * 0.125f;
+        }
+        kq_tile_put(tl, sb, rows);
+    }
+}
 __attribute__((target("avx512vbmi"))) static void iq2xxs_vbmi_rows1(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
     iq2xxs_vbmi_rows_c(j, o0, o1, t, 1);
 }
 __attribute__((target("avx512vbmi"))) static void iq2xxs_vbmi_rows2(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
     iq2xxs_vbmi_rows_c(j, o0, o1, t, 2);
+}
+
+/* the tile-decode hook of KQ_FORMAT_GSR: true when it decoded the tile */
+static bool iq2xxs_tile_dec(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {
+    if (!mm_vbmi()) return false;
+    pthread_once(&vb_once, vb_init);
+    if (!vb_tabs.ok) return false;
+    iq2xxs_vbmi_tile(j, o, nr, nsb, tl);
+    return true;
 }
 
 static void iq2xxs_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, int span) {
@@ -401,7 +458,7 @@ static void iq2xxs_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0,
     }
 }
 
-KQ_FORMAT_GSR(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32, 1, iq2xxs_fast_rows)
+KQ_FORMAT_GSR(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32, 1, iq2xxs_fast_rows, iq2xxs_tile_dec)
 KQ_FORMAT(iq2_xs, K_IQ, 74, 128, dec_iq2_xs, 0.125f, mm_span_iq)
 KQ_FORMAT(iq2_s, K_IQ, 82, 128, dec_iq2_s, 0.125f, mm_span_iq)
 KQ_FORMAT_GS(iq3_xxs, K_IQ, 98, 128, dec_iq3_xxs, 0.25f, mm_span_iq, 32)

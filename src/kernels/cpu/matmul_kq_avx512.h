@@ -546,6 +546,10 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
  * KQ_FORMAT(name, KIND, BLOCK_BYTES, OFF, DECODE, POST, SPAN_OF) defines compute_<name> and the MmFormat
  * mm_<name>_avx512; DECODE(const uint8_t *block, KRow *out), SPAN_OF(path) → 0 (LANES8) or the span. */
 #define KQ_GEMM_MIN_T 4
+static inline bool kq_no_tile_dec(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {
+    (void)j, (void)o, (void)nr, (void)nsb, (void)tl;
+    return false;
+}
 
 /* the per-row kernel for one span (compile-time) and C (1, 2) tokens from t */
 #define KQ_PF_ROWS 4
@@ -592,10 +596,11 @@ KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int6
 #define KQ_FORMAT(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF) KQ_FORMAT_GS(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, 16)
 /* GS: the elements of one integer scale (32 where the format's scales are per 32) */
 #define KQ_FORMAT_GS(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS)                                            \
-    KQ_FORMAT_GSR(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS, 0, rows_##NAME)
+    KQ_FORMAT_GSR(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS, 0, rows_##NAME, kq_no_tile_dec)
 /* FAST_ROWS, ROWS_FN: a format's own decode kernel for the fast arithmetic (fewer than KQ_GEMM_MIN_T tokens),
- * the same integers and float steps as the per-row kernel with span 256 */
-#define KQ_FORMAT_GSR(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS, FAST_ROWS, ROWS_FN)                     \
+ * the same integers and float steps as the per-row kernel with span 256; TILE_DEC(j, o, nr, nsb, tile): a faster
+ * decoder of a GEMM tile's 16 rows into the same bytes, false when it cannot run here */
+#define KQ_FORMAT_GSR(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS, FAST_ROWS, ROWS_FN, TILE_DEC)           \
     KQ_FAST_FN(NAME, KIND, OFF, GS, 1)                                                                            \
     KQ_FAST_FN(NAME, KIND, OFF, GS, 2)                                                                            \
     KQ_FAST_FN(NAME, KIND, OFF, GS, 3)                                                                            \
@@ -648,10 +653,11 @@ KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int6
         KRow rows[16];                                                                                            \
         for (int64_t o = o0; o < o1; o += 16) {                                                                   \
             const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;                                                      \
-            for (int64_t sb = 0; sb < nsb; sb++) {                                                                \
-                for (int r = 0; r < 16; r++) DECODE(mm_w_row(j, o + (r < nr ? r : nr - 1)) + sb * (BYTES), &rows[r]); \
-                kq_tile_put(&tl, sb, rows);                                                                       \
-            }                                                                                                     \
+            if (!TILE_DEC(j, o, nr, nsb, &tl))                                                                    \
+                for (int64_t sb = 0; sb < nsb; sb++) {                                                            \
+                    for (int r = 0; r < 16; r++) DECODE(mm_w_row(j, o + (r < nr ? r : nr - 1)) + sb * (BYTES), &rows[r]); \
+                    kq_tile_put(&tl, sb, rows);                                                                   \
+                }                                                                                                 \
             const bool fast = j->path == DOT_FAST;                                                                \
             const int step = fast ? KQ_FAST_T : span ? 4 : 2;                                                     \
             for (int64_t t = t0; t < t1; t += step) {                                                             \
