@@ -29,13 +29,16 @@ static float frand(void) { /* uniform in [-1, 1) */
 
 /* kv_append on the host backends: the bytes of llama.cpp's CPU set_rows (ggml-cpu's from_float of the type):
  * Q8_0 = the x86 quantize_row_q8_0 (the format table's activation rounding), Q4_0 = quantize_row_q4_0_ref (the
- * table's quantizer), F16 rounded to nearest even; K and V each in its own type; rows before row0 untouched. */
+ * table's quantizer), F16 rounded to nearest even; K and V each in its own type; rows before row0 untouched.
+ * The first block holds a tie (2.5 with a scale of 1), which the x86 Q8_0 rounding takes to 2 (half to even)
+ * and quantize_row_q8_0_ref to 3. */
 TEST(kv_cache, append_writes_llama_cpp_bits) {
     static const int kinds[][2] = {{KV_Q8_0, KV_Q4_0}, {KV_Q4_0, KV_F16}, {KV_F32, KV_Q8_0}};
     const int W = 96, T = 3, row0 = 2, rows = row0 + T;
     float *src = malloc(sizeof(float) * (size_t)T * W);
     for (int i = 0; i < T * W; i++) src[i] = 3.0f * frand() * (i % 7 == 0 ? 10.0f : 1.0f);
-    src[5] = 0.0f, src[40] = -src[41]; /* a zero and a tie-prone pair */
+    src[0] = 127.0f, src[1] = 2.5f, src[5] = 0.0f, src[40] = -src[41]; /* a tie, a zero, a ± pair */
+    static const uint32_t fmt_of[KV_COUNT] = {[KV_F32] = FMT_F32, [KV_F16] = FMT_F16, [KV_Q8_0] = FMT_Q8_0, [KV_Q4_0] = FMT_Q4_0};
     for (int be_i = 0; be_i < 2; be_i++)
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
             Err err = {{0}};
@@ -62,12 +65,16 @@ TEST(kv_cache, append_writes_llama_cpp_bits) {
                 else (fmt == FMT_Q8_0 ? f->from_float : f->quantize)(src, w, (int64_t)T * W);
                 CHECK_MSG(memcmp(got, want, bytes) == 0, "%s backend, %s cache %s: kv_append's bytes differ", be->name,
                           side ? "V" : "K", kv_format_name(fmt));
+                if (fmt == FMT_Q8_0) { /* the tie: level 2 (x86), where the reference quantizer gives 3 */
+                    const int8_t q = (int8_t)got[row * row0 + 2 + 1];
+                    CHECK_MSG(q == 2, "Q8_0 cache: 2.5 with scale 1 stored as %d (the x86 rounding gives 2)", q);
+                    f->quantize(src, w, 32);
+                    CHECK((int8_t)w[2 + 1] == 3);
+                }
                 free(got), free(want);
                 be->vt->free(be, cache), be->vt->free(be, in);
             }
-            CHECK(be->kv_k == (kinds[ki][0] == KV_Q8_0 ? FMT_Q8_0 : kinds[ki][0] == KV_Q4_0 ? FMT_Q4_0
-                                                                    : kinds[ki][0] == KV_F16  ? FMT_F16
-                                                                                              : FMT_F32));
+            CHECK(be->kv_k == fmt_of[kinds[ki][0]] && be->kv_v == fmt_of[kinds[ki][1]]);
             backend_destroy(be);
         }
     CHECK(kv_row_bytes(FMT_Q8_0, 256) == 8 * 34 && kv_row_bytes(FMT_Q4_0, 256) == 8 * 18 && kv_row_bytes(FMT_F16, 256) == 512);
