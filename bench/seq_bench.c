@@ -7,6 +7,7 @@
  * attn:     16 query heads over 2 KV heads of 256 dims: decode (T = 1) at contexts 64 … 16384, and prefill
  *           (pos0 = 0, T = n): µs per call, mirroring (bit-identical) vs tiled (online softmax). */
 #include "base/pool.h"
+#include "gguf/format.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/seq_kernels.h"
 #include "kernels/ops.h"
@@ -173,7 +174,7 @@ static void bench_attn(Pool *pool, Isa isa) {
             if (mode == 1 && n > (quick ? 2048 : 4096)) continue;
             const int T = mode == 0 ? 1 : n, pos0 = mode == 0 ? n - 1 : 0;
             AttnBench b = {mirror, {MATMUL_GGML, pool, scratch, sb},
-                           {T, pos0, H, Hkv, d, 1.0f / 16.0f, q, k, v, o}};
+                           {T, pos0, H, Hkv, d, 1.0f / 16.0f, q, k, v, o, FMT_F32, FMT_F32}};
             const double tm = timeit(attn_call, &b, 0.3) * 1e6;
             b.fn = tiled;
             const double tt = timeit(attn_call, &b, 0.3) * 1e6;

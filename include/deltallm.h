@@ -83,9 +83,13 @@ typedef struct DlEngineParams {
      * on dequantized weights: the reference). */
     const char *arith;
     bool exact;             /* "exact" whatever arith says */
-    /* The KV cache's type: "f16" (NULL in the fast arithmetic: llama.cpp's default, half the memory and the
-     * attention bandwidth of F32) or "f32" (NULL in the llama and exact arithmetics). A GPU keeps F32. */
+    /* The KV cache's type, K and V alike: "f16" (NULL in the fast arithmetic: llama.cpp's default, half the
+     * memory and the attention bandwidth of F32), "f32" (NULL in the llama and exact arithmetics), or, in the
+     * fast arithmetic only, "q8_0" / "q4_0" (llama.cpp's blocks of 32 per head: 34 / 18 bytes for 32 values).
+     * kv_type_k and kv_type_v, when set, choose K's and V's type each (-ctk, -ctv); NULL: kv_type's. A GPU
+     * keeps F32. */
     const char *kv_type;
+    const char *kv_type_k, *kv_type_v;
     const char *deltanet;   /* "auto" (NULL), "recurrent" or "chunked" */
     const char *backend;    /* "cpu" (NULL), "ref" (the scalar reference of every op), "vulkan" or "vulkan:N" (a
                                GPU through Vulkan, when the build has it: `deltallm devices` lists them) */

@@ -413,7 +413,7 @@ static void run_row(Env *e, const void *ctx, float *out) {
         vt->rope(be, y, idx, &r);
         break;
     }
-    case OP_KV: vt->kv_append(be, y, 3, a, R, n); break;
+    case OP_KV: vt->kv_append(be, y, 3, a, R, n, false); break;
     case OP_MUL_SIGMOID: {
         const VecSet s = {R, H, n, (int64_t)2 * H * n, 2 * n, (int64_t)H * n, n};
         vt->copy(be, y, a, NA * 4);

@@ -2,7 +2,9 @@
  * token's logits do not depend on the batch it is computed in. Every test model, 200 tokens evaluated in
  * one batch, token by token and in chunks of 7 (and 64, the chunked delta-net's size): bit for bit the same
  * logits, with the CPU kernels of the best ISA (packed as the engine packs) and 1 or 2 threads. llama.cpp's
- * own orders do not have this (its prefill and decode differ; m2, 200 tokens: max|Δ|/std 0.05). */
+ * own orders do not have this (its prefill and decode differ; m2, 200 tokens: max|Δ|/std 0.05). The same with
+ * quantized KV caches (-ctk q8_0 -ctv q4_0, and the other way round): rows are quantized as they are appended,
+ * whatever the batch, and read by the same kernel. */
 #include "test.h"
 #include "test_forward.h"
 
@@ -22,7 +24,7 @@ static long first_diff(const float *a, const float *b, long n) {
     return -1;
 }
 
-static void one_model(const char *name, int threads) {
+static void one_model(const char *name, int threads, const char *cache) {
     Model *m = tf_model(name);
     int T = 0;
     int32_t *ids = tf_seq(name, 200, &T);
@@ -44,7 +46,7 @@ static void one_model(const char *name, int threads) {
         same += d < 0;
         free(split);
     }
-    test_note("%-26s %d thread(s): one batch = token by token = chunks of 7 = chunks of 64: %s", name, threads,
+    test_note("%-26s %d thread(s)%s: one batch = token by token = chunks of 7 = chunks of 64: %s", name, threads, cache,
               same == 3 ? "bit-identical" : "NO");
     free(whole);
     free(ids);
@@ -52,5 +54,14 @@ static void one_model(const char *name, int threads) {
 }
 
 TEST(batch_invariance, every_model_every_split) {
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) one_model(models[i], i % 2 ? 2 : 1);
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) one_model(models[i], i % 2 ? 2 : 1, "");
+}
+
+TEST(batch_invariance, quantized_kv_cache) {
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        const bool k8 = i % 3 != 2; /* K q8_0 / V q4_0 on most, the other way round on some */
+        tf_set_kv(k8 ? KV_Q8_0 : KV_Q4_0, k8 ? KV_Q4_0 : KV_Q8_0);
+        one_model(models[i], i % 2 ? 1 : 2, k8 ? ", K q8_0 V q4_0" : ", K q4_0 V q8_0");
+    }
+    tf_set_kv(KV_DEFAULT, KV_DEFAULT);
 }

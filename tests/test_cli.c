@@ -151,6 +151,36 @@ TEST(cli, run_speculative) {
     free(o), free(e);
 }
 
+/* -ctk / -ctv: K and V each in its own type. q8_0 / q4_0 run (the trained model, greedy) and print text; a bad
+ * name is a one-line usage error (exit 2) that lists the names; a quantized cache in the llama arithmetic fails
+ * with one line (exit 1). */
+TEST(cli, kv_cache_types) {
+    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    char args[1024], *o = NULL, *e = NULL;
+    const char *tiny = "assets/tinybible-f16.gguf";
+    snprintf(args, sizeof args, "run -m %s -p 'And God said' --temp 0 -n 24 -t 1 -ctk q8_0 -ctv q4_0", tiny);
+    CHECK_MSG(cli_run(args, NULL, &o, &e) == 0 && o && strlen(o) > 20, "-ctk q8_0 -ctv q4_0: stdout '%s', stderr '%s'",
+              o ? o : "", e ? e : "");
+    free(o), free(e);
+    static const struct {
+        const char *opts, *msg;
+        int rc;
+    } bad[] = {{"-ctk bogus", "deltallm run: -ctk: unknown KV cache type 'bogus' (f32, f16, q8_0 or q4_0)\n", 2},
+               {"-ctv q5_9", "deltallm run: -ctv: unknown KV cache type 'q5_9' (f32, f16, q8_0 or q4_0)\n", 2},
+               {"--arith llama -ctk q8_0", "a q8_0 KV cache needs the fast arithmetic (the llama arithmetic keeps f32 or f16)\n", 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o = e = NULL;
+        snprintf(args, sizeof args, "run -m %s -p hi -n 4 -t 1 %s", tiny, bad[i].opts);
+        const int rc = cli_run(args, NULL, &o, &e);
+        const char *last = e ? e + strlen(e) : NULL; /* the last line (the model line may come before it) */
+        if (last && last > e && last[-1] == '\n') last--;
+        while (last && last > e && last[-1] != '\n') last--;
+        const bool one = rc == 2 ? e && !strcmp(e, bad[i].msg) : last && strstr(last, bad[i].msg) && strstr(last, "deltallm ");
+        CHECK_MSG(rc == bad[i].rc && empty(o) && one, "%s: exit %d (want %d), stderr '%s'", bad[i].opts, rc, bad[i].rc, e ? e : "");
+        free(o), free(e);
+    }
+}
+
 /* ------------------------------------------------------------------------------------------ progress */
 
 typedef struct Seen {

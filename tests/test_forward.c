@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int tf_kv = KV_DEFAULT;
-void tf_set_kv(int kv_type) { tf_kv = kv_type; }
+static int tf_kv_k = KV_DEFAULT, tf_kv_v = KV_DEFAULT;
+void tf_set_kv(int kv_k, int kv_v) { tf_kv_k = kv_k, tf_kv_v = kv_v; }
 
 BackendOptions tf_backend(MatMode mode, int threads, bool pack) {
     Err err = {{0}};
@@ -20,7 +20,7 @@ BackendOptions tf_backend(MatMode mode, int threads, bool pack) {
         isa = ISA_REF;
     }
     return (BackendOptions){.name = getenv("DELTALLM_BACKEND"), .isa = (int)isa, .n_threads = threads, .mode = mode, .pack = pack,
-                            .kv_type = tf_kv};
+                            .kv_k = tf_kv_k, .kv_v = tf_kv_v};
 }
 
 Forward *tf_forward(const Model *m, int max_batch, int max_ctx, MatMode mode, DeltaNetAlgo algo, int threads, bool pack,

@@ -7,8 +7,8 @@
 #include "model/model.h"
 
 BackendOptions tf_backend(MatMode mode, int threads, bool pack);
-/* The KV cache type of the backends tf_backend makes from now on (backend.h's KV_*; KV_DEFAULT at start). */
-void tf_set_kv(int kv_type);
+/* The K and V cache types of the backends tf_backend makes from now on (backend.h's KV_*; KV_DEFAULT at start). */
+void tf_set_kv(int kv_k, int kv_v);
 /* The forward pass owns its backend (weights bound, not packed unless pack). */
 Forward *tf_forward(const Model *m, int max_batch, int max_ctx, MatMode mode, DeltaNetAlgo algo, int threads, bool pack,
                     Err *err);

@@ -1,6 +1,7 @@
 /* test_kernels_seq.c — the fast sequence kernels (kernels/cpu/deltanet_*, conv_*, attention_*) against the
  * scalar references, on every ISA level this CPU supports, with odd sizes and NaN-poisoned outputs:
- *   recurrent delta-net, conv + SiLU, mirroring attention: bit for bit (memcmp) with the reference;
+ *   recurrent delta-net, conv + SiLU, mirroring attention (F32, F16, Q8_0 and Q4_0 caches): bit for bit
+ *   (memcmp) with the reference;
  *   chunked delta-net: against the recurrent reference, max|Δ|/max|ref| ≤ 1e-5 on outputs and state;
  *   tiled attention: against attention_ref, max|Δ|/max|ref| ≤ 1e-5;
  *   1 thread and 2 threads: identical bits, for every kernel. */
@@ -9,6 +10,7 @@
 #include "base/fp16.h"
 
 #include "base/pool.h"
+#include "gguf/format.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/seq_kernels.h"
 #include "kernels/ops.h"
@@ -276,9 +278,21 @@ static void at_make(AtCase *c) {
     for (size_t i = 0; i < (size_t)n * c->Hkv * c->d; i++) c->k[i] = 2.0f * frand(), c->v[i] = frand();
 }
 
-/* the arithmetic and the cache type the attention cases run with */
+/* the arithmetic and the cache's K and V formats the attention cases run with */
 static MatMode at_mode = MATMUL_GGML;
-static bool at_f16;
+static uint32_t at_kt = FMT_F32, at_vt = FMT_F32;
+
+/* n cache values in format `type` (NULL for F32: the values themselves): F16 rounded to nearest even, Q8_0 and
+ * Q4_0 by the format table's quantizers in blocks of 32, as the CPU backend's kv_append writes them */
+static void *kv_encode(const float *x, size_t n, uint32_t type) {
+    if (type == FMT_F32) return NULL;
+    const Format *f = format_get(type);
+    void *p = malloc(format_row_bytes(f, (int64_t)n));
+    if (type == FMT_F16)
+        for (size_t i = 0; i < n; i++) ((uint16_t *)p)[i] = fp32_to_fp16(x[i]);
+    else (f->from_float ? f->from_float : f->quantize)(x, p, (int64_t)n);
+    return p;
+}
 
 /* minimal: only the scratch attention_ref asks for (the fast kernels then work on fewer heads at once) */
 static float *at_run_s(AttentionFn fn, const AtCase *c, Pool *pool, bool minimal) {
@@ -289,16 +303,13 @@ static float *at_run_s(AttentionFn fn, const AtCase *c, Pool *pool, bool minimal
     float *scratch = fpoison(sb / sizeof(float));
     float *out = fpoison((size_t)c->T * c->H * c->d);
     OpCtx oc = {at_mode, pool, scratch, sb};
-    AttnArgs a = {c->T, c->pos0, c->H, c->Hkv, c->d, 1.0f / sqrtf((float)c->d), c->q, c->k, c->v, out, NULL, NULL};
-    uint16_t *k16 = NULL, *v16 = NULL;
-    if (at_f16) { /* the cache in F16 */
-        const size_t n = (size_t)(c->pos0 + c->T) * c->Hkv * c->d;
-        k16 = malloc(n * 2), v16 = malloc(n * 2);
-        for (size_t i = 0; i < n; i++) k16[i] = fp32_to_fp16(c->k[i]), v16[i] = fp32_to_fp16(c->v[i]);
-        a.k = a.v = NULL, a.k16 = k16, a.v16 = v16;
-    }
+    AttnArgs a = {c->T, c->pos0, c->H, c->Hkv, c->d, 1.0f / sqrtf((float)c->d), c->q, c->k, c->v, out, at_kt, at_vt};
+    const size_t n = (size_t)(c->pos0 + c->T) * c->Hkv * c->d;
+    void *kc = kv_encode(c->k, n, at_kt), *vc = kv_encode(c->v, n, at_vt);
+    if (kc) a.k = kc;
+    if (vc) a.v = vc;
     fn(&oc, &a);
-    free(scratch), free(k16), free(v16);
+    free(scratch), free(kc), free(vc);
     return out;
 }
 static float *at_run(AttentionFn fn, const AtCase *c, Pool *pool) { return at_run_s(fn, c, pool, false); }
@@ -320,7 +331,7 @@ TEST(kernels, attention_f16_cache_fast_bitwise) {
         AtCase c = {cases[ci].T, cases[ci].pos0, cases[ci].H, cases[ci].Hkv, cases[ci].d, NULL, NULL, NULL};
         at_make(&c);
         const size_t no = (size_t)c.T * c.H * c.d, nkv = (size_t)(c.pos0 + c.T) * c.Hkv * c.d;
-        at_f16 = true;
+        at_kt = at_vt = FMT_F16;
         float *ro = at_run(attention_ref, &c, NULL);
         for (int ii = 0; ii < n_isa; ii++)
             for (int th = 1; th <= 2; th++) {
@@ -330,12 +341,66 @@ TEST(kernels, attention_f16_cache_fast_bitwise) {
                           isa_name(isas[ii]), c.T, c.pos0, c.H, c.Hkv, c.d, th, at, ro[at], o[at]);
                 free(o);
             }
-        at_f16 = false;
+        at_kt = at_vt = FMT_F32;
         for (size_t i = 0; i < nkv; i++) c.k[i] = fp16_to_fp32(fp32_to_fp16(c.k[i])), c.v[i] = fp16_to_fp32(fp32_to_fp16(c.v[i]));
         float *rf = at_run(attention_ref, &c, NULL);
         CHECK_MSG(same_bits(ro, rf, no, NULL), "T=%d pos0=%d: the F16 cache is not the F32 path on rounded values", c.T, c.pos0);
         free(ro), free(rf), free(c.q), free(c.k), free(c.v);
     }
+    at_mode = MATMUL_GGML;
+}
+
+/* Q8_0 / Q4_0 caches, K and V each in its own format, in the fast arithmetic: the mirroring kernel (and the op
+ * as the table has it) equals the reference bit for bit on every ISA level, 1 and 2 threads, full and minimal
+ * scratch (the whole-row and the column-block P·V); and the reference equals the F32 path on the dequantized
+ * values (the format table's to_float: ggml's bits). Head dims 32 (scores only through the scalar tail), 96 and
+ * 160 (vector part and tail), 64 … 256; contexts past ATTN_TILED_MIN_CTX (the fast arithmetic mirrors there). */
+TEST(kernels, attention_quant_cache_fast_bitwise) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    static const struct {
+        int T, pos0, H, Hkv, d;
+    } cases[] = {{1, 0, 2, 1, 32},   {7, 0, 4, 2, 32},     {1, 216, 4, 1, 64},   {33, 17, 4, 1, 96},   {5, 300, 8, 8, 128},
+                 {64, 0, 8, 1, 256}, {1, 1000, 16, 2, 256}, {300, 0, 2, 1, 32}, {3, 2100, 4, 2, 128}, {2, 255, 2, 1, 160}};
+    static const uint32_t kinds[][2] = {
+        {FMT_Q8_0, FMT_Q8_0}, {FMT_Q4_0, FMT_Q4_0}, {FMT_Q8_0, FMT_Q4_0}, {FMT_Q4_0, FMT_F16}, {FMT_F32, FMT_Q8_0}};
+    at_mode = MATMUL_FAST;
+    int n_cmp = 0, n_same = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+            AtCase c = {cases[ci].T, cases[ci].pos0, cases[ci].H, cases[ci].Hkv, cases[ci].d, NULL, NULL, NULL};
+            at_make(&c);
+            const size_t no = (size_t)c.T * c.H * c.d, nkv = (size_t)(c.pos0 + c.T) * c.Hkv * c.d;
+            at_kt = kinds[ki][0], at_vt = kinds[ki][1];
+            float *ro = at_run(attention_ref, &c, NULL);
+            for (int ii = 0; ii < n_isa; ii++)
+                for (int th = 1; th <= 2; th++)
+                    for (int minimal = 0; minimal < 2; minimal++) {
+                        float *o = at_run_s(minimal || th == 2 ? mirror_fn(isas[ii]) : attention_cpu_select(isas[ii]), &c,
+                                            th == 2 ? pool2() : NULL, minimal);
+                        size_t at = 0;
+                        const bool same = same_bits(ro, o, no, &at);
+                        CHECK_MSG(same, "%s K %s V %s T=%d pos0=%d H=%d Hkv=%d d=%d %d thread(s)%s: out[%zu] %.9g vs %.9g",
+                                  isa_name(isas[ii]), format_name(at_kt), format_name(at_vt), c.T, c.pos0, c.H, c.Hkv, c.d,
+                                  th, minimal ? ", minimal scratch" : "", at, ro[at], o[at]);
+                        n_cmp++, n_same += same;
+                        free(o);
+                    }
+            /* the spec: the F32 path on the values the cache holds */
+            for (int which = 0; which < 2; which++) {
+                float *x = which ? c.v : c.k;
+                const uint32_t t = which ? at_vt : at_kt;
+                void *enc = kv_encode(x, nkv, t);
+                if (enc) format_get(t)->to_float(enc, x, (int64_t)nkv);
+                free(enc);
+            }
+            at_kt = at_vt = FMT_F32;
+            float *rf = at_run(attention_ref, &c, NULL);
+            CHECK_MSG(same_bits(ro, rf, no, NULL), "K %s V %s T=%d pos0=%d d=%d: not the F32 path on the dequantized values",
+                      format_name(kinds[ki][0]), format_name(kinds[ki][1]), c.T, c.pos0, c.d);
+            free(ro), free(rf), free(c.q), free(c.k), free(c.v);
+        }
+    test_note("quantized caches: %d of %d kernel runs bit-identical to the reference", n_same, n_cmp);
     at_mode = MATMUL_GGML;
 }
 

@@ -309,17 +309,18 @@ static const char *bin(void) {
     return b && *b ? b : NULL;
 }
 
-/* eval --mpi (prefill and decode) writes the same logits as eval in one process. */
+/* eval --mpi (prefill and decode, and with quantized KV caches) writes the same logits as eval in one process. */
 TEST(mpi, cli_eval_same_logits) {
     const char *b = bin();
     if (!b || !mpi_usable()) return;
-    const char *modes[2] = {"prefill", "decode"};
+    /* the third run: quantized KV caches (the ranks take the types from rank 0) */
+    const char *modes[3] = {"prefill", "decode", "prefill -ctk q8_0 -ctv q4_0"}, *names[3] = {"prefill", "decode", "kvq"};
     char cmd[4096], mp[2048];
     mpirun_cmd(mp, sizeof mp, 120 * SLOW, 2);
-    for (int k = 0; k < (SANITIZED ? 1 : 2); k++) { /* the sanitizer build: prefill only */
+    for (int k = 0; k < (SANITIZED ? 1 : 3); k++) { /* the sanitizer build: prefill only */
         char one[512], two[512];
-        snprintf(one, sizeof one, "%s/eval-one-%s.f32", test_tmpdir(), modes[k]);
-        snprintf(two, sizeof two, "%s/eval-mpi-%s.f32", test_tmpdir(), modes[k]);
+        snprintf(one, sizeof one, "%s/eval-one-%s.f32", test_tmpdir(), names[k]);
+        snprintf(two, sizeof two, "%s/eval-mpi-%s.f32", test_tmpdir(), names[k]);
         const char *args = "eval -m tests/data/models/m8-qwen3next-wide-mixed.gguf "
                            "--tokens-file tests/data/seqs/m8-qwen3next-wide-mixed/len65.txt -t 1 --mode";
         snprintf(cmd, sizeof cmd, "'%s' %s %s --logits-out '%s' > /dev/null 2>&1", b, args, modes[k], one);
@@ -330,6 +331,15 @@ TEST(mpi, cli_eval_same_logits) {
         char *x = test_read_file(one, &na), *y = test_read_file(two, &nb);
         CHECK_MSG(rc == 0 && x && y && na == nb && na > 0 && memcmp(x, y, na) == 0, "eval --mode %s --mpi: exit %d, %zu vs %zu bytes",
                   modes[k], rc, nb, na);
+        free(x), free(y);
+    }
+    if (!SANITIZED) { /* the quantized caches changed the logits (the option reached the computation) */
+        char a[512], c[512];
+        snprintf(a, sizeof a, "%s/eval-one-prefill.f32", test_tmpdir());
+        snprintf(c, sizeof c, "%s/eval-one-kvq.f32", test_tmpdir());
+        size_t na = 0, nc = 0;
+        char *x = test_read_file(a, &na), *y = test_read_file(c, &nc);
+        CHECK_MSG(x && y && na == nc && memcmp(x, y, na) != 0, "eval -ctk q8_0 -ctv q4_0: the F16 cache's logits");
         free(x), free(y);
     }
 }

@@ -167,9 +167,9 @@ static void parity_model_lens(const char *name, const int *lens, size_t n_lens) 
             check_metrics(what, &r, 1e-4, 1e-8, 1.0);
             check_greedy(m, ids, T, name, len);
         }
-        tf_set_kv(KV_F32); /* llama.cpp's references were made with an F32 cache (llref's default) */
+        tf_set_kv(KV_F32, KV_F32); /* llama.cpp's references were made with an F32 cache (llref's default) */
         float *fast = tf_eval(m, ids, T, 0, MATMUL_FAST, DELTANET_AUTO, 2, true);
-        tf_set_kv(KV_DEFAULT);
+        tf_set_kv(KV_DEFAULT, KV_DEFAULT);
         if (fast && pre) {
             snprintf(what, sizeof what, "len%d fast vs llama.cpp prefill", len);
             LogitMetrics r = logits_compare(pre, fast, T, V, 1e-3);

@@ -8,6 +8,7 @@
 #endif
 
 #include "backend/cpu/host_backend.h"
+#include "gguf/format.h"
 #include "kernels/cpu/isa.h"
 #if DL_VULKAN
 #include "backend/vulkan/vk_backend.h"
@@ -18,15 +19,34 @@
 #include <string.h>
 #include <unistd.h>
 
+static const char *const kv_names[KV_COUNT] = {[KV_F32] = "f32", [KV_F16] = "f16", [KV_Q8_0] = "q8_0", [KV_Q4_0] = "q4_0"};
+
 int kv_type_parse(const char *name, int *kv_type, Err *err) {
-    if (!name || !*name) *kv_type = KV_DEFAULT;
-    else if (!strcmp(name, "f16")) *kv_type = KV_F16;
-    else if (!strcmp(name, "f32")) *kv_type = KV_F32;
-    else if (!strcmp(name, "q8_0") || !strcmp(name, "q4_0") || !strcmp(name, "bf16") || !strcmp(name, "q4_1") ||
-             !strcmp(name, "q5_0") || !strcmp(name, "q5_1") || !strcmp(name, "iq4_nl"))
-        return err_set(err, "a %s KV cache is not supported (f16 or f32)", name);
-    else return err_set(err, "unknown KV cache type '%s' (f16 or f32)", name);
+    if (!name || !*name) return *kv_type = KV_DEFAULT, 0;
+    for (int t = KV_F32; t < KV_COUNT; t++)
+        if (!strcmp(name, kv_names[t])) return *kv_type = t, 0;
+    return err_set(err, "unknown KV cache type '%s' (f32, f16, q8_0 or q4_0)", name);
+}
+
+int kv_type_format(int kv_type, MatMode mode, uint32_t *fmt, Err *err) {
+    static const uint32_t fmts[KV_COUNT] = {[KV_F32] = FMT_F32, [KV_F16] = FMT_F16, [KV_Q8_0] = FMT_Q8_0, [KV_Q4_0] = FMT_Q4_0};
+    if (kv_type < 0 || kv_type >= KV_COUNT) return err_set(err, "KV cache type %d out of range", kv_type);
+    if (kv_type == KV_DEFAULT) kv_type = mode == MATMUL_FAST ? KV_F16 : KV_F32;
+    if ((kv_type == KV_Q8_0 || kv_type == KV_Q4_0) && mode != MATMUL_FAST)
+        return err_set(err, "a %s KV cache needs the fast arithmetic (the %s arithmetic keeps f32 or f16)", kv_names[kv_type],
+                       arith_name(mode));
+    *fmt = fmts[kv_type];
     return 0;
+}
+
+const char *kv_format_name(uint32_t fmt) {
+    return fmt == FMT_F32 ? "f32" : fmt == FMT_F16 ? "f16" : fmt == FMT_Q8_0 ? "q8_0" : fmt == FMT_Q4_0 ? "q4_0" : "?";
+}
+
+size_t kv_row_bytes(uint32_t fmt, int64_t n) {
+    const Format *f = format_get(fmt);
+    ASSERT(f && n % f->block == 0);
+    return format_row_bytes(f, n);
 }
 
 int arith_parse(const char *name, bool exact, MatMode *mode, Err *err) {

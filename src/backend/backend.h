@@ -211,7 +211,9 @@ typedef struct BackendVt {
     /* out = rmsnorm(o)·w·silu(z) over rows vectors of n (z consumed: it holds silu(z) afterwards) */
     void (*gated_norm)(Backend *be, BView o, BView z, const Weight *w, int rows, int n, float eps, BView out);
     void (*rope)(Backend *be, BView x, BView pos, const RopeArgs *a); /* pos: int32 per row */
-    void (*kv_append)(Backend *be, BView cache, int row0, BView src, int T, int width); /* cache rows row0… */
+    /* cache rows row0 … row0 + T − 1 of the K (v false) or V (v true) cache ← src [T][width] F32, rounded to the
+     * cache's type (Backend.kv_k / kv_v; width a multiple of 32 for the block types) */
+    void (*kv_append)(Backend *be, BView cache, int row0, BView src, int T, int width, bool v);
     void (*attention)(Backend *be, const AttentionArgs *a);
     void (*mul_sigmoid)(Backend *be, BView y, BView gate, const VecSet *s); /* y (y strides) *= σ(gate) (x strides) */
     void (*silu)(Backend *be, BView x, BView y, int rows, int n);
@@ -236,7 +238,10 @@ typedef struct BackendVt {
     int (*copy_probe)(Backend *be, size_t bytes, double *gbs, Err *err);
 } BackendVt;
 
-enum { KV_DEFAULT = 0, KV_F32 = 1, KV_F16 = 2 };
+/* The KV cache's element types as the options name them (-ctk / -ctv; backend.c's kv_type_parse). KV_DEFAULT:
+ * F16 in the fast arithmetic, F32 in the llama and exact ones and on a device. Q8_0 and Q4_0 (llama.cpp's
+ * names and blocks) are the fast arithmetic's only: each head's row of head_dim values in blocks of 32. */
+enum { KV_DEFAULT = 0, KV_F32 = 1, KV_F16 = 2, KV_Q8_0 = 3, KV_Q4_0 = 4, KV_COUNT };
 
 typedef struct BackendOptions {
     const char *name; /* "cpu" (default), "ref", "vulkan" or "vulkan:N" */
@@ -248,9 +253,9 @@ typedef struct BackendOptions {
      * from which products take the tiled GEMM, chunk=N the length from which the delta rule is chunked);
      * NULL: the measured defaults (docs/VULKAN.md). An unknown key fails backend_create. */
     const char *tune;
-    /* the KV cache's element type: KV_DEFAULT (F16 in the fast arithmetic, F32 otherwise), KV_F32 or KV_F16
-     * (host backends; a device keeps F32 and refuses KV_F16) */
-    int kv_type;
+    /* the K and V caches' element types, each a KV_* (a device keeps F32 and refuses the others; the host
+     * backends take Q8_0 and Q4_0 in the fast arithmetic only) */
+    int kv_k, kv_v;
     /* load progress in bytes (DlProgressFn): "pack" while bind copies, "upload" while a device's bind takes the
      * weights, "prefetch" while make_resident reads;
      * called on the calling thread; NULL: none */
@@ -265,7 +270,9 @@ struct Backend {
     int n_threads;
     int dn_chunk_min; /* the sequence length from which this backend's chunked delta rule is the faster form
                          (measured per backend), or 0: the forward pass's own rule */
-    bool kv_f16;      /* the KV cache holds F16 values (kv_append rounds to nearest even; attention widens) */
+    /* the K and V caches' element formats (FormatIds: FMT_F32 — a zeroed Backend's —, FMT_F16, FMT_Q8_0,
+     * FMT_Q4_0): kv_append rounds to them, attention reads them (widened or dequantized exactly) */
+    uint32_t kv_k, kv_v;
 };
 
 /* Creates a backend (backend.c dispatches by name); fails with one line for an unknown name, an ISA this
@@ -274,8 +281,16 @@ Backend *backend_create(const BackendOptions *o, Err *err);
 void backend_destroy(Backend *be);
 /* The names backend_create accepts, for messages ("cpu, ref, vulkan[:N]"). */
 const char *backend_names(void);
-/* The KV cache type by name: "f16", "f32" (NULL: KV_DEFAULT); the quantized caches are refused in one line. */
+/* The KV cache type by name: "f32", "f16", "q8_0", "q4_0" (NULL or "": KV_DEFAULT); another name fails with
+ * one line listing these. */
 int kv_type_parse(const char *name, int *kv_type, Err *err);
+/* The element format (a FormatId) a host backend keeps for kv_type in arithmetic `mode`; fails with one line
+ * for a value out of range or a quantized type outside the fast arithmetic. */
+int kv_type_format(int kv_type, MatMode mode, uint32_t *fmt, Err *err);
+/* "f32", "f16", "q8_0", "q4_0" for a FormatId kv_type_format gives ("?" otherwise). */
+const char *kv_format_name(uint32_t fmt);
+/* Bytes of one token's cache row of n values (n a multiple of 32 for the block formats). */
+size_t kv_row_bytes(uint32_t fmt, int64_t n);
 /* The arithmetic by name: "fast" (or NULL: the default, MATMUL_FAST), "llama" (MATMUL_GGML: llama.cpp's bits)
  * or "exact" (MATMUL_EXACT); `exact` set forces MATMUL_EXACT. Fails with one line for another name. */
 int arith_parse(const char *name, bool exact, MatMode *mode, Err *err);

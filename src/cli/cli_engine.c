@@ -16,8 +16,9 @@
 const char cli_engine_help[] =
     "  --arith A          fast (default), llama (llama.cpp's summation orders: its logits bit for bit) or exact\n"
     "                     (F32 activations on dequantized weights; also --exact) (DELTALLM_ARITH)\n"
-    "  -ctk T, -ctv T     the KV cache's type, f16 or f32 (K and V alike; default f16 in the fast arithmetic, f32\n"
-    "                     in the llama and exact ones and on a GPU)\n"
+    "  -ctk T, -ctv T     the K and the V cache's type: f32, f16, q8_0 or q4_0 (each on its own; default f16 in\n"
+    "                     the fast arithmetic, f32 in the llama and exact ones and on a GPU; q8_0 and q4_0: the\n"
+    "                     fast arithmetic on the CPU)\n"
     "  --device D         cpu (default) or vulkan[:N]: where the model runs (DELTALLM_DEVICE; deltallm devices)\n"
     "  -ngl N             the first N layers on the --device (vulkan when none is given), the rest on the CPU\n"
     "  --backend cpu|ref  the CPU kernels (default) or the scalar reference of every op (DELTALLM_BACKEND)\n"
@@ -89,9 +90,7 @@ int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o)
         Err e = {{0}};
         if (slot == &o->arith && arith_parse(*slot, false, &m, &e)) return cli_usage_error(cmd, "%s", e.msg);
         int kv;
-        if ((slot == &o->ctk || slot == &o->ctv) && kv_type_parse(*slot, &kv, &e)) return cli_usage_error(cmd, "%s", e.msg);
-        if (o->ctk && o->ctv && strcmp(o->ctk, o->ctv) != 0)
-            return cli_usage_error(cmd, "-ctk %s and -ctv %s: deltallm keeps K and V in one type", o->ctk, o->ctv);
+        if ((slot == &o->ctk || slot == &o->ctv) && kv_type_parse(*slot, &kv, &e)) return cli_usage_error(cmd, "%s: %s", a, e.msg);
         return 1;
     }
     if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
@@ -128,7 +127,8 @@ int cli_engine_apply(const CliEngine *o, DlEngineParams *p, Err *err) {
     p->isa = o->isa;
     p->deltanet = o->deltanet;
     p->arith = o->arith;
-    p->kv_type = o->ctk ? o->ctk : o->ctv;
+    p->kv_type_k = o->ctk;
+    p->kv_type_v = o->ctv;
     p->no_pack = o->no_pack;
     p->mpi = o->mpi;
     p->split = o->split;
@@ -205,9 +205,9 @@ void cli_engine_report(DlEngine *e) {
 int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOptions *fo, Err *err) {
     Isa isa;
     MatMode mode;
-    int kv;
+    int kv_k, kv_v;
     if (isa_parse(o->isa, &isa, err) || deltanet_algo_parse(o->deltanet, &fo->algo, err) || arith_parse(o->arith, exact, &mode, err) ||
-        kv_type_parse(o->ctk ? o->ctk : o->ctv, &kv, err))
+        kv_type_parse(o->ctk, &kv_k, err) || kv_type_parse(o->ctv, &kv_v, err))
         return -1;
     if (o->ngl >= 0) return err_set(err, "-ngl splits the layers of an engine; this tool runs one backend (use --device)");
     const bool on_device = o->device && strcmp(o->device, "cpu") != 0;
@@ -216,7 +216,8 @@ int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOpt
                                    .isa = (int)isa,
                                    .n_threads = n_threads,
                                    .mode = mode,
-                                   .kv_type = kv,
+                                   .kv_k = kv_k,
+                                   .kv_v = kv_v,
                                    .pack = !o->no_pack,
                                    .tune = o->tune};
     return 0;

@@ -2,7 +2,7 @@
  * parsed in one place, and the environment variables behind them, read once, here:
  *
  *   --arith fast|llama|exact             DELTALLM_ARITH     the arithmetic (default fast; llama: llama.cpp's bits)
- *   -ctk / -ctv f16|f32                                     the KV cache's type (default f16 in the fast arithmetic)
+ *   -ctk / -ctv f32|f16|q8_0|q4_0                           the K / V cache's type (default f16 in the fast arithmetic)
  *   --device cpu|vulkan[:N]              DELTALLM_DEVICE    where the model runs (deltallm devices lists them)
  *   -ngl N, --n-gpu-layers N                                the first N layers on the device, the rest on the CPU
  *   --backend cpu|ref                    DELTALLM_BACKEND   the CPU's kernels, or the scalar reference of every op

@@ -22,16 +22,27 @@ void dl_engine_params_init(DlEngineParams *p) {
     memset(p, 0, sizeof *p);
 }
 
+int engine_kv_types(const DlEngineParams *p, int *k, int *v, MatMode *mode, uint32_t fmt[2], Err *e) {
+    uint32_t f[2];
+    if (arith_parse(p->arith, p->exact, mode, e) || kv_type_parse(p->kv_type_k ? p->kv_type_k : p->kv_type, k, e) ||
+        kv_type_parse(p->kv_type_v ? p->kv_type_v : p->kv_type, v, e) || kv_type_format(*k, *mode, &f[0], e) ||
+        kv_type_format(*v, *mode, &f[1], e))
+        return -1;
+    if (fmt) fmt[0] = f[0], fmt[1] = f[1];
+    return 0;
+}
+
 int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend, Isa isa, DeltaNetAlgo algo, int l0,
                       int l1, const Weight *w, int n, Err *e) {
     MatMode mode;
-    int kv;
-    if (arith_parse(p->arith, p->exact, &mode, e) || kv_type_parse(p->kv_type, &kv, e)) return -1;
+    int kv_k, kv_v;
+    if (engine_kv_types(p, &kv_k, &kv_v, &mode, NULL, e)) return -1;
     const BackendOptions bo = {.name = backend ? backend : p->backend,
                                .isa = (int)isa,
                                .n_threads = p->n_threads,
                                .mode = mode,
-                               .kv_type = kv,
+                               .kv_k = kv_k,
+                               .kv_v = kv_v,
                                .pack = !p->no_pack,
                                .tune = p->device_tune,
                                .progress = p->progress,
@@ -77,7 +88,13 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     if (!en) return err_set(&e, "out of memory"), fail(err, &e), NULL;
     DeltaNetAlgo algo;
     Isa isa = ISA_REF;
-    if (deltanet_algo_parse(p->deltanet, &algo, &e) || isa_parse(p->isa, &isa, &e)) goto fail;
+    MatMode mode;
+    int kv_k, kv_v;
+    uint32_t kv_fmt[2];
+    if (deltanet_algo_parse(p->deltanet, &algo, &e) || isa_parse(p->isa, &isa, &e) ||
+        engine_kv_types(p, &kv_k, &kv_v, &mode, kv_fmt, &e))
+        goto fail;
+    en->kv_k = kv_fmt[0], en->kv_v = kv_fmt[1]; /* a CPU stage's, for the memory estimate */
     if (p->mpi && p->no_mmap && dl_mpi_size() > 1) { /* each rank is to read only its own layers */
         err_set(&e, "over MPI the file is mapped (each rank reads only its layers): no_mmap does not apply");
         goto fail;
@@ -114,10 +131,11 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     en->params.n_stages = 0;
     en->params.progress = NULL;
     en->params.cache_policy = NULL; /* not kept: a draft model takes the default */
-    if (engine_cache_open(en, p, &e) ||
+    if (seqstate_check_kv(en->model, en->kv_k, en->kv_v, &e) || engine_cache_open(en, p, &e) ||
         (p->mpi && dl_mpi_size() > 1 ? pipe_open(en, p, isa, algo, &e) : open_stages(en, p, isa, algo, &e)) ||
         engine_cache_attach(en, &e))
         goto fail;
+    en->kv_k = en->st[en->n_st - 1].be->kv_k, en->kv_v = en->st[en->n_st - 1].be->kv_v; /* a device stage keeps F32 */
     en->info = (DlModelInfo){c->arch_name,
                              c->name,
                              c->n_vocab,
@@ -127,7 +145,7 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
                              c->n_embd,
                              gguf_file_size(en->model->gguf),
                              0,
-                             seqstate_bytes(en->model, n_ctx, en->st[0].be->kv_f16),
+                             seqstate_bytes(en->model, n_ctx, en->st[0].be->kv_k, en->st[0].be->kv_v),
                              model_decode_bytes(en->model),
                              forward_ops_name(en->st[0].fw),
                              forward_n_threads(en->st[0].fw)};

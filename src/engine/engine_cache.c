@@ -32,15 +32,6 @@ static const char *device_stage(const DlEngineParams *p) {
     return NULL;
 }
 
-/* whether the sessions' KV caches will be F16 (the memory estimate; the backend decides: backend.h's kv_type) */
-static bool kv_f16_of(const DlEngineParams *p) {
-    MatMode mode;
-    int kv;
-    Err e = {{0}};
-    if (arith_parse(p->arith, p->exact, &mode, &e) || kv_type_parse(p->kv_type, &kv, &e)) return false;
-    return kv == KV_F16 || (kv == KV_DEFAULT && mode == MATMUL_FAST);
-}
-
 int engine_cache_open(DlEngine *en, const DlEngineParams *p, Err *e) {
     const Model *m = en->model;
     uint64_t weights = 0;
@@ -51,7 +42,9 @@ int engine_cache_open(DlEngine *en, const DlEngineParams *p, Err *e) {
     }
     uint64_t budget = p->mem_budget;
     if (!budget) {
-        const uint64_t avail = mem_available(), state = (uint64_t)seqstate_bytes(m, en->n_ctx, kv_f16_of(p)) * (uint64_t)en->n_seq_max;
+        /* the sessions' states with the KV types a CPU stage keeps (en->kv_k / kv_v: the options, parsed at open) */
+        const uint64_t avail = mem_available(),
+                       state = (uint64_t)seqstate_bytes(m, en->n_ctx, en->kv_k, en->kv_v) * (uint64_t)en->n_seq_max;
         if (avail <= MARGIN + state) return 0; /* unknown (or nothing left): run as before */
         budget = avail - MARGIN - state;
     }

@@ -39,9 +39,16 @@ struct DlEngine {
     ExpertCache *cache;    /* NULL: the weights are mapped (the model fits the memory budget) */
     DlCacheStats cache_info; /* the cache's sizes */
     uint64_t tokens;       /* evaluated since the cache statistics were reset */
+    /* the KV cache's formats (FormatIds): those a CPU stage keeps while the engine opens (the memory estimate),
+     * then the last stage's (-ngl: the CPU's; a device alone: F32); snapshots record them */
+    uint32_t kv_k, kv_v;
 };
 
 int engine_fail(DlError *err, const Err *e); /* copies e into err; returns -1 */
+/* The KV types the parameters ask for (backend.h's KV_*: kv_type_k / kv_type_v, else kv_type, each parsed by
+ * kv_type_parse), the arithmetic, and (fmt, may be NULL) the K and V formats a CPU stage keeps for them; fails
+ * with one line for a bad name or a quantized cache outside the fast arithmetic. */
+int engine_kv_types(const DlEngineParams *p, int *k, int *v, MatMode *mode, uint32_t fmt[2], Err *e);
 /* Appends a stage of layers [l0, l1) on a backend (NULL: the engine's) bound to w[0..n) (the registry or a
  * part of it), with its forward pass. */
 int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend, Isa isa, DeltaNetAlgo algo, int l0,

@@ -285,10 +285,9 @@ static void fill_open(PipeOpen *o, const DlEngine *en, const DlEngineParams *p, 
     o->n_ctx = en->n_ctx, o->n_batch = en->n_batch, o->n_seq_max = en->n_seq_max, o->n_threads = p->n_threads;
     MatMode mode = MATMUL_FAST;
     Err e = {{0}};
-    (void)arith_parse(p->arith, p->exact, &mode, &e); /* checked when rank 0's stage opened */
-    int kv = KV_DEFAULT;
-    (void)kv_type_parse(p->kv_type, &kv, &e); /* checked there too */
-    o->mode = (int32_t)mode, o->no_pack = p->no_pack, o->kv_type = kv;
+    int kv_k = KV_DEFAULT, kv_v = KV_DEFAULT;
+    (void)engine_kv_types(p, &kv_k, &kv_v, &mode, NULL, &e); /* checked when the engine opened */
+    o->mode = (int32_t)mode, o->no_pack = p->no_pack, o->kv_k = kv_k, o->kv_v = kv_v;
     o->n_ranks = pp->n_ranks;
     for (int r = 0; r < pp->n_ranks; r++) o->l0[r] = pp->l0[r], o->l1[r] = pp->l1[r];
     o->fingerprint = pipe_fingerprint(en->model);

@@ -60,7 +60,7 @@ typedef struct PipeOpen {
     char path[1024];
     char backend[32], isa[16], deltanet[16];
     int32_t n_ctx, n_batch, n_seq_max, n_threads;
-    int32_t mode, no_pack, kv_type; /* mode: a MatMode; kv_type: backend.h's KV_* */
+    int32_t mode, no_pack, kv_k, kv_v; /* mode: a MatMode; kv_k, kv_v: backend.h's KV_* */
     int32_t n_ranks;
     int32_t l0[PIPE_MAX_RANKS], l1[PIPE_MAX_RANKS];
     uint64_t fingerprint; /* of the model's tensor directory (pipe_fingerprint) */

@@ -78,7 +78,8 @@ static int worker_open(Worker *w, const PipeOpen *o, PipeOpenReply *rep, Err *er
                                .isa = (int)isa,
                                .n_threads = o->n_threads,
                                .mode = o->mode == MATMUL_EXACT ? MATMUL_EXACT : o->mode == MATMUL_GGML ? MATMUL_GGML : MATMUL_FAST,
-                               .kv_type = o->kv_type == KV_F16 ? KV_F16 : o->kv_type == KV_F32 ? KV_F32 : KV_DEFAULT,
+                               .kv_k = o->kv_k, /* checked by backend_create */
+                               .kv_v = o->kv_v,
                                .pack = !o->no_pack};
     if (!(w->bound = pipe_weights(w->m, w->l0, w->l1, false, &w->n_bound, &w->bound_bytes, err)) ||
         !(w->be = backend_create(&bo, err)) || w->be->vt->bind(w->be, w->bound, w->n_bound, err))

@@ -103,8 +103,12 @@ typedef struct SnapHeader {
     uint64_t magic;
     uint32_t n_layer, n_embd, n_vocab, n_ctx;
     int32_t n_past;
-    uint32_t has_logits;
+    /* bit 0: the logits are valid; bits 8-15 and 16-23: the K and V cache formats (DlEngine.kv_k / kv_v) + 1,
+     * or 0 in snapshots written before they were recorded (whose sizes tell F32 from F16) */
+    uint32_t flags;
 } SnapHeader;
+
+static uint32_t snap_kv_flags(const DlEngine *en) { return (en->kv_k + 1) << 8 | (en->kv_v + 1) << 16; }
 
 static size_t states_bytes(const DlSession *s, int n_past) {
     size_t n = 0;
@@ -126,7 +130,7 @@ int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err
     if (size < dl_session_snapshot_size(s)) return err_set(&e, "snapshot buffer too small"), fail(err, &e);
     if (s->engine->pipe && pipe_quiesce((DlSession *)s, &e)) return fail(err, &e); /* its batches are done */
     SnapHeader h = {SNAP_MAGIC, (uint32_t)c->n_layer, (uint32_t)c->n_embd, (uint32_t)c->n_vocab, (uint32_t)st->n_ctx,
-                    st->n_past, s->has_logits};
+                    st->n_past, (s->has_logits ? 1u : 0u) | snap_kv_flags(s->engine)};
     uint8_t *p = buf;
     memcpy(p, &h, sizeof h), p += sizeof h;
     for (int i = 0; i < s->engine->n_st; i++) { /* layer order: the stages are */
@@ -151,6 +155,11 @@ int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err)
     if (h.magic != SNAP_MAGIC || h.n_layer != (uint32_t)c->n_layer || h.n_embd != (uint32_t)c->n_embd ||
         h.n_vocab != (uint32_t)c->n_vocab)
         return err_set(&e, "snapshot is not of this model"), fail(err, &e);
+    const uint32_t kv = h.flags & 0xffff00u;
+    if (kv && kv != snap_kv_flags(s->engine))
+        return err_set(&e, "snapshot of a %s K / %s V cache; this session keeps %s / %s", kv_format_name((kv >> 8 & 255) - 1),
+                       kv_format_name((kv >> 16) - 1), kv_format_name(s->engine->kv_k), kv_format_name(s->engine->kv_v)),
+               fail(err, &e);
     if (h.n_past < 0 || h.n_past > st->n_ctx)
         return err_set(&e, "snapshot of %d tokens does not fit a context of %d", h.n_past, st->n_ctx), fail(err, &e);
     if (size != snapshot_size_at(s, h.n_past)) return err_set(&e, "snapshot size mismatch"), fail(err, &e);
@@ -165,7 +174,7 @@ int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err)
         p += pipe_saved_bytes(s, h.n_past);
     }
     memcpy(s->logits, p, sizeof(float) * (size_t)c->n_vocab);
-    s->has_logits = h.has_logits != 0;
+    s->has_logits = (h.flags & 1) != 0;
     s->n_tent = -1;
     spec_reset(s, true);
     return 0;

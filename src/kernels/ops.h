@@ -123,9 +123,13 @@ typedef struct DeltaNetArgs {
 typedef struct AttnArgs {
     int T, pos0, n_head, n_head_kv, d;
     float scale;
-    const float *q, *k, *v; /* k, v NULL when the cache is F16 (k16, v16) */
+    const float *q;
+    const void *k, *v; /* the cache, in the formats k_type and v_type */
     float *out;
-    const uint16_t *k16, *v16; /* an F16 cache (the same layout), widened exactly when read */
+    /* the cache's element formats (FormatIds; 0 is FMT_F32): FMT_F32, FMT_F16 (widened exactly when read),
+     * FMT_Q8_0 or FMT_Q4_0 (each token's row of n_head_kv·d values in blocks of 32, d a multiple of 32,
+     * dequantized when read into the bits of ggml's to_float: q·d as one float product) */
+    uint32_t k_type, v_type;
 } AttnArgs;
 
 /* ---- the table ---------------------------------------------------------------------------------------- */

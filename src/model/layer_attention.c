@@ -39,8 +39,8 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     for (int s = 0; s < f->n_seqs; s++) {
         SeqState *st = f->seqs[s].state;
         const int64_t r0 = f->row0[s];
-        be->vt->kv_append(be, st->segs[st->seg_k[il]].view, st->n_past, bv_f32(b->ka, r0 * KVD), f->seqs[s].n_tokens, KVD);
-        be->vt->kv_append(be, st->segs[st->seg_v[il]].view, st->n_past, bv_f32(b->va, r0 * KVD), f->seqs[s].n_tokens, KVD);
+        be->vt->kv_append(be, st->segs[st->seg_k[il]].view, st->n_past, bv_f32(b->ka, r0 * KVD), f->seqs[s].n_tokens, KVD, false);
+        be->vt->kv_append(be, st->segs[st->seg_v[il]].view, st->n_past, bv_f32(b->va, r0 * KVD), f->seqs[s].n_tokens, KVD, true);
     }
     fwd_dump(f, "Qcur", il, b->qa, D, H, R, 1);
     fwd_dump(f, "Kcur", il, b->ka, D, Hkv, R, 1);

@@ -142,8 +142,12 @@ void seqstate_free(SeqState *s);
 void seqstate_reset(SeqState *s); /* back to an empty sequence */
 /* Copies everything in use (same model, layers and n_ctx). */
 void seqstate_copy(SeqState *dst, const SeqState *src);
-/* Bytes one state of every layer takes at context n_ctx (its segments), and of one saved state at n_past. */
-size_t seqstate_bytes(const Model *m, int n_ctx, bool kv_f16);
+/* Fails with one line when KV caches in the formats kv_k, kv_v (Backend.kv_k / kv_v) cannot hold the model's
+ * heads (a block format needs head_dim a multiple of its 32); seqstate_new checks it, the engine at load. */
+int seqstate_check_kv(const Model *m, uint32_t kv_k, uint32_t kv_v, Err *err);
+/* Bytes one state of every layer takes at context n_ctx (its segments) with K and V caches in the formats kv_k,
+ * kv_v (Backend.kv_k / kv_v), and of one saved state at n_past. */
+size_t seqstate_bytes(const Model *m, int n_ctx, uint32_t kv_k, uint32_t kv_v);
 size_t seqstate_saved_bytes(const SeqState *s, int n_past);
 /* Saves the segments in use (layer order; conv then ssm, or k then v) into buf (seqstate_saved_bytes),
  * or restores them from it and sets n_past. */

@@ -1,8 +1,11 @@
 /* state.c — per-sequence state as a table of segments (model.h): per recurrent layer its conv window and
  * delta-net state, per attention layer its K and V caches, for a range of layers, in one backend
- * allocation (K and V in F32, or F16 when the backend's kv_f16 says so). Saving, restoring and copying walk the table (the engine's snapshots and the server's
- * checkpoints use it), and the rollback room for tentative batches is allocated here. */
+ * allocation (K and V each in the backend's type for it: F32, F16, Q8_0 or Q4_0, Backend.kv_k / kv_v).
+ * Saving, restoring and copying walk the table (the engine's snapshots and the server's checkpoints use
+ * it), and the rollback room for tentative batches is allocated here. */
 #include "model/model.h"
+
+#include "gguf/format.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -13,23 +16,36 @@ static size_t conv_floats(const ModelConfig *c) { return (size_t)c->ssm_conv_dim
 static size_t ssm_floats(const ModelConfig *c) {
     return (size_t)c->ssm_n_v_head * (size_t)c->ssm_head_v_dim * (size_t)c->ssm_d_state;
 }
-static size_t kv_row_floats(const ModelConfig *c) { return (size_t)c->n_head_kv * (size_t)c->head_dim; }
+static int64_t kv_row_values(const ModelConfig *c) { return (int64_t)c->n_head_kv * c->head_dim; }
 /* floats per token of a rollback log: conv input, q | k | v, g and β */
 static size_t log_floats(const ModelConfig *c) { return 2 * (size_t)c->ssm_conv_dim + 2 * (size_t)c->ssm_n_v_head; }
 
-/* The segments of layer il: (bytes of the first, bytes of the second, bytes per token or 0); KV elements of
- * kv_bytes (4: F32, 2: F16). */
-static void layer_segs(const ModelConfig *c, int il, int n_ctx, size_t kv_bytes, size_t *a, size_t *b, size_t *row) {
+/* The segments of layer il: bytes of the first and second (conv and ssm, or K and V) and their bytes per token
+ * (0 for the recurrent ones); K and V in the formats kv_k and kv_v. */
+static void layer_segs(const ModelConfig *c, int il, int n_ctx, uint32_t kv_k, uint32_t kv_v, size_t *a, size_t *b,
+                       size_t *row_a, size_t *row_b) {
     const bool rec = c->recurrent[il];
-    *a = rec ? conv_floats(c) * 4 : (size_t)n_ctx * kv_row_floats(c) * kv_bytes;
-    *b = rec ? ssm_floats(c) * 4 : *a;
-    *row = rec ? 0 : kv_row_floats(c) * kv_bytes;
+    *row_a = rec ? 0 : kv_row_bytes(kv_k, kv_row_values(c));
+    *row_b = rec ? 0 : kv_row_bytes(kv_v, kv_row_values(c));
+    *a = rec ? conv_floats(c) * 4 : (size_t)n_ctx * *row_a;
+    *b = rec ? ssm_floats(c) * 4 : (size_t)n_ctx * *row_b;
 }
 
-size_t seqstate_bytes(const Model *m, int n_ctx, bool kv_f16) {
-    size_t n = 0, a, b, row;
-    for (int il = 0; il < m->cfg.n_layer; il++) layer_segs(&m->cfg, il, n_ctx, kv_f16 ? 2 : 4, &a, &b, &row), n += a + b;
+size_t seqstate_bytes(const Model *m, int n_ctx, uint32_t kv_k, uint32_t kv_v) {
+    size_t n = 0, a, b, ra, rb;
+    for (int il = 0; il < m->cfg.n_layer; il++) layer_segs(&m->cfg, il, n_ctx, kv_k, kv_v, &a, &b, &ra, &rb), n += a + b;
     return n;
+}
+
+int seqstate_check_kv(const Model *m, uint32_t kv_k, uint32_t kv_v, Err *err) {
+    const uint32_t t[2] = {kv_k, kv_v};
+    for (int i = 0; i < 2; i++) {
+        const Format *f = format_get(t[i]);
+        if (f && f->block > 1 && m->cfg.head_dim % f->block)
+            return err_set(err, "head_dim %d is not a multiple of %d: a %s %c cache needs whole blocks per head (use f16 or f32)",
+                           m->cfg.head_dim, f->block, kv_format_name(t[i]), i ? 'V' : 'K');
+    }
+    return 0;
 }
 
 SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, Err *err) {
@@ -39,6 +55,7 @@ SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, E
     const int NL = c->n_layer_all; /* per-layer tables cover the MTP blocks too */
     if (l0 < 0 || l0 >= l1 || l1 > c->n_layer + m->n_mtp)
         return err_set(err, "layer range [%d, %d) outside the model's %d layers", l0, l1, c->n_layer + m->n_mtp), NULL;
+    if (seqstate_check_kv(m, be->kv_k, be->kv_v, err)) return NULL;
     SeqState *s = calloc(1, sizeof *s);
     int *idx = calloc(4 * (size_t)NL, sizeof *idx);
     StateSeg *segs = calloc(2 * (size_t)(l1 - l0), sizeof *segs);
@@ -59,13 +76,13 @@ SeqState *seqstate_new(const Model *m, Backend *be, int n_ctx, int l0, int l1, E
     size_t bytes = 0;
     for (int il = l0; il < l1; il++) {
         const bool rec = c->recurrent[il];
-        size_t a, b, row;
-        layer_segs(c, il, n_ctx, be->kv_f16 ? 2 : 4, &a, &b, &row);
+        size_t a, b, row_a, row_b;
+        layer_segs(c, il, n_ctx, be->kv_k, be->kv_v, &a, &b, &row_a, &row_b);
         (rec ? s->seg_conv : s->seg_k)[il] = s->n_segs;
-        segs[s->n_segs++] = (StateSeg){il, rec ? SEG_CONV : SEG_K, {NULL, bytes}, a, row};
+        segs[s->n_segs++] = (StateSeg){il, rec ? SEG_CONV : SEG_K, {NULL, bytes}, a, row_a};
         bytes += ALIGN64(a);
         (rec ? s->seg_ssm : s->seg_v)[il] = s->n_segs;
-        segs[s->n_segs++] = (StateSeg){il, rec ? SEG_SSM : SEG_V, {NULL, bytes}, b, row};
+        segs[s->n_segs++] = (StateSeg){il, rec ? SEG_SSM : SEG_V, {NULL, bytes}, b, row_b};
         bytes += ALIGN64(b);
     }
     if (!(s->mem = be->vt->alloc(be, bytes, err))) {

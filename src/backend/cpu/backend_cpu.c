@@ -279,9 +279,8 @@ static void h_deltanet(Backend *be, const DeltaArgs *a) {
 
 static void h_attention(Backend *be, const AttentionArgs *a) {
     HostBackend *hb = host_of(be);
-    AttnArgs at = {a->T, a->pos0, a->n_head, a->n_head_kv, a->d, a->scale, hf(a->q), NULL, NULL, hf(a->out), NULL, NULL};
-    if (be->kv_f16) at.k16 = hv(a->k), at.v16 = hv(a->v);
-    else at.k = hf(a->k), at.v = hf(a->v);
+    const AttnArgs at = {a->T, a->pos0, a->n_head, a->n_head_kv, a->d, a->scale, hf(a->q), hv(a->k), hv(a->v), hf(a->out),
+                         be->kv_k, be->kv_v};
     hb->ops->attention(&hb->oc, &at);
 }
 
@@ -343,6 +342,8 @@ Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err) {
         vt_host = host_vt();
         vt_built = 1;
     }
+    uint32_t kv_k, kv_v;
+    if (kv_type_format(o->kv_k, o->mode, &kv_k, err) || kv_type_format(o->kv_v, o->mode, &kv_v, err)) return NULL;
     HostBackend *hb = calloc(1, sizeof *hb);
     if (!hb) return err_set(err, "out of memory"), NULL;
     const int nt = o->n_threads > 0 ? o->n_threads : pool_default_threads();
@@ -353,7 +354,8 @@ Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err) {
     hb->be.vt = &vt_host;
     snprintf(hb->be.name, sizeof hb->be.name, "%s", ref ? "ref" : isa_name(isa));
     hb->be.mode = o->mode;
-    hb->be.kv_f16 = o->kv_type == KV_F16 || (o->kv_type == KV_DEFAULT && o->mode == MATMUL_FAST);
+    hb->be.kv_k = kv_k;
+    hb->be.kv_v = kv_v;
     hb->be.n_threads = pool_size(hb->pool);
     hb->isa = isa;
     hb->ops = ref ? &ops_ref : ops_cpu(isa);

@@ -105,14 +105,25 @@ static void h_rope(Backend *be, BView xv, BView posv, const RopeArgs *a) {
             op_rope(x + r * a->row_stride + (int64_t)h * a->d, a->n_rot, pos[r], a->base, a->freq_scale, a->sections);
 }
 
-static void h_kv_append(Backend *be, BView cache, int row0, BView src, int T, int width) {
-    if (be->kv_f16) { /* rounded to nearest even, as ggml's F32 → F16 copy */
-        uint16_t *d = (uint16_t *)hv(cache) + (int64_t)row0 * width;
-        const float *x = hf(src);
-        for (int64_t i = 0; i < (int64_t)T * width; i++) d[i] = fp32_to_fp16(x[i]);
-        return;
+/* KV rows in the cache's type, as llama.cpp's CPU set_rows writes them (ggml-cpu's from_float of the type): F16
+ * rounded to nearest even; Q8_0 through ggml's x86 quantize_row_q8_0 (the format table's activation rounding,
+ * from_float: 127/amax, round half to even); Q4_0 through quantize_row_q4_0_ref (the table's quantize: ggml's
+ * CPU from_float for Q4_0 is that reference). The rows' values are quantized 32 at a time: every head's row
+ * (head_dim a multiple of 32) is whole blocks. */
+static void h_kv_append(Backend *be, BView cache, int row0, BView src, int T, int width, bool v) {
+    const uint32_t type = v ? be->kv_v : be->kv_k;
+    const float *x = hf(src);
+    const int64_t n = (int64_t)T * width;
+    uint8_t *dst = (uint8_t *)hv(cache) + kv_row_bytes(type, (int64_t)row0 * width);
+    switch (type) {
+    case FMT_F32: memcpy(dst, x, sizeof(float) * (size_t)n); break;
+    case FMT_F16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = fp32_to_fp16(x[i]);
+        break;
+    case FMT_Q8_0: format_get(FMT_Q8_0)->from_float(x, dst, n); break;
+    case FMT_Q4_0: format_get(FMT_Q4_0)->quantize(x, dst, n); break;
+    default: ASSERT(!"a KV cache type kv_type_format does not give");
     }
-    memcpy(hf(cache) + (int64_t)row0 * width, hf(src), sizeof(float) * (size_t)T * (size_t)width);
 }
 
 static void h_mul_sigmoid(Backend *be, BView yv, BView gv, const VecSet *s) {

@@ -384,8 +384,8 @@ static int parse_tune(VkBackend *b, const char *s, Err *err) {
 }
 
 Backend *vk_backend_create(const BackendOptions *o, int index, Err *err) {
-    if (o->kv_type == KV_F16) /* the device's kernels read an F32 cache */
-        return err_set(err, "the Vulkan backend keeps the KV cache in F32 (-ctk f32, or no -ctk)"), NULL;
+    if ((o->kv_k != KV_DEFAULT && o->kv_k != KV_F32) || (o->kv_v != KV_DEFAULT && o->kv_v != KV_F32)) /* the device's kernels read F32 */
+        return err_set(err, "the Vulkan backend keeps the KV cache in F32 (-ctk f32 -ctv f32, or neither)"), NULL;
     pthread_once(&vt_once, build_vt);
     VkDev *d = vk_dev_get(index, err);
     if (!d) return NULL;

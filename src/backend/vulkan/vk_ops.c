@@ -77,7 +77,7 @@ static void v_moe_combine(Backend *be, BView out, BView eo, BView w, int R, int 
     elt(vkb(be), &p);
 }
 
-static void v_kv_append(Backend *be, BView cache, int row0, BView src, int T, int width) {
+static void v_kv_append(Backend *be, BView cache, int row0, BView src, int T, int width, bool v) {
     vks_copy(vkb(be), bv_f32(cache, (int64_t)row0 * width), src, sizeof(float) * (size_t)T * (size_t)width);
 }
 

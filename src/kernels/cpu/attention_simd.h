@@ -1,5 +1,7 @@
-/* attention_simd.h — causal GQA attention over the F32 or F16 cache (F16 widened exactly as it is read), written once against simd16.h and compiled by
- * attention_avx512.c and attention_avx2.c. Two kernels:
+/* attention_simd.h — causal GQA attention over the KV cache, written once against simd16.h and compiled by
+ * attention_avx512.c and attention_avx2.c. The cache is F32, F16 (widened exactly as it is read) or Q8_0 /
+ * Q4_0 (dequantized as it is read: kv_simd.h), K and V each in its own type; every type is read in the same
+ * order, so a quantized cache gives the bits of the F32 path on its dequantized values. Two kernels:
  *
  * mirror — bit-identical to attention_ref (llama.cpp's non-flash path), for short contexts. Per query row:
  *   scores in fdot_vec_f32's order, 16 keys at a time (4 accumulators over 64-element steps, folded, and the
@@ -15,33 +17,22 @@
  *   tokens) with all the query heads of the group as rows (up to 64 rows); for each tile of 64 keys the
  *   scores (dot products, 16 keys reduced at once), the running max / sum, and O = diag(α)·O + P·V_tile
  *   through gemm_nn; nothing of size T×n_kv exists. Not bit-identical (the exp of each score is taken
- *   against a running max): within ~1e-6 relative of the reference. */
+ *   against a running max): within ~1e-6 relative of the reference. F32 caches only (the llama arithmetic's
+ *   long contexts; the fast arithmetic mirrors at every length). */
 #include "base/fdot.h"
 #include "base/fp16.h"
 #include "kernels/cpu/gemm_simd.h"
+#include "kernels/cpu/kv_simd.h"
 #include "kernels/cpu/seq_kernels.h"
 #include "kernels/cpu/simd16.h"
 
 #include <math.h>
 #include <string.h>
 
-/* The cache: F32 or F16 (AttnArgs.k16 / v16, widened exactly when read); `base` + element index. */
-typedef struct KvPtr {
-    const float *f;
-    const uint16_t *h;
-} KvPtr;
-SIMD_INLINE KvPtr kv_at(KvPtr p, int64_t i) {
-    KvPtr r = {p.f ? p.f + i : NULL, p.h ? p.h + i : NULL};
-    return r;
-}
-SIMD_INLINE V16 kv_v16(KvPtr p, int64_t i) { return p.h ? v16_load_h(p.h + i) : v16_load(p.f + i); }
-SIMD_INLINE VN kv_vn(KvPtr p, int64_t i) { return p.h ? vn_load_h(p.h + i) : vn_load(p.f + i); }
-SIMD_INLINE float kv_one(KvPtr p, int64_t i) { return p.h ? fp16_to_fp32(p.h[i]) : p.f[i]; }
-
 /* ---- shared: 16 scores (or fewer) of one query against consecutive keys, fdot_vec_f32's order -------- */
 
 SIMD_INLINE void scores16(const float *q, KvPtr k0, int64_t kstride, int nk, int d, const int NF, float scale,
-                          float *s) {
+                          float *s, const uint32_t kt) {
     V16 part[16], qv[16] = {0};
     const bool qreg = NF <= 16; /* q in registers across the keys (AVX-512; constant in the copies) */
     if (qreg)
@@ -52,7 +43,7 @@ SIMD_INLINE void scores16(const float *q, KvPtr k0, int64_t kstride, int nk, int
         V16 acc[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
 #pragma GCC unroll 16
         for (int c = 0; c < NF; c++)
-            acc[c & 3] = v16_fmadd(kv_v16(k, 16 * c), qreg ? qv[c & 15] : v16_load(q + 16 * c), acc[c & 3]);
+            acc[c & 3] = v16_fmadd(kv_v16(k, 16 * c, kt), qreg ? qv[c & 15] : v16_load(q + 16 * c), acc[c & 3]);
         part[r] = v16_add(v16_add(acc[0], acc[2]), v16_add(acc[1], acc[3]));
     }
     for (int r = nk; r < 16; r++) part[r] = v16_zero();
@@ -63,7 +54,7 @@ SIMD_INLINE void scores16(const float *q, KvPtr k0, int64_t kstride, int nk, int
         for (int r = 0; r < nk; r++) {
             const KvPtr k = kv_at(k0, r * kstride);
             float x = tmp[r];
-            for (int i = NF * 16; i < d; i++) x += kv_one(k, i) * q[i];
+            for (int i = NF * 16; i < d; i++) x += kv_one(k, i, kt) * q[i];
             tmp[r] = x;
         }
         dots = v16_load(tmp);
@@ -71,17 +62,28 @@ SIMD_INLINE void scores16(const float *q, KvPtr k0, int64_t kstride, int nk, int
     v16_store_n(s, v16_mul(dots, v16_set1(scale)), nk);
 }
 
-static void scores_row(const float *q, KvPtr k0, int64_t kstride, int n, int d, float scale, float *s) {
+SIMD_INLINE void scores_row_t(const float *q, KvPtr k0, int64_t kstride, int n, int d, float scale, float *s,
+                              const uint32_t type) {
     const int NF = (d / 64) * 4;
     for (int t = 0; t < n; t += 16) {
         const int nk = n - t < 16 ? n - t : 16;
         const KvPtr kt = kv_at(k0, t * kstride);
         switch (d) {
-        case 256: scores16(q, kt, kstride, nk, d, 16, scale, s + t); break;
-        case 128: scores16(q, kt, kstride, nk, d, 8, scale, s + t); break;
-        case 64: scores16(q, kt, kstride, nk, d, 4, scale, s + t); break;
-        default: scores16(q, kt, kstride, nk, d, NF, scale, s + t); break;
+        case 256: scores16(q, kt, kstride, nk, d, 16, scale, s + t, type); break;
+        case 128: scores16(q, kt, kstride, nk, d, 8, scale, s + t, type); break;
+        case 64: scores16(q, kt, kstride, nk, d, 4, scale, s + t, type); break;
+        default: scores16(q, kt, kstride, nk, d, NF, scale, s + t, type); break;
         }
+    }
+}
+
+/* n scores of q against the keys k0, k0 + kstride, …: one copy of the loop per cache type */
+static void scores_row(const float *q, KvPtr k0, int64_t kstride, int n, int d, float scale, float *s) {
+    switch (k0.type) {
+    case FMT_F16: scores_row_t(q, k0, kstride, n, d, scale, s, FMT_F16); break;
+    case FMT_Q8_0: scores_row_t(q, k0, kstride, n, d, scale, s, FMT_Q8_0); break;
+    case FMT_Q4_0: scores_row_t(q, k0, kstride, n, d, scale, s, FMT_Q4_0); break;
+    default: scores_row_t(q, k0, kstride, n, d, scale, s, FMT_F32); break;
     }
 }
 
@@ -111,8 +113,9 @@ static VN pv_gemm_order(const float *p, int n, KvPtr v0, int64_t vs, int i) {
     for (int l = 0; l < 16; l++) acc[l] = vn_zero();
     for (int t = 0; t < nfull; t += 16)
 #pragma GCC unroll 16
-        for (int l = 0; l < 16; l++) acc[l] = vn_fmadd(kv_vn(v0, (t + l) * vs + i), vn_set1(p[t + l]), acc[l]);
-    for (int t = nfull; t < n; t++) acc[t - nfull] = vn_fmadd(kv_vn(v0, t * vs + i), vn_set1(p[t]), acc[t - nfull]);
+        for (int l = 0; l < 16; l++) acc[l] = vn_fmadd(kv_vn(v0, (t + l) * vs + i, v0.type), vn_set1(p[t + l]), acc[l]);
+    for (int t = nfull; t < n; t++)
+        acc[t - nfull] = vn_fmadd(kv_vn(v0, t * vs + i, v0.type), vn_set1(p[t]), acc[t - nfull]);
     return vn_tree16(acc);
 }
 
@@ -130,12 +133,12 @@ static VN pv_vec_order(const float *p, int n, KvPtr v0, int64_t vs, int i) {
 #pragma GCC unroll 4
                 for (int l = 0; l < 4; l++) {
                     const int t = m + 16 * j + lg + l;
-                    acc[j][l] = vn_fmadd(kv_vn(v0, t * vs + i), vn_set1(p[t]), acc[j][l]);
+                    acc[j][l] = vn_fmadd(kv_vn(v0, t * vs + i, v0.type), vn_set1(p[t]), acc[j][l]);
                 }
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 4; l++) {
                 const int t = nfull + 16 * j + lg + l;
-                if (t < n) acc[j][l] = vn_fmadd(kv_vn(v0, t * vs + i), vn_set1(p[t]), acc[j][l]);
+                if (t < n) acc[j][l] = vn_fmadd(kv_vn(v0, t * vs + i, v0.type), vn_set1(p[t]), acc[j][l]);
             }
         for (int l = 0; l < 4; l++) red[lg + l] = vn_add(vn_add(acc[0][l], acc[2][l]), vn_add(acc[1][l], acc[3][l]));
     }
@@ -147,34 +150,46 @@ static VN pv_vec_order(const float *p, int n, KvPtr v0, int64_t vs, int i) {
  * once, into R[s][·]; then the streams are combined across dims as vectors. Reading whole rows matters at
  * long contexts: column blocks of V touch a new page every other row, and the TLB misses dominate. */
 SIMD_INLINE void pv_stream_cols(const float *p, int n, KvPtr v0, int64_t vs, int s, int NS, int i0,
-                                const int NVN, float *R) {
+                                const int NVN, float *R, const uint32_t type) {
     VN acc[16];
+    const int64_t span = kv_bytes(NVN * VN_W, type); /* bytes of the NVN vectors in one row */
 #pragma GCC unroll 16
     for (int u = 0; u < NVN; u++) acc[u] = vn_zero();
     for (int t = s; t < n; t += NS) {
         const VN pt = vn_set1(p[t]);
         const KvPtr row = kv_at(v0, t * vs + i0);
-        if (t + 2 * NS < n) /* rows of a stream are NS·stride apart: beyond the hardware prefetchers */
+        if (t + 2 * NS < n) { /* rows of a stream are NS·stride apart: beyond the hardware prefetchers */
+            const char *ahead = kv_addr(row, 2 * NS * vs, type);
 #pragma GCC unroll 16
-            for (int u = 0; u < NVN * VN_W; u += 16)
-                __builtin_prefetch(row.h ? (const void *)(row.h + 2 * NS * vs + u) : (const void *)(row.f + 2 * NS * vs + u));
+            for (int64_t u = 0; u < span; u += 64) __builtin_prefetch(ahead + u);
+        }
 #pragma GCC unroll 16
-        for (int u = 0; u < NVN; u++) acc[u] = vn_fmadd(kv_vn(row, u * VN_W), pt, acc[u]);
+        for (int u = 0; u < NVN; u++) acc[u] = vn_fmadd(kv_vn(row, u * VN_W, type), pt, acc[u]);
     }
 #pragma GCC unroll 16
     for (int u = 0; u < NVN; u++) vn_store(R + i0 + u * VN_W, acc[u]);
 }
 
-/* out[0, d) = Σ_τ p[τ]·V[τ], NS = 16 (tinyBLAS) or 64 (ggml_vec_dot_f32); R holds NS × d floats */
-static void pv_rows(const float *p, int n, KvPtr v0, int64_t vs, int d, int NS, float *R, float *out) {
+/* the streams of pv_rows for one cache type */
+SIMD_INLINE void pv_streams_t(const float *p, int n, KvPtr v0, int64_t vs, int d, int NS, float *R, const uint32_t type) {
     for (int s = 0; s < NS; s++) {
         float *Rs = R + (int64_t)s * d;
         int i0 = 0;
-        for (; i0 + 16 * VN_W <= d; i0 += 16 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 16, Rs);
-        if (d - i0 >= 8 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 8, Rs), i0 += 8 * VN_W;
-        if (d - i0 >= 4 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 4, Rs), i0 += 4 * VN_W;
-        if (d - i0 >= 2 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 2, Rs), i0 += 2 * VN_W;
-        if (d - i0 >= VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 1, Rs);
+        for (; i0 + 16 * VN_W <= d; i0 += 16 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 16, Rs, type);
+        if (d - i0 >= 8 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 8, Rs, type), i0 += 8 * VN_W;
+        if (d - i0 >= 4 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 4, Rs, type), i0 += 4 * VN_W;
+        if (d - i0 >= 2 * VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 2, Rs, type), i0 += 2 * VN_W;
+        if (d - i0 >= VN_W) pv_stream_cols(p, n, v0, vs, s, NS, i0, 1, Rs, type);
+    }
+}
+
+/* out[0, d) = Σ_τ p[τ]·V[τ], NS = 16 (tinyBLAS) or 64 (ggml_vec_dot_f32); R holds NS × d floats */
+static void pv_rows(const float *p, int n, KvPtr v0, int64_t vs, int d, int NS, float *R, float *out) {
+    switch (v0.type) {
+    case FMT_F16: pv_streams_t(p, n, v0, vs, d, NS, R, FMT_F16); break;
+    case FMT_Q8_0: pv_streams_t(p, n, v0, vs, d, NS, R, FMT_Q8_0); break;
+    case FMT_Q4_0: pv_streams_t(p, n, v0, vs, d, NS, R, FMT_Q4_0); break;
+    default: pv_streams_t(p, n, v0, vs, d, NS, R, FMT_F32); break;
     }
     for (int i = 0; i < d; i += VN_W) {
         VN red[16];
@@ -230,7 +245,7 @@ static void mirror_items(void *ctx, int64_t b, int64_t e, int thread) {
         const int h0 = hk * j->group + hsub * j->hs;
         const int nh = j->group - hsub * j->hs < j->hs ? j->group - hsub * j->hs : j->hs;
         const int n_keys = a->pos0 + t + 1;
-        const KvPtr k0 = kv_at((KvPtr){a->k, a->k16}, (int64_t)hk * d), v0 = kv_at((KvPtr){a->v, a->v16}, (int64_t)hk * d);
+        const KvPtr k0 = kv_at(kv_ptr(a->k, a->k_type), (int64_t)hk * d), v0 = kv_at(kv_ptr(a->v, a->v_type), (int64_t)hk * d);
         const float *q0 = a->q + ((int64_t)t * a->n_head + h0) * d;
         float *o0 = a->out + ((int64_t)t * a->n_head + h0) * d;
         for (int kb = 0; kb < n_keys; kb += 16) {
@@ -298,7 +313,7 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
         const int h0 = hk * job->group + hsub * job->hs;
         const int nh = job->group - hsub * job->hs < job->hs ? job->group - hsub * job->hs : job->hs;
         const int R = nt * nh; /* row r: token t0 + r / nh, head h0 + r % nh */
-        const float *k0 = a->k + (int64_t)hk * d, *v0 = a->v + (int64_t)hk * d;
+        const float *k0 = (const float *)a->k + (int64_t)hk * d, *v0 = (const float *)a->v + (int64_t)hk * d;
         for (int r = 0; r < R; r++) M[r] = -INFINITY, L[r] = 0.0f;
         memset(O, 0, sizeof(float) * (size_t)R * d);
         const int n_end = a->pos0 + t0 + nt; /* keys the last row sees */
@@ -323,8 +338,8 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
                 float *s = S + r * TK;
                 const int nv = vis < bk ? (vis > 0 ? vis : 0) : bk;
                 if (!gemm)
-                    scores_row(a->q + ((int64_t)t * a->n_head + h) * d, (KvPtr){k0 + k0t * kv_stride, NULL}, kv_stride, nv, d,
-                               a->scale, s);
+                    scores_row(a->q + ((int64_t)t * a->n_head + h) * d, kv_ptr(k0 + k0t * kv_stride, FMT_F32), kv_stride, nv,
+                               d, a->scale, s);
                 for (int c = nv; c < TK; c++) s[c] = -INFINITY;
                 V16 mx = v16_set1(-INFINITY);
                 for (int c = 0; c < TK; c += 16) mx = v16_max(mx, v16_load(s + c));
@@ -359,7 +374,8 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
 void SEQ_FN(attention_tiled)(const OpCtx *c, const AttnArgs *a) {
     const int nth = pool_size(c->pool);
     const size_t per = attn_tiled_floats(a->d);
-    if (a->d % 16 || !c->scratch || ((uintptr_t)c->scratch & 63) || per * sizeof(float) * (size_t)nth > c->scratch_bytes) {
+    if (a->d % 16 || !c->scratch || ((uintptr_t)c->scratch & 63) || per * sizeof(float) * (size_t)nth > c->scratch_bytes ||
+        a->k_type != FMT_F32 || a->v_type != FMT_F32) {
         SEQ_FN(attention_mirror)(c, a);
         return;
     }
@@ -371,10 +387,12 @@ void SEQ_FN(attention_tiled)(const OpCtx *c, const AttnArgs *a) {
     pool_for(c->pool, (int64_t)a->n_head_kv * job.n_hsub * job.n_tblk, 1, tiled_items, &job);
 }
 
-/* the op: mirroring below ATTN_TILED_MIN_CTX context positions (bit-identical), tiled from there on; the fast
- * arithmetic mirrors at every length (one order for any batch: a row's result does not depend on it) */
+/* the op: mirroring below ATTN_TILED_MIN_CTX context positions (bit-identical), tiled from there on (an F32
+ * cache); the fast arithmetic mirrors at every length (one order for any batch: a row's result does not depend
+ * on it) */
 void SEQ_FN(attention)(const OpCtx *c, const AttnArgs *a) {
-    if (a->pos0 + a->T >= ATTN_TILED_MIN_CTX && c->mode != MATMUL_FAST && !a->k16) SEQ_FN(attention_tiled)(c, a);
+    if (a->pos0 + a->T >= ATTN_TILED_MIN_CTX && c->mode != MATMUL_FAST && a->k_type == FMT_F32 && a->v_type == FMT_F32)
+        SEQ_FN(attention_tiled)(c, a);
     else SEQ_FN(attention_mirror)(c, a);
 }
 

@@ -1,14 +1,16 @@
 /* conv_attn_ref.c — reference causal depthwise conv + SiLU, and reference causal attention (ops.h).
  *
  * The conv follows ggml's SSM_CONV: a plain float sum over the K taps, oldest first, then SiLU per token
- * row. The attention follows ggml's non-flash path with an F32 cache (see attn_rows); an F16 cache (AttnArgs.k16,
- * v16) is widened exactly and then read the same way. */
+ * row. The attention follows ggml's non-flash path with an F32 cache (see attn_rows); an F16 cache is widened
+ * exactly, a Q8_0 or Q4_0 one dequantized by the format table (ggml's to_float bits), and then read the same
+ * way: the F32 path on the cache's values. */
 #include "kernels/ops.h"
 
 #include "base/fdot.h"
 #include "base/fp16.h"
 
 #include "base/err.h"
+#include "gguf/format.h"
 
 #include <math.h>
 #include <string.h>
@@ -61,11 +63,35 @@ typedef struct AttnJob {
     bool batch_order; /* P·V in tinyBLAS's order: batches of ≥ 2, and any batch in the fast arithmetic */
 } AttnJob;
 
+/* Element i of a cache in format `type` (FMT_F32, FMT_F16, or a block format dequantized by the table). */
+static float kv_elem(const void *base, uint32_t type, int64_t i) {
+    if (type == FMT_F32) return ((const float *)base)[i];
+    if (type == FMT_F16) return fp16_to_fp32(((const uint16_t *)base)[i]);
+    const Format *f = format_get(type);
+    float blk[32];
+    ASSERT(f && f->block <= 32);
+    f->to_float((const uint8_t *)base + (size_t)(i / f->block) * (size_t)f->bytes, blk, f->block);
+    return blk[i % f->block];
+}
+
+/* n elements of the cache from element i0 as floats: the cache itself when it is F32, else widened or
+ * dequantized into buf */
+static const float *kv_row(const void *base, uint32_t type, int64_t i0, int n, float *buf) {
+    if (type == FMT_F32) return (const float *)base + i0;
+    const Format *f = format_get(type);
+    if (f && f->to_float && i0 % f->block == 0 && n % f->block == 0)
+        f->to_float((const uint8_t *)base + (size_t)(i0 / f->block) * (size_t)f->bytes, buf, n);
+    else
+        for (int i = 0; i < n; i++) buf[i] = kv_elem(base, type, i0 + i);
+    return buf;
+}
+
 /* One query row as ggml's non-flash path computes it with an F32 cache: kq = K·q (ggml_vec_dot_f32: q is a
  * permuted view, which keeps tinyBLAS out), softmax over the cache row padded to 256 (masked entries are
  * 0), then each output dim as the dot of the transposed V column with the probabilities over the padded
  * length (tinyBLAS order for batches of ≥ 2 queries, ggml_vec_dot_f32 for one; the fast arithmetic takes
- * tinyBLAS's for every batch, so that a query's result does not depend on its batch). */
+ * tinyBLAS's for every batch, so that a query's result does not depend on its batch). Another cache type is
+ * read as the F32 values it holds. */
 static void attn_rows(void *ctx, int64_t b, int64_t e, int thread) {
     const AttnJob *j = ctx;
     const AttnArgs *a = j->a;
@@ -80,17 +106,12 @@ static void attn_rows(void *ctx, int64_t b, int64_t e, int thread) {
         const int n_pad = (n_keys + 255) / 256 * 256;
         const int64_t kv0 = (int64_t)hk * d;
         float krow[ATTN_REF_MAX_D];
-        for (int tau = 0; tau < n_keys; tau++) {
-            const float *k = a->k ? a->k + kv0 + tau * kv_stride : krow;
-            if (!a->k) /* an F16 cache, widened exactly */
-                for (int i = 0; i < d; i++) krow[i] = fp16_to_fp32(a->k16[kv0 + tau * kv_stride + i]);
-            p[tau] = fdot_vec_f32(k, q, d) * a->scale;
-        }
+        for (int tau = 0; tau < n_keys; tau++)
+            p[tau] = fdot_vec_f32(kv_row(a->k, a->k_type, kv0 + tau * kv_stride, d, krow), q, d) * a->scale;
         for (int tau = n_keys; tau < n_pad; tau++) p[tau] = -INFINITY;
         op_softmax(p, n_pad);
         for (int i = 0; i < d; i++) {
-            for (int tau = 0; tau < n_keys; tau++)
-                vcol[tau] = a->v ? a->v[kv0 + tau * kv_stride + i] : fp16_to_fp32(a->v16[kv0 + tau * kv_stride + i]);
+            for (int tau = 0; tau < n_keys; tau++) vcol[tau] = kv_elem(a->v, a->v_type, kv0 + tau * kv_stride + i);
             for (int tau = n_keys; tau < n_pad; tau++) vcol[tau] = 0.0f;
             out[i] = j->batch_order ? fdot_gemm_f32(vcol, p, n_pad) : fdot_vec_f32(vcol, p, n_pad);
         }
