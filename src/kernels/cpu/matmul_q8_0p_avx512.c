@@ -46,13 +46,11 @@ P_INLINE void panel_tile(const uint8_t *q, const uint16_t *d, int64_t nb, const 
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *qb = q + 512 * i;
-        if (C <= 2) { /* decode streams the panels from memory: the quants PF_BYTES ahead (into the next panel: they
-                       * follow each other), and the next panel's scales a line every two blocks — they sit after its
-                       * quants, a short stream of their own that the hardware prefetchers found too late (the scale
-                       * loads stalled: a 151936 × 2048 GEMV read 19.8 GB/s, the K-quant panels 34) */
-            for (int k = 0; k < 8; k += 2) _mm_prefetch((const char *)q + 512 * i + PF_BYTES + 64 * k, _MM_HINT_T0);
-            if (!(i & 1)) _mm_prefetch((const char *)(d + 16 * i) + 544 * nb, _MM_HINT_T0);
-        }
+        if (C <= 2) /* decode streams the panels from memory: 544 bytes a block, PF_BYTES ahead (the next panel's
+                     * too: they follow each other). Prefetching the next panel's scales and every second line
+                     * read one 151936 x 2048 GEMV faster (44 -> 50-53 GFLOP/s) but b1's decode slower (1 thread
+                     * 34 -> 32 t/s, 2 threads 54 -> 46): docs/KERNELS.md */
+            for (int k = 0; k < 9; k++) _mm_prefetch((const char *)q + 544 * i + PF_BYTES + 64 * k, _MM_HINT_T0);
         __m512i S[TILE_T];
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) S[c] = _mm512_set1_epi32(tk[c].corr32[i]);
