@@ -37,9 +37,8 @@ enum {
     /* Q8_0, llama.cpp's orders: rows interleaved by 8 per block */
     PACK_R8 = 1,
     /* the fast arithmetic (AVX-512): panels of 16 rows (rows a multiple of 16), pack_p16_bytes() apart.
-     * Q8_0: per panel first every block's quants as 8 vectors of 64 bytes (vector g: element 4g..4g+3 of rows
-     * 0..15, 4 bytes per row, q XOR 0x80), then every block's 16 fp16 scales: block i's quants at +512·i, its
-     * scales at +512·nb + 32·i (the panel is 16·row_bytes).
+     * Q8_0: per block its quants as 8 vectors of 64 bytes (vector g: element 4g..4g+3 of rows 0..15, 4 bytes per
+     * row, q XOR 0x80) and its 16 fp16 scales, blocks in pairs (q8p16_q / q8p16_d below; the panel is 16·row_bytes).
      * Q4_K: per super-block sb (at +Q4K_P16_SB·sb): [0, 2048) the quant bytes as they are in the file, 4 at a
      * time per row: vector 8j + m (64 bytes) holds bytes qs[32j+4m … +3] of rows 0..15 (low nibbles: elements
      * 64j+4m…, sub-block 2j; high: elements 64j+32+4m…, sub-block 2j+1); [2048, 2176) the 6-bit scales,
@@ -53,6 +52,14 @@ enum {
      * qh[32h + 4m … +3]; [3072, 3328) the int8 scales sub-block-major (16·g + row); [3328, 3360) d fp16 per row */
     PACK_P16 = 2,
 };
+/* Q8_0 P16 panel (16 rows × nb blocks, 544·nb bytes): blocks in pairs, [quants of 2i][quants of 2i+1][scales of 2i]
+ * [scales of 2i+1] (1,088 bytes: one stream, the quant vectors 64-aligned when the panel is), an odd last block
+ * [quants][scales]; a block's quants are 8 vectors of 64 bytes (elements 4g…4g+3 of the 16 rows, q XOR 0x80), its
+ * scales the 16 rows' fp16 d. */
+static inline size_t q8p16_q(int64_t i) { return (size_t)1088 * (size_t)(i >> 1) + 512 * (size_t)(i & 1); }
+static inline size_t q8p16_d(int64_t i, int64_t nb) {
+    return (size_t)1088 * (size_t)(i >> 1) + ((i | 1) < nb ? 1024 + 32 * (size_t)(i & 1) : 512);
+}
 #define Q4K_P16_SB 2368
 #define Q6K_P16_SB 3360
 #define Q5K_P16_SB 2880

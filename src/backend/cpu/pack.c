@@ -65,14 +65,16 @@ static void pack_p16_q8_0(void *dst, const void *src, int64_t rows, size_t row_b
     const size_t nb = row_bytes / Q8_0_BYTES;
     for (int64_t p = 0; p < rows / 16; p++) {
         const uint8_t *sp = (const uint8_t *)src + (size_t)p * 16 * row_bytes;
-        uint8_t *q = (uint8_t *)dst + (size_t)p * 16 * row_bytes, *d = q + 512 * nb;
-        for (size_t i = 0; i < nb; i++)
+        uint8_t *panel = (uint8_t *)dst + (size_t)p * 16 * row_bytes;
+        for (size_t i = 0; i < nb; i++) {
+            uint8_t *q = panel + q8p16_q((int64_t)i), *d = panel + q8p16_d((int64_t)i, (int64_t)nb);
             for (int r = 0; r < 16; r++) {
                 const uint8_t *b = sp + (size_t)r * row_bytes + i * Q8_0_BYTES;
-                memcpy(d + 32 * i + 2 * r, b, 2);
+                memcpy(d + 2 * r, b, 2);
                 for (int g = 0; g < 8; g++)
-                    for (int k = 0; k < 4; k++) q[512 * i + 64 * g + 4 * r + k] = b[2 + 4 * g + k] ^ 0x80;
+                    for (int k = 0; k < 4; k++) q[64 * g + 4 * r + k] = b[2 + 4 * g + k] ^ 0x80;
             }
+        }
     }
 }
 
@@ -190,10 +192,10 @@ void pack_p16_block(const void *pack, const MatW *w, int64_t r, int64_t i, uint8
         memcpy(dmin, o + at + 288 + 2 * lane, 2);
         return;
     }
-    const size_t nb = w->row_bytes / Q8_0_BYTES;
-    memcpy(block, panel + 512 * nb + 32 * (size_t)i + 2 * lane, 2);
+    const int64_t nb = (int64_t)(w->row_bytes / Q8_0_BYTES);
+    memcpy(block, panel + q8p16_d(i, nb) + 2 * lane, 2);
     for (int g = 0; g < 8; g++)
-        for (int k = 0; k < 4; k++) block[2 + 4 * g + k] = panel[512 * i + 64 * g + 4 * lane + k] ^ 0x80;
+        for (int k = 0; k < 4; k++) block[2 + 4 * g + k] = panel[q8p16_q(i) + 64 * g + 4 * lane + k] ^ 0x80;
 }
 
 static int group_rows(int kind) { return kind == PACK_P16 ? 16 : PACK_ROWS; }

@@ -39,17 +39,15 @@ P_INLINE __m512i bc32(const void *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* One panel (q: its blocks' quant vectors, d: its fp16 scales) with C tokens: out[c][r]. */
-P_INLINE void panel_tile(const uint8_t *q, const uint16_t *d, int64_t nb, const PTok *tk, const int C, float out[][16]) {
+/* One panel (ops.h's q8p16 layout) with C tokens: out[c][r]. */
+P_INLINE void panel_tile(const uint8_t *q, int64_t nb, const PTok *tk, const int C, float out[][16]) {
     __m512 acc[TILE_T];
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *qb = q + 512 * i;
+        const uint8_t *qb = q + q8p16_q(i);
         if (C <= 2) /* decode streams the panels from memory: 544 bytes a block, PF_BYTES ahead (the next panel's
-                     * too: they follow each other). Prefetching the next panel's scales and every second line
-                     * read one 151936 x 2048 GEMV faster (44 -> 50-53 GFLOP/s) but b1's decode slower (1 thread
-                     * 34 -> 32 t/s, 2 threads 54 -> 46): docs/KERNELS.md */
+                     * too: they follow each other) */
             for (int k = 0; k < 9; k++) _mm_prefetch((const char *)q + 544 * i + PF_BYTES + 64 * k, _MM_HINT_T0);
         __m512i S[TILE_T];
 #pragma GCC unroll 8
@@ -60,7 +58,7 @@ P_INLINE void panel_tile(const uint8_t *q, const uint16_t *d, int64_t nb, const 
 #pragma GCC unroll 8
             for (int c = 0; c < C; c++) S[c] = _mm512_dpbusd_epi32(S[c], w, bc32(tk[c].qs + 32 * i + 4 * g));
         }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(d + 16 * i)));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q + q8p16_d(i, nb))));
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dw, _mm512_set1_ps(tk[c].d[i])), acc[c]);
@@ -71,7 +69,7 @@ P_INLINE void panel_tile(const uint8_t *q, const uint16_t *d, int64_t nb, const 
 
 /* Two adjacent panels (32 rows) with 4 tokens: each activation broadcast feeds two vpdpbusd (the 16 × 8 tile
  * loads one broadcast per vpdpbusd); the same steps per (row, token). out[c][r], r < 32. */
-static void panel_tile2x4(const uint8_t *q0, const uint16_t *d0, const uint8_t *q1, const uint16_t *d1, int64_t nb,
+static void panel_tile2x4(const uint8_t *q0, const uint8_t *q1, int64_t nb,
                           const PTok *tk, float out[][32]) {
     __m512 acc[2][4];
 #pragma GCC unroll 4
@@ -82,7 +80,7 @@ static void panel_tile2x4(const uint8_t *q0, const uint16_t *d0, const uint8_t *
         for (int c = 0; c < 4; c++) S[0][c] = S[1][c] = _mm512_set1_epi32(tk[c].corr32[i]);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
-            const __m512i w0 = _mm512_loadu_si512(q0 + 512 * i + 64 * g), w1 = _mm512_loadu_si512(q1 + 512 * i + 64 * g);
+            const __m512i w0 = _mm512_loadu_si512(q0 + q8p16_q(i) + 64 * g), w1 = _mm512_loadu_si512(q1 + q8p16_q(i) + 64 * g);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 const __m512i a = bc32(tk[c].qs + 32 * i + 4 * g);
@@ -90,8 +88,8 @@ static void panel_tile2x4(const uint8_t *q0, const uint16_t *d0, const uint8_t *
                 S[1][c] = _mm512_dpbusd_epi32(S[1][c], w1, a);
             }
         }
-        const __m512 dw0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(d0 + 16 * i)));
-        const __m512 dw1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(d1 + 16 * i)));
+        const __m512 dw0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q0 + q8p16_d(i, nb))));
+        const __m512 dw1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q1 + q8p16_d(i, nb))));
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             const __m512 da = _mm512_set1_ps(tk[c].d[i]);
@@ -104,8 +102,8 @@ static void panel_tile2x4(const uint8_t *q0, const uint16_t *d0, const uint8_t *
 }
 
 #define TILE_FN(C)                                                                                                  \
-    static void tile##C(const uint8_t *q, const uint16_t *d, int64_t nb, const PTok *tk, float out[][16]) {          \
-        panel_tile(q, d, nb, tk, C, out);                                                                           \
+    static void tile##C(const uint8_t *q, int64_t nb, const PTok *tk, float out[][16]) {                            \
+        panel_tile(q, nb, tk, C, out);                                                                              \
     }
 TILE_FN(1)
 TILE_FN(2)
@@ -115,7 +113,7 @@ TILE_FN(5)
 TILE_FN(6)
 TILE_FN(7)
 TILE_FN(8)
-typedef void (*TileFn)(const uint8_t *, const uint16_t *, int64_t, const PTok *, float (*)[16]);
+typedef void (*TileFn)(const uint8_t *, int64_t, const PTok *, float (*)[16]);
 static const TileFn tiles[TILE_T + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6, tile7, tile8};
 
 static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
@@ -129,37 +127,34 @@ static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t 
     if (t1 - t0 >= 8) /* prefill: 32 rows × 4 tokens where two panels are left, one token tile at a time */
         for (; o + 32 <= o1; o += 32) {
             const uint8_t *q0 = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes, *q1 = q0 + panel_bytes;
-            const uint16_t *d0 = (const uint16_t *)(q0 + 512 * nb), *d1 = (const uint16_t *)(q1 + 512 * nb);
             int64_t t = t0;
             for (; t + 4 <= t1; t += 4) {
                 PTok tk[4];
                 for (int c = 0; c < 4; c++) tk[c] = p_tok(j, t + c);
                 float out[4][32];
-                panel_tile2x4(q0, d0, q1, d1, nb, tk, out);
+                panel_tile2x4(q0, q1, nb, tk, out);
                 for (int c = 0; c < 4; c++)
                     for (int r = 0; r < 32; r++) j->y[(t + c) * j->O + o + r] = out[c][r];
             }
             for (int h = 0; h < 2 && t < t1; h++) { /* the last tokens: the 16-row tiles */
                 const uint8_t *q = h ? q1 : q0;
-                const uint16_t *d = h ? d1 : d0;
                 const int nc = (int)(t1 - t);
                 PTok tk[TILE_T];
                 for (int c = 0; c < nc; c++) tk[c] = p_tok(j, t + c);
                 float out[TILE_T][16];
-                tiles[nc](q, d, nb, tk, out);
+                tiles[nc](q, nb, tk, out);
                 for (int c = 0; c < nc; c++)
                     for (int r = 0; r < 16; r++) j->y[(t + c) * j->O + o + 16 * h + r] = out[c][r];
             }
         }
     for (; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
         const uint8_t *q = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes;
-        const uint16_t *d = (const uint16_t *)(q + 512 * nb);
         for (int64_t t = t0; t < t1; t += TILE_T) {
             const int nc = t1 - t < TILE_T ? (int)(t1 - t) : TILE_T;
             PTok tk[TILE_T];
             for (int c = 0; c < nc; c++) tk[c] = p_tok(j, t + c);
             float out[TILE_T][16];
-            tiles[nc](q, d, nb, tk, out);
+            tiles[nc](q, nb, tk, out);
             const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;
             for (int c = 0; c < nc; c++)
                 for (int r = 0; r < nr; r++) j->y[(t + c) * j->O + o + r] = out[c][r];
