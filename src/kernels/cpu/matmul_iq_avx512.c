@@ -46,26 +46,43 @@ KQ_INLINE uint64_t ksigns8(uint32_t w0, uint32_t w1) {
     return x | (t & 0x0101010101010101ull) << 7;
 }
 
-/* IQ2_XXS: per 32 elements 8 bytes: 4 grid indices (8 magnitudes each), then 4×7 sign bits | 4-bit scale */
-KQ_INLINE void dec_iq2_xxs(const uint8_t *p, KRow *k) {
-    const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)p;
+/* IQ2_XXS: per 32 elements 8 bytes: 4 grid indices (8 magnitudes each), then 4×7 sign bits | 4-bit scale. One
+ * super-block decoded: u[z] = q + 128 of elements 64z … 64z+63 (vpdpbusd's operand: the grid rows, negated where
+ * the sign bit is set), sc[z] the scales of sub-blocks 2z and 2z + 1 as dwords (lanes 0-7, 8-15). The VBMI
+ * decoder (vb_decode, below) gives the same vectors. */
+KQ_INLINE void iq2xxs_decode(const BlockIQ2_XXS *b, __m512i u[4], __m512i sc[4]) {
     const uint8_t *qs = (const uint8_t *)b->qs;
-    uint8_t sc[16] __attribute__((aligned(16)));
 #pragma GCC unroll 4
-    for (int s2 = 0; s2 < 4; s2++) {
-        const uint8_t *q = qs + 16 * s2; /* sub-blocks 2·s2, 2·s2 + 1 */
+    for (int z = 0; z < 4; z++) {
+        const uint8_t *q = qs + 16 * z;
         const uint32_t w0 = ld32(q + 4), w1 = ld32(q + 12);
         const __m512i g = _mm512_set_epi64((long long)iq2xxs_grid[q[11]], (long long)iq2xxs_grid[q[10]], (long long)iq2xxs_grid[q[9]],
                                            (long long)iq2xxs_grid[q[8]], (long long)iq2xxs_grid[q[3]], (long long)iq2xxs_grid[q[2]],
                                            (long long)iq2xxs_grid[q[1]], (long long)iq2xxs_grid[q[0]]);
-        iq_store64(k->q + 64 * s2, g, (__mmask64)ksigns8(w0, w1));
-        sc[4 * s2] = sc[4 * s2 + 1] = (uint8_t)(2 * (w0 >> 28) + 1);
-        sc[4 * s2 + 2] = sc[4 * s2 + 3] = (uint8_t)(2 * (w1 >> 28) + 1);
+        u[z] = _mm512_xor_si512(_mm512_mask_sub_epi8(g, (__mmask64)ksigns8(w0, w1), _mm512_setzero_si512(), g),
+                                _mm512_set1_epi8((char)0x80));
+        sc[z] = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32((int)(2 * (w0 >> 28) + 1)), _mm512_set1_epi32((int)(2 * (w1 >> 28) + 1)));
     }
-    _mm_store_si128((__m128i *)k->sc, _mm_load_si128((const __m128i *)sc));
+}
+
+/* A decoded super-block into a KRow (the GEMM tiles' input): the values, a scale per 16 elements (sub-block s's
+ * twice: dword lanes 0 and 8 of sc[s / 2]), d and dfac */
+KQ_INLINE void iq2xxs_krow(const BlockIQ2_XXS *b, const __m512i u[4], const __m512i sc[4], KRow *k) {
+#pragma GCC unroll 4
+    for (int z = 0; z < 4; z++) _mm512_store_si512(k->q + 64 * z, u[z]);
+    const __m512i pick = _mm512_set_epi32(24, 24, 16, 16, 8, 8, 0, 0, 24, 24, 16, 16, 8, 8, 0, 0);
+    const __m512i s01 = _mm512_permutex2var_epi32(sc[0], pick, sc[1]), s23 = _mm512_permutex2var_epi32(sc[2], pick, sc[3]);
+    _mm_store_si128((__m128i *)k->sc, _mm512_cvtepi32_epi8(_mm512_mask_blend_epi32(0xff00, s01, s23)));
     _mm256_store_si256((__m256i *)k->m, _mm256_setzero_si256());
     k->d = kq_f16(&b->d);
     k->dmin = k->d * 0.125f;
+}
+
+KQ_INLINE void dec_iq2_xxs(const uint8_t *p, KRow *k) {
+    const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)p;
+    __m512i u[4], sc[4];
+    iq2xxs_decode(b, u, sc);
+    iq2xxs_krow(b, u, sc, k);
 }
 
 /* IQ2_XS: per 8 elements a u16: 9-bit grid index | 7-bit sign index; per 16 a 4-bit scale */
@@ -240,42 +257,40 @@ KQ_INLINE void dec_iq1_m(const uint8_t *p, KRow *k) {
 
 
 /* IQ2_XXS decode in the fast arithmetic (1-2 tokens): the per-row kernel's integers and float steps (span 256)
- * with nothing stored between decoding and the dot products: per 64 elements the grid rows, the signs as a
- * masked negation, +128 for vpdpbusd (from the group's correction -128·Σa), and the two sub-block scales by
- * vpmaddwd (a 4-element lane total |Σ q·a| ≤ 4·43·128 fits int16, so (total, ±0)·(scale, 0) is exact) — no
- * KRow round trip, no expanded scale vectors, no vpmulld. */
+ * with nothing stored between decoding and the dot products: +128 for vpdpbusd (from the group's correction
+ * -128·Σa), and the two sub-block scales by vpmaddwd (a 4-element lane total |Σ q·a| ≤ 4·43·128 fits int16, so
+ * (total, ±0)·(scale, 0) is exact) — no KRow round trip, no expanded scale vectors, no vpmulld. One decoded
+ * super-block sb into C tokens' sums s: */
+KQ_INLINE void iq2xxs_sb_dot(const KTok *tk, const int C, int64_t sb, const __m512i u[4], const __m512i sc[4], float dfac,
+                             float *s) {
+    __m512i T[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+    for (int z = 0; z < 4; z++)
+#pragma GCC unroll 2
+        for (int c = 0; c < C; c++) {
+            const __m512i I = _mm512_dpbusd_epi32(_mm512_loadu_si512(tk[c].corr + sb * 64 + 16 * z), u[z],
+                                                  _mm512_loadu_si512(tk[c].qs + sb * QK_K + 64 * z));
+            T[c] = _mm512_add_epi32(T[c], _mm512_madd_epi16(I, sc[z]));
+        }
+#pragma GCC unroll 2
+    for (int c = 0; c < C; c++) s[c] = fmaf((float)_mm512_reduce_add_epi32(T[c]), dfac * tk[c].d[sb], s[c]);
+}
+
+/* The rows o0 … o1-1 with the plain decoder (the VBMI twin below differs only in its decoder: a function of
+ * another target cannot be inlined into this one) */
 KQ_INLINE void iq2xxs_fast_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_t t, const int C) {
     const int64_t nsb = j->K / QK_K;
     KTok tk[2];
     for (int c = 0; c < C; c++) tk[c] = kq_tok(j, t + c);
-    const __m512i x80 = _mm512_set1_epi8((char)0x80);
     for (int64_t o = o0; o < o1; o++) {
         const uint8_t *w = mm_w_row(j, o);
         kq_row_prefetch(j, w, o, o0);
         float s[2] = {0.f, 0.f};
         for (int64_t sb = 0; sb < nsb; sb++) {
             const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(w + sb * 66);
-            const uint8_t *qs = (const uint8_t *)b->qs;
-            __m512i T[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-#pragma GCC unroll 4
-            for (int z = 0; z < 4; z++) { /* sub-blocks 2z, 2z + 1 */
-                const uint8_t *q = qs + 16 * z;
-                const uint32_t w0 = ld32(q + 4), w1 = ld32(q + 12);
-                const __m512i g = _mm512_set_epi64((long long)iq2xxs_grid[q[11]], (long long)iq2xxs_grid[q[10]], (long long)iq2xxs_grid[q[9]],
-                                                   (long long)iq2xxs_grid[q[8]], (long long)iq2xxs_grid[q[3]], (long long)iq2xxs_grid[q[2]],
-                                                   (long long)iq2xxs_grid[q[1]], (long long)iq2xxs_grid[q[0]]);
-                const __m512i u = _mm512_xor_si512(_mm512_mask_sub_epi8(g, (__mmask64)ksigns8(w0, w1), _mm512_setzero_si512(), g), x80);
-                const __m512i sc = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32((int)(2 * (w0 >> 28) + 1)), _mm512_set1_epi32((int)(2 * (w1 >> 28) + 1)));
-#pragma GCC unroll 2
-                for (int c = 0; c < C; c++) {
-                    const __m512i I = _mm512_dpbusd_epi32(_mm512_loadu_si512(tk[c].corr + sb * 64 + 16 * z), u,
-                                                          _mm512_loadu_si512(tk[c].qs + sb * QK_K + 64 * z));
-                    T[c] = _mm512_add_epi32(T[c], _mm512_madd_epi16(I, sc));
-                }
-            }
-            const float dfac = kq_f16(&b->d) * 0.125f;
-#pragma GCC unroll 2
-            for (int c = 0; c < C; c++) s[c] = fmaf((float)_mm512_reduce_add_epi32(T[c]), dfac * tk[c].d[sb], s[c]);
+            __m512i u[4], sc[4];
+            iq2xxs_decode(b, u, sc);
+            iq2xxs_sb_dot(tk, C, sb, u, sc, kq_f16(&b->d) * 0.125f, s);
         }
         for (int c = 0; c < C; c++) j->y[(t + c) * j->O + o] = s[c];
     }
@@ -384,21 +399,17 @@ VB_INLINE void iq2xxs_vbmi_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_
             const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(w + sb * 66);
             __m512i u[4], sc[4];
             vb_decode(&k, b, u, sc);
-            __m512i T[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-#pragma GCC unroll 4
-            for (int z = 0; z < 4; z++)
-#pragma GCC unroll 2
-                for (int c = 0; c < C; c++) {
-                    const __m512i I = _mm512_dpbusd_epi32(_mm512_loadu_si512(tk[c].corr + sb * 64 + 16 * z), u[z],
-                                                          _mm512_loadu_si512(tk[c].qs + sb * QK_K + 64 * z));
-                    T[c] = _mm512_add_epi32(T[c], _mm512_madd_epi16(I, sc[z]));
-                }
-            const float dfac = kq_f16(&b->d) * 0.125f;
-#pragma GCC unroll 2
-            for (int c = 0; c < C; c++) s[c] = fmaf((float)_mm512_reduce_add_epi32(T[c]), dfac * tk[c].d[sb], s[c]);
+            iq2xxs_sb_dot(tk, C, sb, u, sc, kq_f16(&b->d) * 0.125f, s);
         }
         for (int c = 0; c < C; c++) j->y[(t + c) * j->O + o] = s[c];
     }
+}
+
+VB_TARGET static void iq2xxs_vbmi_rows1(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
+    iq2xxs_vbmi_rows_c(j, o0, o1, t, 1);
+}
+VB_TARGET static void iq2xxs_vbmi_rows2(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
+    iq2xxs_vbmi_rows_c(j, o0, o1, t, 2);
 }
 
 /* The GEMM's tile decode (rows o … o+nr-1, every super-block) with the VBMI decoder into the KRows that
@@ -407,31 +418,15 @@ VB_TARGET static void iq2xxs_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_
     VbConst k;
     vb_const(&k);
     KRow rows[16];
-    for (int r = 0; r < 16; r++) _mm256_store_si256((__m256i *)rows[r].m, _mm256_setzero_si256());
     for (int64_t sb = 0; sb < nsb; sb++) {
         for (int r = 0; r < 16; r++) {
             const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(mm_w_row(j, o + (r < nr ? r : nr - 1)) + sb * 66);
             __m512i u[4], sc[4];
             vb_decode(&k, b, u, sc);
-            KRow *kr = &rows[r];
-#pragma GCC unroll 4
-            for (int z = 0; z < 4; z++) _mm512_store_si512(kr->q + 64 * z, u[z]);
-            /* sc[16]: per 16 elements, sub-block s's scale twice: dword lanes 0 and 8 of sc[z] */
-            const __m512i s01 = _mm512_permutex2var_epi32(sc[0], _mm512_set_epi32(24, 24, 16, 16, 8, 8, 0, 0, 24, 24, 16, 16, 8, 8, 0, 0), sc[1]);
-            const __m512i s23 = _mm512_permutex2var_epi32(sc[2], _mm512_set_epi32(24, 24, 16, 16, 8, 8, 0, 0, 24, 24, 16, 16, 8, 8, 0, 0), sc[3]);
-            const __m512i all = _mm512_mask_blend_epi32(0xff00, s01, s23);
-            _mm_store_si128((__m128i *)kr->sc, _mm512_cvtepi32_epi8(all));
-            kr->d = kq_f16(&b->d);
-            kr->dmin = kr->d * 0.125f;
+            iq2xxs_krow(b, u, sc, &rows[r]);
         }
         kq_tile_put(tl, sb, rows);
     }
-}
-__attribute__((target("avx512vbmi"))) static void iq2xxs_vbmi_rows1(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
-    iq2xxs_vbmi_rows_c(j, o0, o1, t, 1);
-}
-__attribute__((target("avx512vbmi"))) static void iq2xxs_vbmi_rows2(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
-    iq2xxs_vbmi_rows_c(j, o0, o1, t, 2);
 }
 
 /* the tile-decode hook of KQ_FORMAT_GSR: true when it decoded the tile */
