@@ -80,37 +80,31 @@ static void pack_p16_q8_0(void *dst, const void *src, int64_t rows, size_t row_b
 
 #define Q4K_BYTES 144
 
-static void pack_p16_q4_K(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes) {
-    const size_t nsb = row_bytes / Q4K_BYTES;
-    for (int64_t p = 0; p < rows / 16; p++)
-        for (size_t sb = 0; sb < nsb; sb++) {
-            uint8_t *o = dst + ((size_t)p * nsb + sb) * Q4K_P16_SB;
-            for (int r = 0; r < 16; r++) {
-                const BlockQ4_K *b = (const BlockQ4_K *)(src + ((size_t)p * 16 + (size_t)r) * row_bytes) + sb;
-                for (int j = 0; j < 4; j++)
-                    for (int m = 0; m < 8; m++) memcpy(o + 512 * j + 64 * m + 4 * r, b->qs + 32 * j + 4 * m, 4);
-                for (int k = 0; k < 8; k++) quant_k4_scale_min(k, b->scales, o + 2048 + 16 * k + r, o + 2176 + 16 * k + r);
-                memcpy(o + 2304 + 2 * r, &b->d, 2);
-                memcpy(o + 2336 + 2 * r, &b->dmin, 2);
-            }
-        }
-}
-
 #define Q5K_BYTES 176
 #define Q6K_BYTES 210
 
-static void pack_p16_q5_K(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes) {
-    const size_t nsb = row_bytes / Q5K_BYTES;
+/* Q4_K, or Q5_K with its qh bytes at 2048 and everything after them 512 further (ops.h) */
+static void pack_p16_q45_K(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes, bool q5) {
+    const size_t nsb = row_bytes / (q5 ? Q5K_BYTES : Q4K_BYTES), SB = q5 ? Q5K_P16_SB : Q4K_P16_SB, at = q5 ? 2560 : 2048;
     for (int64_t p = 0; p < rows / 16; p++)
         for (size_t sb = 0; sb < nsb; sb++) {
-            uint8_t *o = dst + ((size_t)p * nsb + sb) * Q5K_P16_SB;
+            uint8_t *o = dst + ((size_t)p * nsb + sb) * SB;
             for (int r = 0; r < 16; r++) {
-                const BlockQ5_K *b = (const BlockQ5_K *)(src + ((size_t)p * 16 + (size_t)r) * row_bytes) + sb;
-                for (int v = 0; v < 32; v++) memcpy(o + 64 * v + 4 * r, b->qs + 4 * v, 4);
-                for (int v = 0; v < 8; v++) memcpy(o + 2048 + 64 * v + 4 * r, b->qh + 4 * v, 4);
-                for (int k = 0; k < 8; k++) quant_k4_scale_min(k, b->scales, o + 2560 + 16 * k + r, o + 2688 + 16 * k + r);
-                memcpy(o + 2816 + 2 * r, &b->d, 2);
-                memcpy(o + 2848 + 2 * r, &b->dmin, 2);
+                const uint8_t *blk = src + ((size_t)p * 16 + (size_t)r) * row_bytes;
+                const uint8_t *qs, *scales;
+                const uint16_t *d, *dmin;
+                if (q5) {
+                    const BlockQ5_K *b = (const BlockQ5_K *)blk + sb;
+                    qs = b->qs, scales = b->scales, d = &b->d, dmin = &b->dmin;
+                    for (int v = 0; v < 8; v++) memcpy(o + 2048 + 64 * v + 4 * r, b->qh + 4 * v, 4);
+                } else {
+                    const BlockQ4_K *b = (const BlockQ4_K *)blk + sb;
+                    qs = b->qs, scales = b->scales, d = &b->d, dmin = &b->dmin;
+                }
+                for (int v = 0; v < 32; v++) memcpy(o + 64 * v + 4 * r, qs + 4 * v, 4);
+                for (int k = 0; k < 8; k++) quant_k4_scale_min(k, scales, o + at + 16 * k + r, o + at + 128 + 16 * k + r);
+                memcpy(o + at + 256 + 2 * r, d, 2);
+                memcpy(o + at + 288 + 2 * r, dmin, 2);
             }
         }
 }
@@ -147,8 +141,7 @@ size_t pack_p16_bytes(const MatW *w) {
 }
 
 static void pack_p16_rows(uint8_t *dst, const uint8_t *src, uint32_t type, int64_t rows, size_t row_bytes) {
-    if (type == FMT_Q4_K) pack_p16_q4_K(dst, src, rows, row_bytes);
-    else if (type == FMT_Q5_K) pack_p16_q5_K(dst, src, rows, row_bytes);
+    if (type == FMT_Q4_K || type == FMT_Q5_K) pack_p16_q45_K(dst, src, rows, row_bytes, type == FMT_Q5_K);
     else if (type == FMT_Q6_K) pack_p16_q6_K(dst, src, rows, row_bytes);
     else pack_p16_q8_0(dst, src, rows, row_bytes);
 }
