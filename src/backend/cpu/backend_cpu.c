@@ -90,6 +90,8 @@ static int by_start(const void *x, const void *y) {
     return a->b < b->b ? -1 : a->b > b->b;
 }
 
+static bool is_packed(const HostBackend *hb, const Weight *w) { return hb->mats[w->id].pack != NULL; }
+
 /* The page-aligned file ranges of the weights the kernels read from the mapping (not those an expert cache
  * streams; with skip_packed, not those read from a packed copy), merged in address order; NULL on no memory. */
 static Range *weight_ranges(const HostBackend *hb, const Weight *w, int n, bool skip_packed, int *count) {
@@ -99,7 +101,7 @@ static Range *weight_ranges(const HostBackend *hb, const Weight *w, int n, bool 
     int k = 0;
     for (int i = 0; i < n; i++) {
         if (w[i].streamed || !w[i].host) continue; /* the expert cache reads these */
-        if (skip_packed && (hb->mats[w[i].id].pack != NULL)) continue;
+        if (skip_packed && is_packed(hb, &w[i])) continue;
         const uintptr_t b = (uintptr_t)w[i].host & ~(page - 1);
         const uintptr_t e = (uintptr_t)w[i].host + (w[i].n_expert ? (size_t)w[i].n_expert * w[i].expert_stride : w[i].bytes);
         r[k++] = (Range){b, (e + page - 1) & ~(page - 1)};
@@ -180,7 +182,6 @@ static int h_bind(Backend *be, const Weight *w, int n, Err *err) {
 }
 
 
-static bool is_packed(const HostBackend *hb, const Weight *w) { return hb->mats[w->id].pack != NULL; }
 
 static int h_make_resident(Backend *be, bool lock, Err *err) {
     HostBackend *hb = host_of(be);
