@@ -92,9 +92,14 @@ static bool pty_read(Pty *p, int ms) {
 char *pty_expect(Pty *p, const char *marker, int timeout_ms) {
     const double end = now_ms() + timeout_ms;
     for (;;) {
-        char *hit = p->buf ? strstr(p->buf + p->pos, marker) : NULL;
+        /* memmem, not strstr: a sampled reply may hold NUL bytes (a byte token), and the search must look past them */
+        char *hit = p->buf ? memmem(p->buf + p->pos, p->len - p->pos, marker, strlen(marker)) : NULL;
         if (hit) {
-            char *text = strndup(p->buf + p->pos, (size_t)(hit - (p->buf + p->pos)));
+            const size_t n = (size_t)(hit - (p->buf + p->pos));
+            char *text = malloc(n + 1);
+            if (!text) return NULL;
+            for (size_t i = 0; i < n; i++) text[i] = p->buf[p->pos + i] ? p->buf[p->pos + i] : '?'; /* callers strstr it */
+            text[n] = 0;
             p->pos = (size_t)(hit - p->buf) + strlen(marker);
             return text;
         }
