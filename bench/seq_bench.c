@@ -2,7 +2,7 @@
  *
  *   seq_bench [deltanet|conv|attn|all] [--threads N] [--isa ref|avx2|avx512] [--quick]
  *
- * deltanet: recurrent and chunked, Hk = 16, Hv = 16 and 32, d = 128, T = 1 … 4096: µs per token.
+ * deltanet: recurrent (llama.cpp's order), fused (the fast arithmetic's) and chunked, Hk = 16, Hv = 16 and 32, d = 128, T = 1 … 4096: µs per token.
  * conv:     C = 8192 channels, 4 taps, T = 1 … 4096: µs per token.
  * attn:     16 query heads over 2 KV heads of 256 dims: decode (T = 1) at contexts 64 … 16384, and prefill
  *           (pos0 = 0, T = n): µs per call, mirroring (bit-identical) vs tiled (online softmax). */
@@ -97,15 +97,17 @@ static void bench_deltanet(Pool *pool, Isa isa) {
         for (size_t i = 0; i < (size_t)Tmax * Hv; i++) g[i] = -0.1f * (frand() + 1.0f), beta[i] = 0.5f * (frand() + 1.0f);
         float *state = frandn((size_t)Hv * D * D, 0.1f), *out = falloc((size_t)Tmax * Hv * D);
         printf("delta-net %s, Hk=%d Hv=%d d=%d, %d thread(s): us/token\n", ops->name, Hk, Hv, D, nth);
-        printf("  %6s %12s %12s %8s\n", "T", "recurrent", "chunked", "rec/chk");
+        printf("  %6s %12s %12s %12s %8s %8s\n", "T", "recurrent", "fused", "chunked", "rec/fus", "rec/chk");
         for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0] && Ts[ti] <= Tmax; ti++) {
             const int T = Ts[ti];
             DnBench b = {ops->deltanet_recurrent, {MATMUL_GGML, pool, scratch, sb},
                          {T, Hk, Hv, D, D, Hv != Hk, q, k, v, g, beta, state, out, NULL, NULL}};
             const double tr = timeit(dn_call, &b, 0.3) / T * 1e6;
+            b.fn = ops->deltanet_fused;
+            const double tw = timeit(dn_call, &b, 0.3) / T * 1e6;
             b.fn = ops->deltanet_chunked;
             const double tc = timeit(dn_call, &b, 0.3) / T * 1e6;
-            printf("  %6d %12.2f %12.2f %8.2f\n", T, tr, tc, tr / tc);
+            printf("  %6d %12.2f %12.2f %12.2f %8.2f %8.2f\n", T, tr, tw, tc, tr / tw, tr / tc);
             fflush(stdout);
             /* keep the state bounded: the benchmark loops on it */
             for (size_t i = 0; i < (size_t)Hv * D * D; i++)

@@ -2,6 +2,8 @@
  * scalar references, on every ISA level this CPU supports, with odd sizes and NaN-poisoned outputs:
  *   recurrent delta-net, conv + SiLU, mirroring attention (F32, F16, Q8_0 and Q4_0 caches): bit for bit
  *   (memcmp) with the reference;
+ *   fused delta-net (the fast arithmetic's): bit for bit with its reference, in one batch or split, and
+ *   against the recurrent reference, ≤ 1e-5;
  *   chunked delta-net: against the recurrent reference, max|Δ|/max|ref| ≤ 1e-5 on outputs and state;
  *   tiled attention: against attention_ref, max|Δ|/max|ref| ≤ 1e-5;
  *   1 thread and 2 threads: identical bits, for every kernel. */
@@ -194,6 +196,118 @@ TEST(kernels, deltanet_chunked_vs_recurrent) {
                 dn_free(&c);
             }
     test_note("chunked vs recurrent reference: worst relative error %.2e", worst);
+    free(scratch);
+}
+
+/* tokens t0 … t1−1 of c through fn, in place on state, into out (rows t0 …) and steps (rows t0 …, or NULL) */
+static void dn_run_part(DeltaNetFn fn, const DnCase *c, Pool *pool, void *scratch, size_t sbytes, int t0, int t1,
+                        float *out, float *state, float *steps) {
+    const size_t qk = (size_t)t0 * c->Hk * c->D, vo = (size_t)t0 * c->Hv * c->D, gb = (size_t)t0 * c->Hv;
+    OpCtx oc = {MATMUL_FAST, pool, scratch, sbytes};
+    DeltaNetArgs a = {t1 - t0, c->Hk, c->Hv, c->D, c->D, c->grouped, c->q + qk, c->k + qk, c->v + vo, c->g + gb,
+                      c->beta + gb, state, out + vo, NULL,
+                      steps ? steps + (size_t)t0 * c->Hv * c->D * c->D : NULL};
+    fn(&oc, &a);
+}
+
+/* the delta rule in float64 (outputs only), from c's inputs */
+static double *dn_f64(const DnCase *c) {
+    const int D = c->D;
+    double *S = malloc(sizeof(double) * (size_t)c->Hv * D * D), *out = malloc(sizeof(double) * (size_t)c->T * c->Hv * D);
+    for (size_t i = 0; i < (size_t)c->Hv * D * D; i++) S[i] = c->s0[i];
+    for (int j = 0; j < c->Hv; j++) {
+        const int kh = c->grouped ? j / (c->Hv / c->Hk) : j % c->Hk;
+        for (int t = 0; t < c->T; t++) {
+            const float *q = c->q + ((size_t)t * c->Hk + kh) * D, *k = c->k + ((size_t)t * c->Hk + kh) * D;
+            const double e = exp((double)c->g[t * c->Hv + j]), beta = c->beta[t * c->Hv + j];
+            for (int x = 0; x < D; x++) {
+                double *row = S + ((size_t)j * D + x) * D, a = 0, o = 0;
+                for (int i = 0; i < D; i++) row[i] *= e, a += row[i] * k[i];
+                const double d = (c->v[((size_t)t * c->Hv + j) * D + x] - a) * beta;
+                for (int i = 0; i < D; i++) row[i] += k[i] * d, o += row[i] * q[i];
+                out[((size_t)t * c->Hv + j) * D + x] = o / sqrt((double)D);
+            }
+        }
+    }
+    free(S);
+    return out;
+}
+
+/* The fast arithmetic's recurrent form: every ISA equals the scalar reference bit for bit (1 and 2 threads,
+ * with and without the per-token states), a batch split anywhere gives the same bits (the columns'
+ * numbers do not depend on the batch), and it agrees with llama.cpp's order (the recurrent reference). */
+TEST(kernels, deltanet_fused_bitwise) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    static const struct {
+        int T, Hk, Hv, D;
+        bool grouped;
+    } cases[] = {{1, 2, 4, 16, true},    {7, 2, 6, 32, false},  {5, 1, 3, 48, false},  {3, 2, 2, 80, true},
+                 {17, 2, 4, 128, false}, {2, 1, 1, 192, true},  {1, 16, 32, 128, true}, {4, 16, 16, 128, false},
+                 {9, 1, 2, 20, false},   {64, 2, 2, 64, true},  {130, 1, 2, 128, false}, {33, 3, 3, 112, false}};
+    const size_t sbytes = deltanet_scratch_bytes(192, 192, 2);
+    void *scratch = NULL;
+    REQUIRE(posix_memalign(&scratch, 64, sbytes) == 0);
+    double worst = 0, e2_fused = 0, e2_llama = 0, n2 = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int st = 0; st < 2; st++) {
+            DnCase c = {.T = cases[ci].T, .Hk = cases[ci].Hk, .Hv = cases[ci].Hv, .D = cases[ci].D,
+                        .grouped = cases[ci].grouped, .state = st};
+            dn_make(&c);
+            const size_t nv = (size_t)c.T * c.Hv * c.D, ns = (size_t)c.Hv * c.D * c.D;
+            float *ro, *rs, *lo, *ls;
+            dn_run(deltanet_fused_ref, &c, NULL, NULL, 0, &ro, &rs);
+            dn_run(deltanet_recurrent_ref, &c, NULL, NULL, 0, &lo, &ls);
+            const double eo = rel_err(lo, ro, nv), es = rel_err(ls, rs, ns);
+            worst = fmax(worst, fmax(eo, es));
+            if (c.D >= 64) { /* against float64: the squared errors of both orders */
+                double *x = dn_f64(&c);
+                for (size_t i = 0; i < nv; i++)
+                    e2_fused += (ro[i] - x[i]) * (ro[i] - x[i]), e2_llama += (lo[i] - x[i]) * (lo[i] - x[i]), n2 += x[i] * x[i];
+                free(x);
+            }
+            CHECK_MSG(eo <= 1e-5 && es <= 1e-5, "T=%d Hk=%d Hv=%d D=%d: fused vs recurrent output %.3g state %.3g",
+                      c.T, c.Hk, c.Hv, c.D, eo, es);
+            for (int ii = 0; ii < n_isa; ii++) {
+                DeltaNetFn fn = deltanet_fused_cpu_select(isas[ii]);
+                for (int th = 1; th <= 2; th++) {
+                    float *o, *s;
+                    dn_run(fn, &c, th == 2 ? pool2() : NULL, scratch, sbytes, &o, &s);
+                    size_t w = 0;
+                    CHECK_MSG(same_bits(ro, o, nv, &w), "%s T=%d Hk=%d Hv=%d D=%d %d thread(s): out[%zu] %.9g vs %.9g",
+                              isa_name(isas[ii]), c.T, c.Hk, c.Hv, c.D, th, w, ro[w], o[w]);
+                    CHECK_MSG(same_bits(rs, s, ns, &w), "%s T=%d Hk=%d Hv=%d D=%d %d thread(s): state[%zu] %.9g vs %.9g",
+                              isa_name(isas[ii]), c.T, c.Hk, c.Hv, c.D, th, w, rs[w], s[w]);
+                    free(o), free(s);
+                }
+                /* split batches (token by token when short, else at 1, 5 and 64) with the per-token states */
+                float *o = fpoison(nv), *s = fdup(c.s0, ns), *steps = fpoison(ns * (size_t)c.T);
+                int cut[] = {0, 1, 5, 64, c.T}, prev = 0;
+                for (size_t k = 1; k < sizeof cut / sizeof cut[0]; k++) {
+                    const int t1 = cut[k] < c.T ? cut[k] : c.T;
+                    if (c.T <= 8)
+                        for (int t = prev; t < t1; t++) dn_run_part(fn, &c, pool2(), scratch, sbytes, t, t + 1, o, s, steps);
+                    else if (t1 > prev) dn_run_part(fn, &c, pool2(), scratch, sbytes, prev, t1, o, s, steps);
+                    prev = t1 > prev ? t1 : prev;
+                }
+                size_t w = 0;
+                CHECK_MSG(same_bits(ro, o, nv, &w) && same_bits(rs, s, ns, NULL),
+                          "%s T=%d D=%d: split batches differ from one batch (out[%zu])", isa_name(isas[ii]), c.T, c.D, w);
+                CHECK_MSG(same_bits(rs, steps + ns * (size_t)(c.T - 1), ns, NULL),
+                          "%s T=%d D=%d: the last token's step is not the final state", isa_name(isas[ii]), c.T, c.D);
+                float *so = fpoison(nv), *ss = fdup(c.s0, ns), *rsteps = fpoison(ns * (size_t)c.T);
+                dn_run_part(deltanet_fused_ref, &c, NULL, NULL, 0, 0, c.T, so, ss, rsteps);
+                CHECK_MSG(same_bits(rsteps, steps, ns * (size_t)c.T, &w), "%s T=%d D=%d: steps[%zu] %.9g vs %.9g",
+                          isa_name(isas[ii]), c.T, c.D, w, rsteps[w], steps[w]);
+                free(o), free(s), free(steps), free(so), free(ss), free(rsteps);
+            }
+            free(ro), free(rs), free(lo), free(ls);
+            dn_free(&c);
+        }
+    const double rf = sqrt(e2_fused / n2), rl = sqrt(e2_llama / n2);
+    test_note("fused vs llama.cpp's recurrent order: worst relative difference %.2e; rms error against float64: "
+              "fused %.3e, llama.cpp's order %.3e", worst, rf, rl);
+    CHECK_MSG(rf <= 1.1 * rl, "the fused order is less accurate than llama.cpp's: %.3e vs %.3e", rf, rl);
     free(scratch);
 }
 

@@ -151,6 +151,8 @@ typedef struct Ops {
     void (*conv_silu)(const OpCtx *c, const float *x, int T, int C, int K, const float *w, float *state, float *y);
     void (*deltanet_recurrent)(const OpCtx *c, const DeltaNetArgs *a);
     void (*deltanet_chunked)(const OpCtx *c, const DeltaNetArgs *a);
+    /* the fast arithmetic's recurrent form (deltanet_ref.c: fused; not llama.cpp's order) */
+    void (*deltanet_fused)(const OpCtx *c, const DeltaNetArgs *a);
     void (*attention)(const OpCtx *c, const AttnArgs *a);
     /* the elementwise row ops of ops_small (same bits as op_silu_row / op_swiglu_row, over `rows` rows of n) */
     void (*silu_rows)(const OpCtx *c, const float *x, float *y, int rows, int n);
@@ -164,6 +166,9 @@ void matmul_ref(const OpCtx *c, const MatW *w, const float *x, int64_t T, float 
 void conv_silu_ref(const OpCtx *c, const float *x, int T, int C, int K, const float *w, float *state, float *y);
 void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a);
 void deltanet_chunked_ref(const OpCtx *c, const DeltaNetArgs *a);
+void deltanet_fused_ref(const OpCtx *c, const DeltaNetArgs *a);
+/* x·y as the fused form sums it: 16 lanes (lane i mod 16 fused multiply-adds in order), folded 8, 4, 2, 1 */
+float dn_dot16(const float *x, const float *y, int n);
 void attention_ref(const OpCtx *c, const AttnArgs *a);
 void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n);
 void swiglu_rows_ref(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);

@@ -274,7 +274,10 @@ static void h_deltanet(Backend *be, const DeltaArgs *a) {
     DeltaNetArgs d = {a->T, a->n_k_head, a->n_v_head, a->d_k, a->d_v, a->grouped,
                       hf(a->q), hf(a->k), hf(a->v), hf(a->g), hf(a->beta), hf(a->state), hf(a->out),
                       a->state_in.buf ? hf(a->state_in) : NULL, a->has_steps ? hf(a->steps) : NULL};
+    /* the fast arithmetic's recurrent form is the fused one (one pass over the state per token; llama.cpp's
+     * order, which the llama arithmetic keeps, takes two) */
     if (a->chunked) hb->ops->deltanet_chunked(&hb->oc, &d);
+    else if (be->mode == MATMUL_FAST) hb->ops->deltanet_fused(&hb->oc, &d);
     else hb->ops->deltanet_recurrent(&hb->oc, &d);
 }
 

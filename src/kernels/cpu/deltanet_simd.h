@@ -179,6 +179,148 @@ void SEQ_FN(deltanet_recurrent)(const OpCtx *c, const DeltaNetArgs *a) {
     pool_for(c->pool, (int64_t)a->n_v_head * job.n_split, 1, rec_items, &job);
 }
 
+/* ---- fused (the fast arithmetic's recurrent form) ---------------------------------------------------------- */
+
+/* Rows per register pass: their S·k and S·q accumulators stay in registers (2·FU_SUB V16) while the pass
+ * walks the keys in 16-lane steps; a V16 is two of AVX2's 16 YMM registers. The bits do not depend on it. */
+#if defined(__AVX512F__)
+#define FU_SUB 8
+#else
+#define FU_SUB 2
+#endif
+#define FU_ROWS 64 /* rows per chunk: 4 groups of 16 (32 KiB at d_k = 128: L1) through every token */
+#define FU_PF 2    /* prefetch distance, tokens */
+
+typedef struct FuPart {
+    float k[16][16], q[16][16]; /* per row of a 16-row group: the 16 lane partials of S·k and S·q */
+} FuPart;
+
+/* NS rows of NV·16 keys at S: with UPD, S = k·δ_r + e·S (dl[r] = δ_r); then the lane partials (dn_dot16's
+ * lanes, in order over the keys) of the rows with kn into pk (with DK) and with q into pq (with DQ). */
+SIMD_INLINE void fu_pass(float *S, int dk, const int NV, const int NS, const bool UPD, const bool DK, const bool DQ,
+                         const float *k, const float *dl, V16 ev, const float *kn, const float *q, float (*pk)[16],
+                         float (*pq)[16]) {
+    V16 ak[FU_SUB], aq[FU_SUB];
+#pragma GCC unroll 8
+    for (int r = 0; r < NS; r++) ak[r] = aq[r] = v16_zero();
+#pragma GCC unroll 2
+    for (int c = 0; c < NV; c++) {
+        const V16 kt = UPD ? v16_load(k + 16 * c) : v16_zero();
+        const V16 kb = DK ? v16_load(kn + 16 * c) : v16_zero(), qb = DQ ? v16_load(q + 16 * c) : v16_zero();
+#pragma GCC unroll 8
+        for (int r = 0; r < NS; r++) {
+            float *p = S + (int64_t)r * dk + 16 * c;
+            V16 x = v16_load(p);
+            if (UPD) {
+                x = v16_fmadd(kt, v16_set1(dl[r]), v16_mul(ev, x));
+                v16_store(p, x);
+            }
+            if (DK) ak[r] = v16_fmadd(x, kb, ak[r]);
+            if (DQ) aq[r] = v16_fmadd(x, qb, aq[r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NS; r++) {
+        if (DK) v16_store(pk[r], ak[r]);
+        if (DQ) v16_store(pq[r], aq[r]);
+    }
+}
+
+/* a 16-row group's pass, FU_SUB rows at a time */
+SIMD_INLINE void fu_group(float *S, int dk, const int NV, const bool UPD, const bool DK, const bool DQ, const float *k,
+                          const float *dl, V16 ev, const float *kn, const float *q, FuPart *pp) {
+    for (int r = 0; r < 16; r += FU_SUB)
+        fu_pass(S + (int64_t)r * dk, dk, NV, FU_SUB, UPD, DK, DQ, k, dl + r, ev, kn, q, pp->k + r, pp->q + r);
+}
+
+SIMD_INLINE V16 fu_reduce(float (*p)[16]) {
+    V16 x[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) x[r] = v16_load(p[r]);
+    return v16_reduce16x16(x);
+}
+
+/* Rows c0 … c0 + nr − 1 (nr ≤ FU_ROWS, a multiple of 16) of head j through every token: per token and
+ * 16-row group, δ from the S·k partials, then one pass that updates the rows and accumulates S·q of this
+ * token and S·k of the next (deltanet_fused_ref's numbers), then o from the S·q partials. */
+SIMD_INLINE void fu_chunk(const DeltaNetArgs *a, int j, int c0, int nr, const int NV) {
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head, ng = nr / 16;
+    const int64_t ldk = (int64_t)a->n_k_head * dk, ldv = (int64_t)H * dv;
+    const V16 sv = v16_set1(1.0f / sqrtf((float)dk));
+    const float *K = a->k + (int64_t)dn_key_head(a, j) * dk, *Q = a->q + (int64_t)dn_key_head(a, j) * dk;
+    float *S = a->state + ((int64_t)j * dv + c0) * dk;
+    FuPart part[FU_ROWS / 16];
+    float dl[16];
+    for (int g = 0; g < ng; g++) /* the starting state's S·k with token 0 */
+        fu_group(S + (int64_t)g * 16 * dk, dk, NV, false, true, false, NULL, NULL, v16_zero(), K, NULL, &part[g]);
+    for (int t = 0; t < a->T; t++) {
+        const float *k = K + t * ldk, *q = Q + t * ldk, *v = a->v + t * ldv + (int64_t)j * dv + c0;
+        float *o = a->out + t * ldv + (int64_t)j * dv + c0;
+        if (t + FU_PF < a->T) { /* pieces 8+ KiB apart, which the hardware prefetchers do not follow */
+            for (int i = 0; i < dk; i += 16) __builtin_prefetch(k + FU_PF * ldk + i), __builtin_prefetch(q + FU_PF * ldk + i);
+            for (int x = 0; x < nr; x += 16) __builtin_prefetch(v + FU_PF * ldv + x), __builtin_prefetch(o + FU_PF * ldv + x, 1);
+        }
+        const V16 ev = v16_set1(expf(a->g[(int64_t)t * H + j])), bv = v16_set1(a->beta[(int64_t)t * H + j]);
+        const bool fuse = t + 1 < a->T && !a->steps;
+        for (int g = 0; g < ng; g++) {
+            v16_store(dl, v16_mul(v16_sub(v16_load(v + 16 * g), v16_mul(ev, fu_reduce(part[g].k))), bv));
+            float *Sg = S + (int64_t)g * 16 * dk;
+            if (fuse) fu_group(Sg, dk, NV, true, true, true, k, dl, ev, k + ldk, q, &part[g]);
+            else fu_group(Sg, dk, NV, true, false, true, k, dl, ev, NULL, q, &part[g]);
+            v16_store(o + 16 * g, v16_mul(fu_reduce(part[g].q), sv));
+        }
+        if (fuse || !a->steps) continue;
+        memcpy(a->steps + (((int64_t)t * H + j) * dv + c0) * dk, S, sizeof(float) * (size_t)nr * (size_t)dk);
+        if (t + 1 < a->T)
+            for (int g = 0; g < ng; g++)
+                fu_group(S + (int64_t)g * 16 * dk, dk, NV, false, true, false, NULL, NULL, v16_zero(), k + ldk, NULL,
+                         &part[g]);
+    }
+}
+
+SIMD_INLINE void fu_item(const DeltaNetArgs *a, int j, int c_beg, int c_end, const int NV) {
+    if (a->state_in && a->state_in != a->state) { /* out of place: start from the item's rows of state_in */
+        const int64_t off = ((int64_t)j * a->d_v + c_beg) * a->d_k;
+        memcpy(a->state + off, a->state_in + off, sizeof(float) * (size_t)(c_end - c_beg) * (size_t)a->d_k);
+    }
+    for (int c0 = c_beg; c0 < c_end; c0 += FU_ROWS) fu_chunk(a, j, c0, c_end - c0 < FU_ROWS ? c_end - c0 : FU_ROWS, NV);
+}
+
+static void fu_items(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const RecJob *job = ctx;
+    const DeltaNetArgs *a = job->a;
+    for (int64_t it = b; it < e; it++) {
+        const int j = (int)(it / job->n_split), c_beg = (int)(it % job->n_split) * job->split_rows;
+        const int c_end = a->d_v - c_beg < job->split_rows ? a->d_v : c_beg + job->split_rows;
+        switch (a->d_k / 16) { /* specialised copies for the head sizes in use */
+        case 4: fu_item(a, j, c_beg, c_end, 4); break;
+        case 8: fu_item(a, j, c_beg, c_end, 8); break;
+        case 16: fu_item(a, j, c_beg, c_end, 16); break;
+        default: fu_item(a, j, c_beg, c_end, a->d_k / 16); break;
+        }
+    }
+}
+
+void SEQ_FN(deltanet_fused)(const OpCtx *c, const DeltaNetArgs *a) {
+    if (a->d_k % 16 || a->d_v % 16 || a->T < 1) {
+        deltanet_fused_ref(c, a);
+        return;
+    }
+    /* whole heads per item unless that leaves threads idle (few heads, many threads); items of 16·m rows */
+    const int n_grp = a->d_v / 16, nth = pool_size(c->pool);
+    int n_split = (2 * nth + a->n_v_head - 1) / a->n_v_head;
+    if (n_split > n_grp) n_split = n_grp;
+    if (n_split < 1) n_split = 1;
+    RecJob job = {a, n_split, (n_grp + n_split - 1) / n_split * 16};
+    job.n_split = (a->d_v + job.split_rows - 1) / job.split_rows;
+    pool_for(c->pool, (int64_t)a->n_v_head * job.n_split, 1, fu_items, &job);
+}
+
+#undef FU_SUB
+#undef FU_ROWS
+#undef FU_PF
+
 /* ---- chunked -------------------------------------------------------------------------------------------- */
 
 #define CS DELTANET_CHUNK

@@ -16,6 +16,7 @@ MatmulFn matmul_cpu_select(Isa isa);          /* kernels/cpu/matmul_cpu.c */
 ConvSiluFn conv_cpu_select(Isa isa);          /* kernels/cpu/conv_cpu.c */
 DeltaNetFn deltanet_recurrent_cpu_select(Isa isa); /* kernels/cpu/deltanet_cpu.c */
 DeltaNetFn deltanet_chunked_cpu_select(Isa isa);
+DeltaNetFn deltanet_fused_cpu_select(Isa isa);
 AttentionFn attention_cpu_select(Isa isa);    /* kernels/cpu/attention_cpu.c */
 typedef void (*SiluRowsFn)(const OpCtx *c, const float *x, float *y, int rows, int n);
 typedef void (*SwigluRowsFn)(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);

@@ -13,6 +13,7 @@ const Ops *ops_cpu(Isa isa) {
             .conv_silu = conv_cpu_select(isa),
             .deltanet_recurrent = deltanet_recurrent_cpu_select(isa),
             .deltanet_chunked = deltanet_chunked_cpu_select(isa),
+            .deltanet_fused = deltanet_fused_cpu_select(isa),
             .attention = attention_cpu_select(isa),
         };
         rowops_cpu_select(isa, &tables[isa].silu_rows, &tables[isa].swiglu_rows);

@@ -10,6 +10,7 @@
 #define SEQ_DECLARE(isa)                                                                                   \
     void deltanet_recurrent_##isa(const OpCtx *c, const DeltaNetArgs *a);                                   \
     void deltanet_chunked_##isa(const OpCtx *c, const DeltaNetArgs *a);                                     \
+    void deltanet_fused_##isa(const OpCtx *c, const DeltaNetArgs *a);                                  \
     void conv_silu_##isa(const OpCtx *c, const float *x, int T, int C, int K, const float *w, float *state, \
                          float *y);                                                                         \
     void attention_mirror_##isa(const OpCtx *c, const AttnArgs *a);                                         \

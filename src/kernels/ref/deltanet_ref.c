@@ -1,4 +1,4 @@
-/* deltanet_ref.c — the two reference forms of the gated delta rule (ops.h, docs/MODEL.md).
+/* deltanet_ref.c — the three reference forms of the gated delta rule (ops.h, docs/MODEL.md).
  *
  * Recurrent: token by token, per value head, on the transposed state (row j of a head's block is column
  * j of S, so every inner loop is contiguous): S ← exp(g)·S; δ = β(v − Sᵀk); S += k δᵀ; o = Sᵀq / √d_k —
@@ -64,6 +64,52 @@ static void recurrent_heads(void *ctx, int64_t b, int64_t e, int thread) {
 void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a) {
     DnJob j = {a, NULL};
     pool_for(c->pool, a->n_v_head, 1, recurrent_heads, &j);
+}
+
+/* Fused (the fast arithmetic's recurrent form): each row x of the stored state (column x of S) on its own,
+ * in an order that one pass over the state per token can compute:
+ *   a = S_x·k                  (the old S; dn_dot16: 16 lanes, lane i mod 16 fused multiply-adds in order,
+ *                               folded 8, 4, 2, 1)
+ *   δ = (v_x − e·a)·β          (e = exp(g))
+ *   S_x[i] = k_i·δ + e·S_x[i]  (a fused multiply-add of the rounded e·S)
+ *   o_x = (S_x·q)·s            (the new S, dn_dot16; s = 1/√d_k)
+ * The kernel (deltanet_simd.h) updates a row and, in the same pass, dots it with this token's q and the
+ * next token's k; every row's numbers depend only on its inputs, so any split of rows, any ISA and any
+ * batch give the same bits. Against float64 it is as close as llama.cpp's order (docs/KERNELS.md). */
+float dn_dot16(const float *x, const float *y, int n) {
+    float p[16] = {0};
+    for (int i = 0; i < n; i++) p[i & 15] = fmaf(x[i], y[i], p[i & 15]);
+    return fdot_reduce16(p);
+}
+
+static void fused_heads(void *ctx, int64_t b, int64_t e, int thread) {
+    const DeltaNetArgs *a = ((const DnJob *)ctx)->a;
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head;
+    const float scale = 1.0f / sqrtf((float)dk);
+    for (int64_t j = b; j < e; j++) {
+        float *s = a->state + j * dv * dk;
+        if (a->state_in && a->state_in != a->state) memcpy(s, a->state_in + j * dv * dk, sizeof(float) * (size_t)dv * dk);
+        const int kh = key_head(a, (int)j);
+        for (int t = 0; t < a->T; t++) {
+            const float *q = a->q + ((int64_t)t * a->n_k_head + kh) * dk;
+            const float *k = a->k + ((int64_t)t * a->n_k_head + kh) * dk;
+            const float *v = a->v + ((int64_t)t * H + j) * dv;
+            float *o = a->out + ((int64_t)t * H + j) * dv;
+            const float decay = expf(a->g[(int64_t)t * H + j]), beta = a->beta[(int64_t)t * H + j];
+            for (int x = 0; x < dv; x++) {
+                float *row = s + (int64_t)x * dk;
+                const float delta = (v[x] - decay * dn_dot16(row, k, dk)) * beta;
+                for (int i = 0; i < dk; i++) row[i] = fmaf(k[i], delta, decay * row[i]);
+                o[x] = dn_dot16(row, q, dk) * scale;
+            }
+            if (a->steps) memcpy(a->steps + ((int64_t)t * H + j) * dv * dk, s, sizeof(float) * (size_t)dv * dk);
+        }
+    }
+}
+
+void deltanet_fused_ref(const OpCtx *c, const DeltaNetArgs *a) {
+    DnJob j = {a, NULL};
+    pool_for(c->pool, a->n_v_head, 1, fused_heads, &j);
 }
 
 /* Per-thread scratch of the chunked form, allocated per call (the reference is not on the hot path). */
@@ -175,6 +221,7 @@ const Ops ops_ref = {
     .conv_silu = conv_silu_ref,
     .deltanet_recurrent = deltanet_recurrent_ref,
     .deltanet_chunked = deltanet_chunked_ref,
+    .deltanet_fused = deltanet_fused_ref,
     .attention = attention_ref,
     .silu_rows = silu_rows_ref,
     .swiglu_rows = swiglu_rows_ref,
