@@ -185,6 +185,19 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
             CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld: the P16 panels differ", isa_name(isa), f->name, (long long)rows,
                       (long long)cols, (long long)T);
         }
+        /* pack_p16_block gives back every block of the file (what reads a packed matrix's rows: host_ops) */
+        uint8_t blk[512];
+        const int64_t nbl = cols / f->block;
+        for (int64_t r = 0; r < rows && bad == 0; r++)
+            for (int64_t i = 0; i < nbl; i++) {
+                pack_p16_block(pk, &w, r, i, blk);
+                if (memcmp(blk, (const uint8_t *)w.data + (size_t)r * w.row_bytes + (size_t)i * (size_t)f->bytes, (size_t)f->bytes)) {
+                    bad++;
+                    CHECK_MSG(0, "%s rows %lld cols %lld: pack_p16_block(row %lld, block %lld) is not the file's block",
+                              f->name, (long long)rows, (long long)cols, (long long)r, (long long)i);
+                    break;
+                }
+            }
         free(pk);
     }
     if (cur_mode == MATMUL_GGML && f->id == FMT_Q8_0 && rows % 8 == 0 && !cs->gemv) { /* the packed layout (model/pack.c) */

@@ -60,6 +60,15 @@ static inline size_t q8p16_q(int64_t i) { return (size_t)1088 * (size_t)(i >> 1)
 static inline size_t q8p16_d(int64_t i, int64_t nb) {
     return (size_t)1088 * (size_t)(i >> 1) + ((i | 1) < nb ? 1024 + 32 * (size_t)(i & 1) : 512);
 }
+/* Nibble-format P16 panel (Q4_0 and IQ4_NL: 18-byte blocks, sb = 32 scale bytes; Q4_1: 20, sb = 64): 16 rows × nb
+ * blocks, 16·row_bytes bytes. Blocks in pairs, [quant bytes of 2i][of 2i+1][scales of 2i][scales of 2i+1], an odd
+ * last block [quant bytes][scales]; a block's quant bytes are 4 vectors of 64 (dword k of row r at 64k + 4r: the
+ * file's qs bytes 4k…4k+3, whose low nibbles are elements 4k…4k+3 and high ones 16+4k…), its scales the 16 rows'
+ * fp16 d (Q4_1: then their fp16 m). */
+static inline size_t n4p16_q(int64_t i, size_t sb) { return (512 + 2 * sb) * (size_t)(i >> 1) + 256 * (size_t)(i & 1); }
+static inline size_t n4p16_s(int64_t i, int64_t nb, size_t sb) {
+    return (512 + 2 * sb) * (size_t)(i >> 1) + ((i | 1) < nb ? 512 + sb * (size_t)(i & 1) : 256);
+}
 #define Q4K_P16_SB 2368
 #define Q6K_P16_SB 3360
 #define Q5K_P16_SB 2880

@@ -18,10 +18,10 @@
  * rose 25% (the compute kept faulting in file pages of matrices not yet copied), so it is done up
  * front (docs/KERNELS.md, "Decode GEMV").
  *
- * The fast arithmetic reads Q8_0, Q4_K, Q5_K and Q6_K matrices whose row count is a multiple of 16 (and expert
- * stacks of them whose experts' rows are) as P16 panels instead (ops.h's PACK_P16: 16 rows' blocks transposed
- * into the vectors the kernel multiplies; Q8_0 and Q6_K the file's size, Q4_K / Q5_K 2.8% / 2.3% more: their
- * scales unpacked). */
+ * The fast arithmetic reads Q8_0, Q4_0, Q4_1, IQ4_NL, Q4_K, Q5_K and Q6_K matrices whose row count is a multiple
+ * of 16 (and expert stacks of them whose experts' rows are) as P16 panels instead (ops.h's PACK_P16: 16 rows'
+ * blocks transposed into the vectors the kernel multiplies; the file's size, but Q4_K / Q5_K 2.8% / 2.3% more:
+ * their scales unpacked). */
 #include "backend/cpu/host_backend.h"
 
 #include "base/bigalloc.h"
@@ -124,9 +124,30 @@ static void pack_p16_q6_K(uint8_t *dst, const uint8_t *src, int64_t rows, size_t
         }
 }
 
+/* Q4_0, IQ4_NL (18-byte blocks: d, 16 qs) and Q4_1 (20: d, m, 16 qs) into ops.h's nibble panels */
+static void pack_p16_n4(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes, size_t bb) {
+    const size_t nb = row_bytes / bb, sb = bb == 20 ? 64 : 32, at = bb - 16;
+    for (int64_t p = 0; p < rows / 16; p++) {
+        const uint8_t *sp = src + (size_t)p * 16 * row_bytes;
+        uint8_t *panel = dst + (size_t)p * 16 * row_bytes;
+        for (size_t i = 0; i < nb; i++) {
+            uint8_t *q = panel + n4p16_q((int64_t)i, sb), *sc = panel + n4p16_s((int64_t)i, (int64_t)nb, sb);
+            for (int r = 0; r < 16; r++) {
+                const uint8_t *b = sp + (size_t)r * row_bytes + i * bb;
+                memcpy(sc + 2 * r, b, 2);
+                if (sb == 64) memcpy(sc + 32 + 2 * r, b + 2, 2);
+                for (int k = 0; k < 4; k++) memcpy(q + 64 * k + 4 * r, b + at + 4 * k, 4);
+            }
+        }
+    }
+}
+
+static size_t n4_block_bytes(uint32_t type) { return type == FMT_Q4_1 ? 20 : type == FMT_Q4_0 || type == FMT_IQ4_NL ? 18 : 0; }
+
 bool pack_p16_format(const MatW *w) {
     if (w->rows <= 0 || w->rows % 16) return false;
     if (w->type == FMT_Q8_0) return w->cols % 32 == 0 && w->row_bytes == (size_t)w->cols / 32 * Q8_0_BYTES;
+    if (n4_block_bytes(w->type)) return w->cols % 32 == 0 && w->row_bytes == (size_t)w->cols / 32 * n4_block_bytes(w->type);
     if (w->type == FMT_Q4_K) return w->cols % 256 == 0 && w->row_bytes == (size_t)w->cols / 256 * Q4K_BYTES;
     if (w->type == FMT_Q6_K) return w->cols % 256 == 0 && w->row_bytes == (size_t)w->cols / 256 * Q6K_BYTES;
     if (w->type == FMT_Q5_K) return w->cols % 256 == 0 && w->row_bytes == (size_t)w->cols / 256 * Q5K_BYTES;
@@ -143,6 +164,7 @@ size_t pack_p16_bytes(const MatW *w) {
 static void pack_p16_rows(uint8_t *dst, const uint8_t *src, uint32_t type, int64_t rows, size_t row_bytes) {
     if (type == FMT_Q4_K || type == FMT_Q5_K) pack_p16_q45_K(dst, src, rows, row_bytes, type == FMT_Q5_K);
     else if (type == FMT_Q6_K) pack_p16_q6_K(dst, src, rows, row_bytes);
+    else if (n4_block_bytes(type)) pack_p16_n4(dst, src, rows, row_bytes, n4_block_bytes(type));
     else pack_p16_q8_0(dst, src, rows, row_bytes);
 }
 
@@ -183,6 +205,16 @@ void pack_p16_block(const void *pack, const MatW *w, int64_t r, int64_t i, uint8
         }
         memcpy(d, o + at + 256 + 2 * lane, 2);
         memcpy(dmin, o + at + 288 + 2 * lane, 2);
+        return;
+    }
+    const size_t bb = n4_block_bytes(w->type);
+    if (bb) {
+        const size_t sb = bb == 20 ? 64 : 32;
+        const int64_t nb = (int64_t)(w->row_bytes / bb);
+        const uint8_t *sc = panel + n4p16_s(i, nb, sb), *q = panel + n4p16_q(i, sb);
+        memcpy(block, sc + 2 * lane, 2);
+        if (sb == 64) memcpy(block + 2, sc + 32 + 2 * lane, 2);
+        for (int k = 0; k < 4; k++) memcpy(block + bb - 16 + 4 * k, q + 64 * k + 4 * lane, 4);
         return;
     }
     const int64_t nb = (int64_t)(w->row_bytes / Q8_0_BYTES);

@@ -241,6 +241,42 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
         (mwv) = _mm512_setzero_ps();                                                                              \
     } while (0)
 
+/* The nibble formats' P16 panels (ops.h: n4p16_q / n4p16_s; the CPU backend packs them in the fast arithmetic):
+ * block i's raw bytes already transposed, so decoding is 4 aligned loads and the nibble split. */
+B_INLINE void nibp(const uint8_t *qb, const int8_t *lut, __m512i *q) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int k = 0; k < 4; k++) {
+        const __m512i u = _mm512_loadu_si512(qb + 64 * k);
+        q[k] = _mm512_and_si512(u, m4);
+        q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(u, 4), m4);
+    }
+    if (lut) {
+        const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut)), x80 = _mm512_set1_epi8((char)0x80);
+        for (int g = 0; g < 8; g++) q[g] = _mm512_xor_si512(_mm512_shuffle_epi8(tab, q[g]), x80);
+    }
+}
+B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+#define DECP_Q4_0(pan, i, nb, q, dwv, mwv)                                                                       \
+    do {                                                                                                          \
+        nibp((pan) + n4p16_q((i), 32), NULL, (q));                                                                \
+        (dwv) = f16p((pan) + n4p16_s((i), (nb), 32));                                                             \
+        (mwv) = _mm512_setzero_ps();                                                                              \
+    } while (0)
+#define DECP_IQ4_NL(pan, i, nb, q, dwv, mwv)                                                                     \
+    do {                                                                                                          \
+        nibp((pan) + n4p16_q((i), 32), kvalues_iq4nl, (q));                                                       \
+        (dwv) = f16p((pan) + n4p16_s((i), (nb), 32));                                                             \
+        (mwv) = _mm512_setzero_ps();                                                                              \
+    } while (0)
+#define DECP_Q4_1(pan, i, nb, q, dwv, mwv)                                                                       \
+    do {                                                                                                          \
+        nibp((pan) + n4p16_q((i), 64), NULL, (q));                                                                \
+        (dwv) = f16p((pan) + n4p16_s((i), (nb), 64));                                                             \
+        (mwv) = f16p((pan) + n4p16_s((i), (nb), 64) + 32);                                                        \
+    } while (0)
+/* the formats without panels (never called: pack_p16_format refuses them) */
+#define DECP_NONE(pan, i, nb, q, dwv, mwv) __builtin_unreachable()
+
 /* Decodes block i of the 16 rows and transposes it (the formats without a DEC16_ decoder). */
 #define B_DECODE16(DEC, BYTES, w, i, q, dwv, mwv)                                                                 \
     do {                                                                                                          \
@@ -258,11 +294,12 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
 #define DEC16_Q5_0(w, i, q, dwv, mwv) B_DECODE16(dec_q5_0, 22, w, i, q, dwv, mwv)
 #define DEC16_Q5_1(w, i, q, dwv, mwv) B_DECODE16(dec_q5_1, 24, w, i, q, dwv, mwv)
 
-/* B32_FORMAT(NAME, DEC16, BYTES, OFF, ACT, ORDER_OF): compute_<NAME> and mm_<NAME>_avx512; DEC16(w, i, q,
- * dwv, mwv) decodes block i of 16 rows; ORDER_OF(path) → BOrder. */
-#define B32_KERNELS(NAME, DEC, BYTES, OFF, O, C)                                                                   \
-    /* one row tile, C tokens from t, decoding as it goes */                                                     \
-    static void direct_##NAME##_##O##_##C(const MmJob *j, const uint8_t *const *w, int64_t t, float out[4][16]) { \
+/* B32_FORMAT(NAME, DEC16, DECP, BYTES, OFF, ACT, ORDER_OF): compute_<NAME> and mm_<NAME>_avx512; DEC16(w, i, q,
+ * dwv, mwv) decodes block i of 16 rows, DECP(pan, i, nb, …) the same from a P16 panel; ORDER_OF(path) → BOrder. */
+#define B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, O, C)                                                             \
+    /* one row tile (its panel pan, or the file's rows w), C tokens from t, decoding as it goes */               \
+    static void direct_##NAME##_##O##_##C(const MmJob *j, const uint8_t *pan, const uint8_t *const *w, int64_t t, \
+                                          float out[4][16]) {                                                    \
         const int64_t nb = j->K / QK;                                                                             \
         BTok tk[C];                                                                                               \
         for (int c = 0; c < (C); c++) tk[c] = b_tok(j, t + c);                                                    \
@@ -270,12 +307,13 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
         b_init(O, C, &st);                                                                                        \
         /* the next tile (rows are contiguous): 16 short rows are 16 streams the hardware prefetcher    \
          * would not follow */                                                                                   \
-        const char *pf = (const char *)w[0] + 16 * j->w->row_bytes;                                               \
+        const char *pf = (const char *)(pan ? pan : w[0]) + 16 * j->w->row_bytes;                                 \
         for (int64_t i = 0; i < nb; i++) {                                                                        \
             __m512i q[8];                                                                                         \
             __m512 dwv, mwv;                                                                                      \
             for (int k = 0; k < 16 * (BYTES) / 64 + 1; k++) _mm_prefetch(pf + 16 * (BYTES) * i + 64 * k, _MM_HINT_T0); \
-            DEC(w, i, q, dwv, mwv);                                                                               \
+            if (pan) DECP(pan, i, nb, q, dwv, mwv);                                                               \
+            else DEC(w, i, q, dwv, mwv);                                                                          \
             b_step(O, (OFF) != 0, C, q, dwv, mwv, tk, i, nb, &st);                                                \
         }                                                                                                         \
         for (int c = 0; c < (C); c++) _mm512_storeu_ps(out[c], b_result(O, nb, &st, c));                          \
@@ -297,16 +335,16 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
         for (int c = 0; c < (C); c++) _mm512_storeu_ps(out[c], b_result(O, nb, &st, c));                          \
     }
 
-#define B32_FORMAT(NAME, DEC, BYTES, OFF, ACT, ORDER_OF)                                                           \
-    B32_KERNELS(NAME, DEC, BYTES, OFF, B_ONE, 1)                                                                  \
-    B32_KERNELS(NAME, DEC, BYTES, OFF, B_ONE, 2)                                                                  \
-    B32_KERNELS(NAME, DEC, BYTES, OFF, B_TWO, 1)                                                                  \
-    B32_KERNELS(NAME, DEC, BYTES, OFF, B_MIN, 1)                                                                  \
-    B32_KERNELS(NAME, DEC, BYTES, OFF, B_MIN, 2)                                                                  \
-    B32_KERNELS(NAME, DEC, BYTES, OFF, B_SPAN, 1)                                                                 \
-    B32_KERNELS(NAME, DEC, BYTES, OFF, B_SPAN, 4)                                                                 \
-    B32_KERNELS(NAME, DEC, BYTES, OFF, B_FMIN, 1)                                                                 \
-    B32_KERNELS(NAME, DEC, BYTES, OFF, B_FMIN, 2)                                                                 \
+#define B32_FORMAT(NAME, DEC, DECP, BYTES, OFF, ACT, ORDER_OF)                                                     \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_ONE, 1)                                                                  \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_ONE, 2)                                                                  \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_TWO, 1)                                                                  \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_MIN, 1)                                                                  \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_MIN, 2)                                                                  \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_SPAN, 1)                                                                 \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_SPAN, 4)                                                                 \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_FMIN, 1)                                                                 \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_FMIN, 2)                                                                 \
     static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {   \
         const BOrder o = ORDER_OF(j->path);                                                                       \
         const int64_t nb = j->K / QK;                                                                             \
@@ -316,11 +354,16 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
             const int nr = o1 - r0 < 16 ? (int)(o1 - r0) : 16;                                                    \
             const uint8_t *w[16];                                                                                 \
             for (int r = 0; r < 16; r++) w[r] = mm_w_row(j, r0 + (r < nr ? r : nr - 1));                          \
+            /* the panel of these 16 rows (items lie on panel edges) */                                           \
+            const uint8_t *pan = j->w->pack_kind == PACK_P16 && j->w->pack                                        \
+                                     ? (const uint8_t *)j->w->pack + (size_t)(r0 / 16) * 16 * j->w->row_bytes      \
+                                     : NULL;                                                                      \
             if (tiled)                                                                                            \
                 for (int64_t i = 0; i < nb; i++) {                                                                \
                     __m512i q[8];                                                                                 \
                     __m512 dwv, mwv;                                                                              \
-                    DEC(w, i, q, dwv, mwv);                                                                       \
+                    if (pan) DECP(pan, i, nb, q, dwv, mwv);                                                       \
+                    else DEC(w, i, q, dwv, mwv);                                                                  \
                     uint8_t *bl = tile + (size_t)i * B_BLOCK_BYTES;                                               \
                     for (int g = 0; g < 8; g++) _mm512_store_si512(bl + 64 * g, q[g]);                            \
                     _mm512_store_ps((float *)(bl + 512), dwv);                                                    \
@@ -332,33 +375,33 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
                 int nc;                                                                                           \
                 if (o == B_SPAN && left >= 4) {                                                                   \
                     nc = 4;                                                                                       \
-                    if (tiled) tiled_##NAME##_B_SPAN_4(j, tile, t, out); else direct_##NAME##_B_SPAN_4(j, w, t, out); \
+                    if (tiled) tiled_##NAME##_B_SPAN_4(j, tile, t, out); else direct_##NAME##_B_SPAN_4(j, pan, w, t, out); \
                 } else if (o == B_SPAN) {                                                                         \
                     nc = 1;                                                                                       \
-                    if (tiled) tiled_##NAME##_B_SPAN_1(j, tile, t, out); else direct_##NAME##_B_SPAN_1(j, w, t, out); \
+                    if (tiled) tiled_##NAME##_B_SPAN_1(j, tile, t, out); else direct_##NAME##_B_SPAN_1(j, pan, w, t, out); \
                 } else if (o == B_FMIN) {                                                                         \
                     nc = left >= 2 ? 2 : 1;                                                                       \
                     if (nc == 2) {                                                                                \
-                        if (tiled) tiled_##NAME##_B_FMIN_2(j, tile, t, out); else direct_##NAME##_B_FMIN_2(j, w, t, out); \
+                        if (tiled) tiled_##NAME##_B_FMIN_2(j, tile, t, out); else direct_##NAME##_B_FMIN_2(j, pan, w, t, out); \
                     } else {                                                                                      \
-                        if (tiled) tiled_##NAME##_B_FMIN_1(j, tile, t, out); else direct_##NAME##_B_FMIN_1(j, w, t, out); \
+                        if (tiled) tiled_##NAME##_B_FMIN_1(j, tile, t, out); else direct_##NAME##_B_FMIN_1(j, pan, w, t, out); \
                     }                                                                                             \
                 } else if (o == B_TWO) {                                                                          \
                     nc = 1;                                                                                       \
-                    if (tiled) tiled_##NAME##_B_TWO_1(j, tile, t, out); else direct_##NAME##_B_TWO_1(j, w, t, out); \
+                    if (tiled) tiled_##NAME##_B_TWO_1(j, tile, t, out); else direct_##NAME##_B_TWO_1(j, pan, w, t, out); \
                 } else if (o == B_MIN) {                                                                          \
                     nc = left >= 2 ? 2 : 1;                                                                       \
                     if (nc == 2) {                                                                                \
-                        if (tiled) tiled_##NAME##_B_MIN_2(j, tile, t, out); else direct_##NAME##_B_MIN_2(j, w, t, out); \
+                        if (tiled) tiled_##NAME##_B_MIN_2(j, tile, t, out); else direct_##NAME##_B_MIN_2(j, pan, w, t, out); \
                     } else {                                                                                      \
-                        if (tiled) tiled_##NAME##_B_MIN_1(j, tile, t, out); else direct_##NAME##_B_MIN_1(j, w, t, out); \
+                        if (tiled) tiled_##NAME##_B_MIN_1(j, tile, t, out); else direct_##NAME##_B_MIN_1(j, pan, w, t, out); \
                     }                                                                                             \
                 } else {                                                                                          \
                     nc = left >= 2 ? 2 : 1;                                                                       \
                     if (nc == 2) {                                                                                \
-                        if (tiled) tiled_##NAME##_B_ONE_2(j, tile, t, out); else direct_##NAME##_B_ONE_2(j, w, t, out); \
+                        if (tiled) tiled_##NAME##_B_ONE_2(j, tile, t, out); else direct_##NAME##_B_ONE_2(j, pan, w, t, out); \
                     } else {                                                                                      \
-                        if (tiled) tiled_##NAME##_B_ONE_1(j, tile, t, out); else direct_##NAME##_B_ONE_1(j, w, t, out); \
+                        if (tiled) tiled_##NAME##_B_ONE_1(j, tile, t, out); else direct_##NAME##_B_ONE_1(j, pan, w, t, out); \
                     }                                                                                             \
                 }                                                                                                 \
                 for (int c = 0; c < nc; c++)                                                                      \
@@ -390,12 +433,12 @@ B_INLINE __m256i dec_q8_0(const uint8_t *b, float *d, float *m) { /* q + 128 */
 }
 #define DEC16_Q8_0(w, i, q, dwv, mwv) B_DECODE16(dec_q8_0, 34, w, i, q, dwv, mwv)
 
-B32_FORMAT(q4_0, DEC16_Q4_0, 18, 8, MM_ACT_Q8_0, ord_q4_0)
-B32_FORMAT(q5_0, DEC16_Q5_0, 22, 16, MM_ACT_Q8_0, ord_q5_0)
-B32_FORMAT(iq4_nl, DEC16_IQ4_NL, 18, 128, MM_ACT_Q8_0, ord_iq4_nl)
-B32_FORMAT(mxfp4, DEC16_MXFP4, 17, 128, MM_ACT_Q8_0, ord_mxfp4)
-B32_FORMAT(q4_1, DEC16_Q4_1, 20, 0, MM_ACT_Q8_1, ord_min)
-B32_FORMAT(q5_1, DEC16_Q5_1, 24, 0, MM_ACT_Q8_1, ord_min)
+B32_FORMAT(q4_0, DEC16_Q4_0, DECP_Q4_0, 18, 8, MM_ACT_Q8_0, ord_q4_0)
+B32_FORMAT(q5_0, DEC16_Q5_0, DECP_NONE, 22, 16, MM_ACT_Q8_0, ord_q5_0)
+B32_FORMAT(iq4_nl, DEC16_IQ4_NL, DECP_IQ4_NL, 18, 128, MM_ACT_Q8_0, ord_iq4_nl)
+B32_FORMAT(mxfp4, DEC16_MXFP4, DECP_NONE, 17, 128, MM_ACT_Q8_0, ord_mxfp4)
+B32_FORMAT(q4_1, DEC16_Q4_1, DECP_Q4_1, 20, 0, MM_ACT_Q8_1, ord_min)
+B32_FORMAT(q5_1, DEC16_Q5_1, DECP_NONE, 24, 0, MM_ACT_Q8_1, ord_min)
 /* Q8_0 in the fast arithmetic from the file's layout (matmul_q8_0p_avx512.c reads the P16 panels; the llama.cpp
  * orders are matmul_q8_0_avx512.c's) */
-B32_FORMAT(q8_0_dec, DEC16_Q8_0, 34, 128, MM_ACT_Q8_0, ord_fast)
+B32_FORMAT(q8_0_dec, DEC16_Q8_0, DECP_NONE, 34, 128, MM_ACT_Q8_0, ord_fast)
