@@ -179,11 +179,13 @@ static int check_case(Isa isa, const Format *f, const Case *cs, Pool *pool2, int
         MatW wp = w;
         wp.pack = pk;
         wp.pack_kind = PACK_P16;
-        run_mm(fast, pool2, &wp, x, T, y2);
-        if (memcmp(yr, y2, (size_t)(T * rows) * sizeof(float)) != 0) {
-            bad++;
-            CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld: the P16 panels differ", isa_name(isa), f->name, (long long)rows,
-                      (long long)cols, (long long)T);
+        for (int th = 1; th <= 2; th++) { /* one thread: items of 32+ rows from 128 rows (the 2-panel tiles) */
+            run_mm(fast, th == 2 ? pool2 : NULL, &wp, x, T, y2);
+            if (memcmp(yr, y2, (size_t)(T * rows) * sizeof(float)) != 0) {
+                bad++;
+                CHECK_MSG(0, "%s %s rows %lld cols %lld T %lld %d thread(s): the P16 panels differ", isa_name(isa), f->name,
+                          (long long)rows, (long long)cols, (long long)T, th);
+            }
         }
         /* pack_p16_block gives back every block of the file (what reads a packed matrix's rows: host_ops) */
         uint8_t blk[512];
@@ -235,7 +237,7 @@ static void check_format(const Format *f, Pool *pool2) {
 }
 
 static void check_format_pass(const Format *f, Pool *pool2, Isa isa, const char *label) {
-    static const int64_t rows_list[] = {1, 3, 7, 8, 33, 48, 64, 257};
+    static const int64_t rows_list[] = {1, 3, 7, 8, 33, 48, 64, 128, 257};
     static const int64_t T_list[] = {1, 2, 3, 5, 17, 64};
     {
         int cases = 0, bad = 0, skipped = 0;

@@ -81,7 +81,7 @@ B_INLINE void transpose16x8(const __m256i *rows, __m512i *out) {
 
 /* the tile: per block 8 vectors of q (512 B), d_w[16], m_w[16] */
 #define B_BLOCK_BYTES 640
-static size_t b32_tmp_bytes(int64_t K) { return (size_t)(K / QK) * B_BLOCK_BYTES + 128; }
+static size_t b32_tmp_bytes(int64_t K) { return 2 * (size_t)(K / QK) * B_BLOCK_BYTES + 128; } /* two tiles */
 
 /* Prepared activation pointers of one token. */
 typedef struct BTok {
@@ -335,6 +335,48 @@ B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
         for (int c = 0; c < (C); c++) _mm512_storeu_ps(out[c], b_result(O, nb, &st, c));                          \
     }
 
+/* Two decoded tiles (32 rows: two panels, decoded once per token chunk) with 4 tokens in the SPAN / FMIN orders
+ * (prefill): each activation broadcast feeds both tiles (a 16 × 4 tile loads one broadcast per vpdpbusd); the
+ * same steps per (row, token) as b_step. out[c][r], r < 32. */
+#define B32_PANEL2X4(NAME, OFF, O)                                                                           \
+    static void p2x4_##NAME##_##O(const MmJob *j, const uint8_t *p0, const uint8_t *p1, int64_t t, float out[4][32]) { \
+        const int64_t nb = j->K / QK;                                                                              \
+        BTok tk[4];                                                                                                \
+        for (int c = 0; c < 4; c++) tk[c] = b_tok(j, t + c);                                                       \
+        __m512 s0[4], s1[4], m0[4], m1[4];                                                                         \
+        for (int c = 0; c < 4; c++) s0[c] = s1[c] = m0[c] = m1[c] = _mm512_setzero_ps();                           \
+        for (int64_t i = 0; i < nb; i++) {                                                                         \
+            const uint8_t *b0 = p0 + (size_t)i * B_BLOCK_BYTES, *b1 = p1 + (size_t)i * B_BLOCK_BYTES;              \
+            __m512i q0[8], q1[8];                                                                                  \
+            for (int g = 0; g < 8; g++) q0[g] = _mm512_load_si512(b0 + 64 * g), q1[g] = _mm512_load_si512(b1 + 64 * g); \
+            const __m512 dw0 = _mm512_load_ps((const float *)(b0 + 512)), mw0 = _mm512_load_ps((const float *)(b0 + 576)); \
+            const __m512 dw1 = _mm512_load_ps((const float *)(b1 + 512)), mw1 = _mm512_load_ps((const float *)(b1 + 576)); \
+            __m512i S0[4], S1[4];                                                                                  \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) S0[c] = S1[c] = (OFF) ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512(); \
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {                                                  \
+                _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                              \
+                    const __m512i b = bc32(tk[c].qs + 32 * i + 4 * g);                                             \
+                    S0[c] = _mm512_dpbusd_epi32(S0[c], q0[g], b);                                                  \
+                    S1[c] = _mm512_dpbusd_epi32(S1[c], q1[g], b);                                                  \
+                }                                                                                                  \
+            }                                                                                                      \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                                  \
+                const __m512 da = _mm512_set1_ps(tk[c].d[i]);                                                      \
+                s0[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S0[c]), _mm512_mul_ps(dw0, da), s0[c]);                 \
+                s1[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S1[c]), _mm512_mul_ps(dw1, da), s1[c]);                 \
+                if (O == B_FMIN) {                                                                                 \
+                    const __m512 sa = _mm512_set1_ps(tk[c].s[i]);                                                  \
+                    m0[c] = _mm512_fmadd_ps(mw0, sa, m0[c]);                                                       \
+                    m1[c] = _mm512_fmadd_ps(mw1, sa, m1[c]);                                                       \
+                }                                                                                                  \
+            }                                                                                                      \
+        }                                                                                                          \
+        for (int c = 0; c < 4; c++) {                                                                              \
+            _mm512_storeu_ps(out[c], O == B_FMIN ? _mm512_add_ps(s0[c], m0[c]) : s0[c]);                           \
+            _mm512_storeu_ps(out[c] + 16, O == B_FMIN ? _mm512_add_ps(s1[c], m1[c]) : s1[c]);                      \
+        }                                                                                                          \
+    }
+
 #define B32_FORMAT(NAME, DEC, DECP, BYTES, OFF, ACT, ORDER_OF)                                                     \
     B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_ONE, 1)                                                                  \
     B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_ONE, 2)                                                                  \
@@ -345,6 +387,8 @@ B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
     B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_SPAN, 4)                                                                 \
     B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_FMIN, 1)                                                                 \
     B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_FMIN, 2)                                                                 \
+    B32_PANEL2X4(NAME, OFF, B_SPAN)                                                                          \
+    B32_PANEL2X4(NAME, OFF, B_FMIN)                                                                          \
     static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {   \
         const BOrder o = ORDER_OF(j->path);                                                                       \
         const int64_t nb = j->K / QK;                                                                             \
@@ -358,6 +402,39 @@ B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
             const uint8_t *pan = j->w->pack_kind == PACK_P16 && j->w->pack                                        \
                                      ? (const uint8_t *)j->w->pack + (size_t)(r0 / 16) * 16 * j->w->row_bytes      \
                                      : NULL;                                                                      \
+            if (pan && (o == B_SPAN || o == B_FMIN) && t1 - t0 >= 8 && r0 + 32 <= o1) {                            \
+                /* prefill on panels: both decoded into tmp, 32 rows × 4 tokens, the last tokens one at a time */  \
+                const uint8_t *pan1 = pan + 16 * j->w->row_bytes; /* (unused where DECP is NONE) */                \
+                (void)pan1;                                                                                        \
+                uint8_t *tile1 = tile + (size_t)nb * B_BLOCK_BYTES;                                                \
+                for (int64_t i = 0; i < nb; i++)                                                                   \
+                    for (int h = 0; h < 2; h++) {                                                                  \
+                        __m512i q[8];                                                                              \
+                        __m512 dwv, mwv;                                                                           \
+                        DECP(h ? pan1 : pan, i, nb, q, dwv, mwv);                                                  \
+                        uint8_t *bl = (h ? tile1 : tile) + (size_t)i * B_BLOCK_BYTES;                              \
+                        for (int g = 0; g < 8; g++) _mm512_store_si512(bl + 64 * g, q[g]);                         \
+                        _mm512_store_ps((float *)(bl + 512), dwv);                                                 \
+                        _mm512_store_ps((float *)(bl + 576), mwv);                                                 \
+                    }                                                                                              \
+                int64_t t = t0;                                                                                    \
+                for (; t + 4 <= t1; t += 4) {                                                                      \
+                    float out[4][32];                                                                              \
+                    if (o == B_SPAN) p2x4_##NAME##_B_SPAN(j, tile, tile1, t, out);                                   \
+                    else p2x4_##NAME##_B_FMIN(j, tile, tile1, t, out);                                               \
+                    for (int c = 0; c < 4; c++)                                                                    \
+                        for (int r = 0; r < 32; r++) j->y[(t + c) * j->O + r0 + r] = out[c][r];                    \
+                }                                                                                                  \
+                for (; t < t1; t++)                                                                                \
+                    for (int h = 0; h < 2; h++) {                                                                  \
+                        float out[4][16];                                                                          \
+                        if (o == B_SPAN) tiled_##NAME##_B_SPAN_1(j, h ? tile1 : tile, t, out);                   \
+                        else tiled_##NAME##_B_FMIN_1(j, h ? tile1 : tile, t, out);                               \
+                        for (int r = 0; r < 16; r++) j->y[t * j->O + r0 + 16 * h + r] = out[0][r];                 \
+                    }                                                                                              \
+                r0 += 16; /* and the loop's 16 */                                                                  \
+                continue;                                                                                          \
+            }                                                                                                      \
             if (tiled)                                                                                            \
                 for (int64_t i = 0; i < nb; i++) {                                                                \
                     __m512i q[8];                                                                                 \
