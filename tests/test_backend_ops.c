@@ -707,11 +707,12 @@ TEST(backend_ops, deltanet_state_orientation) {
 
 /* ---- the fused MoE experts of a device (moe_ffn) ------------------------------------------------------------ */
 
-/* eo[t·k + s] = down_e(silu(gate_e·x_t) ⊙ up_e·x_t), e = sel[t·k + s], row by row on the reference backend */
-static void moe_reference(const Weight *w, const float *x, const int32_t *sel, int R, int k, int E, int F, float *eo) {
-    BeCase rc = {"ref", {.name = "ref", .isa = ISA_REF, .n_threads = 1, .mode = MATMUL_EXACT}, 0, false};
+/* eo[t·k + s] = down_e(silu(gate_e·x_t) ⊙ up_e·x_t), e = sel[t·k + s], row by row (one-row products) on the
+ * backend of case rc */
+static void moe_reference(const BeCase *rc, const Weight *w, const float *x, const int32_t *sel, int R, int k, int E, int F,
+                          float *eo) {
     Env e;
-    if (!env_open(&e, &rc, w, 3)) {
+    if (!env_open(&e, rc, w, 3)) {
         env_close(&e);
         return;
     }
@@ -730,45 +731,55 @@ static void moe_reference(const Weight *w, const float *x, const int32_t *sel, i
     env_close(&e);
 }
 
+/* The exact arithmetic against the reference backend's one-row products; the fast one (P16 panels, experts
+ * spread over threads whole) against the same backend's one-row products, which batch invariance makes the
+ * same bits. 10 experts of which 9 are chosen (2 threads spread them when 4+ are used), one never. */
 TEST(backend_ops, moe_ffn_fused_experts) {
-    BeCase cs[16];
-    const int nb = backend_list(cs, MATMUL_EXACT);
-    const int E = 256, F = 96, nE = 5, k = 2;
+    const int E = 256, F = 96, nE = 10, k = 2;
     void *mg, *mu, *md;
     Weight w[3] = {mat(FMT_Q4_K, E, F, nE, &mg), mat(FMT_Q4_K, E, F, nE, &mu), mat(FMT_Q8_0, F, E, nE, &md)};
     w[1].id = 1, w[2].id = 2;
     static const int Rs[] = {1, 5, 40}; /* a decode row; a few rows (vector kernel); 16 per expert (tiled) */
-    for (size_t ri = 0; ri < 3; ri++) {
-        const int R = Rs[ri];
-        float *x = frnd((size_t)R * E, 1.0f), *ref = malloc(sizeof(float) * (size_t)R * k * E);
-        int32_t *sel = malloc(sizeof(int32_t) * (size_t)R * k);
-        for (int t = 0; t < R; t++) { /* two distinct experts per row, expert 4 never chosen */
-            sel[t * k] = (t * 3 + 1) % 4;
-            sel[t * k + 1] = (sel[t * k] + 1 + t % 3) % 4;
-        }
-        moe_reference(w, x, sel, R, k, E, F, ref);
-        for (int i = 0; i < nb; i++) {
-            Env e;
-            if (!env_open(&e, &cs[i], w, 3)) {
+    for (int mode = 0; mode < 2; mode++) {
+        BeCase cs[16];
+        const int nb = backend_list(cs, mode ? MATMUL_FAST : MATMUL_EXACT);
+        for (size_t ri = 0; ri < 3; ri++) {
+            const int R = Rs[ri];
+            float *x = frnd((size_t)R * E, 1.0f), *ref = malloc(sizeof(float) * (size_t)R * k * E);
+            int32_t *sel = malloc(sizeof(int32_t) * (size_t)R * k);
+            for (int t = 0; t < R; t++) { /* two distinct experts per row, expert 9 never chosen */
+                sel[t * k] = (t * 7 + 1) % 9;
+                sel[t * k + 1] = (sel[t * k] + 1 + t % 5) % 9;
+            }
+            if (!mode) moe_reference(&cs[0], w, x, sel, R, k, E, F, ref);
+            for (int i = 0; i < nb; i++) {
+                if (mode && cs[i].device) continue; /* a device's fast arithmetic has its own bounds elsewhere */
+                Env e;
+                if (!env_open(&e, &cs[i], w, 3)) {
+                    env_close(&e);
+                    continue;
+                }
+                if (e.be->vt->moe_ffn) {
+                    if (mode) moe_reference(&cs[i], w, x, sel, R, k, E, F, ref);
+                    const size_t n = (size_t)R * k;
+                    const MoeArgs a = {&w[0], &w[1], &w[2], put(&e, x, sizeof(float) * (size_t)R * E), put(&e, sel, 4 * n),
+                                       put(&e, NULL, sizeof(float) * n * E), put(&e, NULL, sizeof(float) * n * F),
+                                       put(&e, NULL, sizeof(float) * n * F), put(&e, NULL, 4 * MOE_WORK_INTS(R, k, nE)), R,
+                                       k, nE};
+                    e.be->vt->moe_ffn(e.be, &a);
+                    Err err = {{0}};
+                    CHECK_MSG(e.be->vt->wait(e.be, &err) == 0, "%s: %s", cs[i].label, err.msg);
+                    float *eo = get(&e, a.eo, n * E);
+                    char what[32];
+                    snprintf(what, sizeof what, "%s R=%d", mode ? "fast" : "exact", R);
+                    if (cs[i].device) cs[i].nmse = device_bound_for(e.be, "moe_ffn", what, MATMUL_EXACT);
+                    same("moe_ffn", what, &cs[i], ref, eo, n * E);
+                    free(eo);
+                }
                 env_close(&e);
-                continue;
             }
-            if (e.be->vt->moe_ffn) {
-                const size_t n = (size_t)R * k;
-                const MoeArgs a = {&w[0], &w[1], &w[2], put(&e, x, sizeof(float) * (size_t)R * E), put(&e, sel, 4 * n),
-                                   put(&e, NULL, sizeof(float) * n * E), put(&e, NULL, sizeof(float) * n * F),
-                                   put(&e, NULL, sizeof(float) * n * F), put(&e, NULL, 4 * MOE_WORK_INTS(R, k, nE)), R, k, nE};
-                e.be->vt->moe_ffn(e.be, &a);
-                float *eo = get(&e, a.eo, n * E);
-                char what[32];
-                snprintf(what, sizeof what, "R=%d", R);
-                if (cs[i].device) cs[i].nmse = device_bound_for(e.be, "moe_ffn", what, MATMUL_EXACT);
-                same("moe_ffn", what, &cs[i], ref, eo, n * E);
-                free(eo);
-            }
-            env_close(&e);
+            free(x), free(ref), free(sel);
         }
-        free(x), free(ref), free(sel);
     }
     free(mg), free(mu), free(md);
     device_report();

@@ -139,7 +139,7 @@ typedef struct AttentionArgs {
     BView q, k, v, out;
 } AttentionArgs;
 
-/* The routed experts of an MoE layer in one op, for devices (optional: BackendVt.moe_ffn): for every row t
+/* The routed experts of an MoE layer in one op (optional: BackendVt.moe_ffn; a device's, the CPU's): for every row t
  * and slot s, eo[t·k + s] = down_e(silu(gate_e·x_t) ⊙ (up_e·x_t)) with e = sel[t·k + s]. The backend groups
  * the rows by expert itself (no selection comes back to the host); gate_out and up_out are [R·k][ff]
  * scratch, work MOE_WORK_INTS(R, k, n_expert) int32 of scratch. */

@@ -8,9 +8,9 @@
  * once per batch. The expert provider (model.h), when set, supplies the experts' bytes between routing and
  * the expert matmuls (in groups of its max_acquire), after a prefetch call with the layer's whole list.
  * fwd_predict_experts applies the next layer's router to the residual stream for a provider that asks.
- * A backend with the fused op moe_ffn (a device) groups the rows itself, so nothing comes back to the host;
- * it is used only when no provider is set (the host backends do not have it; a streamed model, whose
- * experts come through the provider, never takes it). */
+ * A backend with the fused op moe_ffn groups the rows itself (a device, so nothing comes back to the host;
+ * the CPU backend, to run whole experts per thread: backend/cpu/host_moe.c); it is used only when no
+ * provider is set (a streamed model, whose experts come through the provider, never takes it). */
 #include "model/forward_internal.h"
 
 #include <string.h>

@@ -232,24 +232,33 @@ static int h_submit(Backend *be, Err *err) {
     return 0;
 }
 static int h_wait(Backend *be, Err *err) {
-    (void)be, (void)err;
+    HostBackend *hb = host_of(be);
+    if (hb->moe_oom) { /* an op that could not get its work area (host_moe.c) */
+        hb->moe_oom = false;
+        return err_set(err, "out of memory for the MoE experts' work areas");
+    }
     return 0;
 }
 
 /* ---- the heavy ops, through the kernels' Ops table ----------------------------------------------------------------- */
 
-static void h_matmul(Backend *be, const MatArgs *a) {
-    HostBackend *hb = host_of(be);
-    ASSERT(a->w->id < hb->n_ids && hb->mats[a->w->id].data); /* bound on this backend */
-    MatW m = hb->mats[a->w->id];
-    if (a->expert >= 0) {
-        ASSERT(a->w->n_expert && a->expert < a->w->n_expert);
-        m.data = a->data ? a->data : (const uint8_t *)a->w->host + (size_t)a->expert * a->w->expert_stride;
-        if (m.pack && m.pack_kind == PACK_P16 && !a->data) /* the stack's panels: expert e's after e · rows rows */
-            m.pack = (const uint8_t *)m.pack + (size_t)a->expert * (size_t)(m.rows / 16) * pack_p16_bytes(&m);
+MatW host_expert_mat(const HostBackend *hb, const Weight *w, int expert, const void *data) {
+    ASSERT(w->id < hb->n_ids && hb->mats[w->id].data); /* bound on this backend */
+    MatW m = hb->mats[w->id];
+    if (expert >= 0) {
+        ASSERT(w->n_expert && expert < w->n_expert);
+        m.data = data ? data : (const uint8_t *)w->host + (size_t)expert * w->expert_stride;
+        if (m.pack && m.pack_kind == PACK_P16 && !data) /* the stack's panels: expert e's after e · rows rows */
+            m.pack = (const uint8_t *)m.pack + (size_t)expert * (size_t)(m.rows / 16) * pack_p16_bytes(&m);
         else
             m.pack = NULL;
     }
+    return m;
+}
+
+static void h_matmul(Backend *be, const MatArgs *a) {
+    HostBackend *hb = host_of(be);
+    MatW m = host_expert_mat(hb, a->w, a->expert, a->data);
     if (a->o1 > 0) { /* rows [o0, o1): the packed layouts' whole groups (8 rows, 16 for P16) or the file's */
         ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= m.rows && a->o0 % 8 == 0);
         const int g = m.pack_kind == PACK_P16 ? 16 : 8;
@@ -295,6 +304,7 @@ static void h_destroy(Backend *be) {
     host_pack_free(&hb->packs);
     free(hb->mats);
     free(hb->oc.scratch);
+    free(hb->moe_ws);
     pool_destroy(hb->pool);
     free(hb);
 }
@@ -325,6 +335,7 @@ static BackendVt host_vt(void) {
         .conv_silu = h_conv_silu,
         .deltanet = h_deltanet,
         .attention = h_attention,
+        .moe_ffn = host_moe_ffn,
         .stats = h_stats,
     };
     host_ops_install(&vt);

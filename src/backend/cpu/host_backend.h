@@ -52,6 +52,9 @@ typedef struct HostBackend {
     PackSet packs;
     HostProgress progress; /* BackendOptions.progress */
     BBuf wrap;     /* base 0: views of caller memory */
+    uint8_t *moe_ws; /* host_moe.c's per-thread work areas, moe_ws_bytes in all (grown on demand) */
+    size_t moe_ws_bytes;
+    bool moe_oom;  /* they could not be had: the next wait fails */
 } HostBackend;
 
 static inline HostBackend *host_of(Backend *be) { return (HostBackend *)be; }
@@ -79,5 +82,10 @@ Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err);
 
 /* The row ops (host_ops.c), installed into a vtable by backend_cpu.c. */
 void host_ops_install(BackendVt *vt);
+/* The kernels' view of weight w, or of its expert `expert` (≥ 0; its bytes at data when not NULL: an expert
+ * cache's copy, read without panels). */
+MatW host_expert_mat(const HostBackend *hb, const Weight *w, int expert, const void *data);
+/* BackendVt.moe_ffn (host_moe.c) */
+void host_moe_ffn(Backend *be, const MoeArgs *a);
 
 #endif
