@@ -98,8 +98,31 @@ SIMD_INLINE void rec_token(float *S, int nr, int dk, const int NV, const int NF,
 
 typedef struct RecJob {
     const DeltaNetArgs *a;
-    int n_split, split_rows; /* work items per head, rows per item (a multiple of REC_ROWS) */
+    int n_split, split_rows; /* work items per head, rows per item (a multiple of the kernel's row unit) */
 } RecJob;
+
+/* Work items of whole heads unless that leaves threads idle (few heads, many threads): then heads split into
+ * row ranges of a multiple of `unit` rows. */
+static RecJob dn_split(const DeltaNetArgs *a, int nth, int unit) {
+    const int n_grp = (a->d_v + unit - 1) / unit;
+    int n_split = (2 * nth + a->n_v_head - 1) / a->n_v_head;
+    if (n_split > n_grp) n_split = n_grp;
+    if (n_split < 1) n_split = 1;
+    RecJob job = {a, n_split, (n_grp + n_split - 1) / n_split * unit};
+    job.n_split = (a->d_v + job.split_rows - 1) / job.split_rows;
+    return job;
+}
+
+/* item it of a job: head *j, rows [*c_beg, *c_end); out of place, those rows of state_in copied to state */
+static void dn_item(const RecJob *job, int64_t it, int *j, int *c_beg, int *c_end) {
+    const DeltaNetArgs *a = job->a;
+    *j = (int)(it / job->n_split), *c_beg = (int)(it % job->n_split) * job->split_rows;
+    *c_end = a->d_v - *c_beg < job->split_rows ? a->d_v : *c_beg + job->split_rows;
+    if (a->state_in && a->state_in != a->state) {
+        const int64_t off = ((int64_t)*j * a->d_v + *c_beg) * a->d_k;
+        memcpy(a->state + off, a->state_in + off, sizeof(float) * (size_t)(*c_end - *c_beg) * (size_t)a->d_k);
+    }
+}
 
 /* Rows run through a token together: four 16-row groups back to back, so that one group's reductions (a
  * dependency chain) overlap the others' multiply-adds; 64 rows of 128 keys are 32 KiB, which stays in L1. */
@@ -135,10 +158,6 @@ SIMD_INLINE void rec_rows(const DeltaNetArgs *a, int j, int c0, int nr, int t0, 
 }
 
 SIMD_INLINE void rec_item(const DeltaNetArgs *a, int j, int c_beg, int c_end, const int NV) {
-    if (a->state_in && a->state_in != a->state) { /* out of place: start from the item's rows of state_in */
-        const int64_t off = ((int64_t)j * a->d_v + c_beg) * a->d_k;
-        memcpy(a->state + off, a->state_in + off, sizeof(float) * (size_t)(c_end - c_beg) * (size_t)a->d_k);
-    }
     for (int t0 = 0; t0 < a->T; t0 += REC_T) {
         const int t1 = a->T - t0 < REC_T ? a->T : t0 + REC_T;
         for (int c0 = c_beg; c0 < c_end; c0 += REC_ROWS)
@@ -151,8 +170,8 @@ static void rec_items(void *ctx, int64_t b, int64_t e, int thread) {
     const RecJob *job = ctx;
     const DeltaNetArgs *a = job->a;
     for (int64_t it = b; it < e; it++) {
-        const int j = (int)(it / job->n_split), c_beg = (int)(it % job->n_split) * job->split_rows;
-        const int c_end = a->d_v - c_beg < job->split_rows ? a->d_v : c_beg + job->split_rows;
+        int j, c_beg, c_end;
+        dn_item(job, it, &j, &c_beg, &c_end);
         switch (a->d_k / 16) { /* specialised copies for the head sizes in use */
         case 1: rec_item(a, j, c_beg, c_end, 1); break;
         case 2: rec_item(a, j, c_beg, c_end, 2); break;
@@ -169,13 +188,7 @@ void SEQ_FN(deltanet_recurrent)(const OpCtx *c, const DeltaNetArgs *a) {
         deltanet_recurrent_ref(c, a);
         return;
     }
-    /* whole heads per item unless that leaves threads idle (few heads, many threads) */
-    const int n_grp = (a->d_v + REC_ROWS - 1) / REC_ROWS, nth = pool_size(c->pool);
-    int n_split = (2 * nth + a->n_v_head - 1) / a->n_v_head;
-    if (n_split > n_grp) n_split = n_grp;
-    if (n_split < 1) n_split = 1;
-    RecJob job = {a, n_split, (n_grp + n_split - 1) / n_split * REC_ROWS};
-    job.n_split = (a->d_v + job.split_rows - 1) / job.split_rows;
+    RecJob job = dn_split(a, pool_size(c->pool), REC_ROWS);
     pool_for(c->pool, (int64_t)a->n_v_head * job.n_split, 1, rec_items, &job);
 }
 
@@ -279,10 +292,6 @@ SIMD_INLINE void fu_chunk(const DeltaNetArgs *a, int j, int c0, int nr, const in
 }
 
 SIMD_INLINE void fu_item(const DeltaNetArgs *a, int j, int c_beg, int c_end, const int NV) {
-    if (a->state_in && a->state_in != a->state) { /* out of place: start from the item's rows of state_in */
-        const int64_t off = ((int64_t)j * a->d_v + c_beg) * a->d_k;
-        memcpy(a->state + off, a->state_in + off, sizeof(float) * (size_t)(c_end - c_beg) * (size_t)a->d_k);
-    }
     for (int c0 = c_beg; c0 < c_end; c0 += FU_ROWS) fu_chunk(a, j, c0, c_end - c0 < FU_ROWS ? c_end - c0 : FU_ROWS, NV);
 }
 
@@ -291,8 +300,8 @@ static void fu_items(void *ctx, int64_t b, int64_t e, int thread) {
     const RecJob *job = ctx;
     const DeltaNetArgs *a = job->a;
     for (int64_t it = b; it < e; it++) {
-        const int j = (int)(it / job->n_split), c_beg = (int)(it % job->n_split) * job->split_rows;
-        const int c_end = a->d_v - c_beg < job->split_rows ? a->d_v : c_beg + job->split_rows;
+        int j, c_beg, c_end;
+        dn_item(job, it, &j, &c_beg, &c_end);
         switch (a->d_k / 16) { /* specialised copies for the head sizes in use */
         case 4: fu_item(a, j, c_beg, c_end, 4); break;
         case 8: fu_item(a, j, c_beg, c_end, 8); break;
@@ -307,13 +316,7 @@ void SEQ_FN(deltanet_fused)(const OpCtx *c, const DeltaNetArgs *a) {
         deltanet_fused_ref(c, a);
         return;
     }
-    /* whole heads per item unless that leaves threads idle (few heads, many threads); items of 16·m rows */
-    const int n_grp = a->d_v / 16, nth = pool_size(c->pool);
-    int n_split = (2 * nth + a->n_v_head - 1) / a->n_v_head;
-    if (n_split > n_grp) n_split = n_grp;
-    if (n_split < 1) n_split = 1;
-    RecJob job = {a, n_split, (n_grp + n_split - 1) / n_split * 16};
-    job.n_split = (a->d_v + job.split_rows - 1) / job.split_rows;
+    RecJob job = dn_split(a, pool_size(c->pool), 16);
     pool_for(c->pool, (int64_t)a->n_v_head * job.n_split, 1, fu_items, &job);
 }
 

@@ -34,21 +34,39 @@ typedef struct DnJob {
     float *scratch; /* chunked: per-thread workspaces, or NULL */
 } DnJob;
 
+/* Head j's state (out of place: state_in's copied into it first). */
+static float *head_state(const DeltaNetArgs *a, int64_t j) {
+    const size_t n = (size_t)a->d_v * (size_t)a->d_k;
+    float *s = a->state + (size_t)j * n;
+    if (a->state_in && a->state_in != a->state) memcpy(s, a->state_in + (size_t)j * n, sizeof(float) * n);
+    return s;
+}
+
+/* Token t of head j: its q, k (the head's key head), v, out, decay exp(g) and β. */
+typedef struct DnTok {
+    const float *q, *k, *v;
+    float *o;
+    float decay, beta;
+} DnTok;
+static DnTok head_token(const DeltaNetArgs *a, int64_t j, int t) {
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head, kh = key_head(a, (int)j);
+    const int64_t th = (int64_t)t * H + j;
+    DnTok x = {a->q + ((int64_t)t * a->n_k_head + kh) * dk, a->k + ((int64_t)t * a->n_k_head + kh) * dk, a->v + th * dv,
+               a->out + th * dv, expf(a->g[th]), a->beta[th]};
+    return x;
+}
+
 static void recurrent_heads(void *ctx, int64_t b, int64_t e, int thread) {
     const DeltaNetArgs *a = ((const DnJob *)ctx)->a;
     const int dk = a->d_k, dv = a->d_v, H = a->n_v_head;
     const float scale = 1.0f / sqrtf((float)dv);
     for (int64_t j = b; j < e; j++) {
-        float *s = a->state + j * dv * dk;
-        if (a->state_in && a->state_in != a->state) memcpy(s, a->state_in + j * dv * dk, sizeof(float) * (size_t)dv * dk);
-        const int kh = key_head(a, (int)j);
+        float *s = head_state(a, j);
         for (int t = 0; t < a->T; t++) {
-            const float *q = a->q + ((int64_t)t * a->n_k_head + kh) * dk;
-            const float *k = a->k + ((int64_t)t * a->n_k_head + kh) * dk;
-            const float *v = a->v + ((int64_t)t * H + j) * dv;
-            float *o = a->out + ((int64_t)t * H + j) * dv;
-            const float decay = expf(a->g[(int64_t)t * H + j]);
-            const float beta = a->beta[(int64_t)t * H + j];
+            const DnTok x = head_token(a, j, t);
+            const float *q = x.q, *k = x.k, *v = x.v;
+            const float decay = x.decay, beta = x.beta;
+            float *o = x.o;
             for (int c = 0; c < dv; c++) { /* row c is column c of S: decay, delta, update, output */
                 float *row = s + (int64_t)c * dk;
                 for (int i = 0; i < dk; i++) row[i] *= decay;
@@ -87,15 +105,12 @@ static void fused_heads(void *ctx, int64_t b, int64_t e, int thread) {
     const int dk = a->d_k, dv = a->d_v, H = a->n_v_head;
     const float scale = 1.0f / sqrtf((float)dk);
     for (int64_t j = b; j < e; j++) {
-        float *s = a->state + j * dv * dk;
-        if (a->state_in && a->state_in != a->state) memcpy(s, a->state_in + j * dv * dk, sizeof(float) * (size_t)dv * dk);
-        const int kh = key_head(a, (int)j);
+        float *s = head_state(a, j);
         for (int t = 0; t < a->T; t++) {
-            const float *q = a->q + ((int64_t)t * a->n_k_head + kh) * dk;
-            const float *k = a->k + ((int64_t)t * a->n_k_head + kh) * dk;
-            const float *v = a->v + ((int64_t)t * H + j) * dv;
-            float *o = a->out + ((int64_t)t * H + j) * dv;
-            const float decay = expf(a->g[(int64_t)t * H + j]), beta = a->beta[(int64_t)t * H + j];
+            const DnTok tk = head_token(a, j, t);
+            const float *q = tk.q, *k = tk.k, *v = tk.v;
+            const float decay = tk.decay, beta = tk.beta;
+            float *o = tk.o;
             for (int x = 0; x < dv; x++) {
                 float *row = s + (int64_t)x * dk;
                 const float delta = (v[x] - decay * dn_dot16(row, k, dk)) * beta;
