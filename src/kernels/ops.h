@@ -176,8 +176,6 @@ void conv_silu_ref(const OpCtx *c, const float *x, int T, int C, int K, const fl
 void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a);
 void deltanet_chunked_ref(const OpCtx *c, const DeltaNetArgs *a);
 void deltanet_fused_ref(const OpCtx *c, const DeltaNetArgs *a);
-/* x·y as the fused form sums it: 16 lanes (lane i mod 16 fused multiply-adds in order), folded 8, 4, 2, 1 */
-float dn_dot16(const float *x, const float *y, int n);
 void attention_ref(const OpCtx *c, const AttnArgs *a);
 void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n);
 void swiglu_rows_ref(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);

@@ -208,7 +208,7 @@ typedef struct FuPart {
     float k[16][16], q[16][16]; /* per row of a 16-row group: the 16 lane partials of S·k and S·q */
 } FuPart;
 
-/* NS rows of NV·16 keys at S: with UPD, S = k·δ_r + e·S (dl[r] = δ_r); then the lane partials (dn_dot16's
+/* NS rows of NV·16 keys at S: with UPD, S = k·δ_r + e·S (dl[r] = δ_r); then the lane partials (deltanet_ref.c's dn_dot16
  * lanes, in order over the keys) of the rows with kn into pk (with DK) and with q into pq (with DQ). */
 SIMD_INLINE void fu_pass(float *S, int dk, const int NV, const int NS, const bool UPD, const bool DK, const bool DQ,
                          const float *k, const float *dl, V16 ev, const float *kn, const float *q, float (*pk)[16],

@@ -177,6 +177,20 @@ B_INLINE __m512 b_result(const BOrder o, int64_t nb, const BState *st, int c) {
     return r;
 }
 
+/* Raw dwords u[k] of 16 rows (lane r = row r) → the 8 group vectors: dword k gives group k (low nibbles) and
+ * group k + 4 (high); lut: kvalues table (NULL: codes as they are), the result then offset by 128. */
+B_INLINE void nib_split(const __m512i *u, const int8_t *lut, __m512i *q) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int k = 0; k < 4; k++) {
+        q[k] = _mm512_and_si512(u[k], m4);
+        q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(u[k], 4), m4);
+    }
+    if (lut) {
+        const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut)), x80 = _mm512_set1_epi8((char)0x80);
+        for (int g = 0; g < 8; g++) q[g] = _mm512_xor_si512(_mm512_shuffle_epi8(tab, q[g]), x80);
+    }
+}
+
 /* The nibble formats (Q4_0, IQ4_NL, MXFP4, Q4_1) decode 16 rows straight into the transposed layout: the
  * raw 16 bytes of each row are transposed as 4 dwords (zmm m holds rows 4L + m, L = 0..3, so that two
  * unpack stages leave the rows in order), then split into nibbles: raw dword k gives group k (low nibbles)
@@ -194,15 +208,7 @@ B_INLINE void nib16(const uint8_t *const *w, size_t off, const int8_t *lut, __m5
     const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
     const __m512i u[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
                           _mm512_unpackhi_epi64(t1, t3)};
-    const __m512i m4 = _mm512_set1_epi8(15);
-    for (int k = 0; k < 4; k++) {
-        q[k] = _mm512_and_si512(u[k], m4);
-        q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(u[k], 4), m4);
-    }
-    if (lut) {
-        const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut)), x80 = _mm512_set1_epi8((char)0x80);
-        for (int g = 0; g < 8; g++) q[g] = _mm512_xor_si512(_mm512_shuffle_epi8(tab, q[g]), x80);
-    }
+    nib_split(u, lut, q);
 }
 
 B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
@@ -213,82 +219,81 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
                                             (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
 }
 
-#define DEC16_Q4_0(w, i, q, dwv, mwv)                                                                             \
-    do {                                                                                                          \
-        nib16((w), (size_t)(i) * 18 + 2, NULL, (q));                                                              \
-        (dwv) = f16x16((w), (size_t)(i) * 18);                                                                    \
-        (mwv) = _mm512_setzero_ps();                                                                              \
+#define DEC16_Q4_0(w, i, q, dwv, mwv)                                                                              \
+    do {                                                                                                           \
+        nib16((w), (size_t)(i) * 18 + 2, NULL, (q));                                                               \
+        (dwv) = f16x16((w), (size_t)(i) * 18);                                                                     \
+        (mwv) = _mm512_setzero_ps();                                                                               \
     } while (0)
-#define DEC16_IQ4_NL(w, i, q, dwv, mwv)                                                                           \
-    do {                                                                                                          \
-        nib16((w), (size_t)(i) * 18 + 2, kvalues_iq4nl, (q));                                                     \
-        (dwv) = f16x16((w), (size_t)(i) * 18);                                                                    \
-        (mwv) = _mm512_setzero_ps();                                                                              \
+#define DEC16_IQ4_NL(w, i, q, dwv, mwv)                                                                            \
+    do {                                                                                                           \
+        nib16((w), (size_t)(i) * 18 + 2, kvalues_iq4nl, (q));                                                      \
+        (dwv) = f16x16((w), (size_t)(i) * 18);                                                                     \
+        (mwv) = _mm512_setzero_ps();                                                                               \
     } while (0)
-#define DEC16_Q4_1(w, i, q, dwv, mwv)                                                                             \
-    do {                                                                                                          \
-        nib16((w), (size_t)(i) * 20 + 4, NULL, (q));                                                              \
-        (dwv) = f16x16((w), (size_t)(i) * 20);                                                                    \
-        (mwv) = f16x16((w), (size_t)(i) * 20 + 2);                                                                \
+#define DEC16_Q4_1(w, i, q, dwv, mwv)                                                                              \
+    do {                                                                                                           \
+        nib16((w), (size_t)(i) * 20 + 4, NULL, (q));                                                               \
+        (dwv) = f16x16((w), (size_t)(i) * 20);                                                                     \
+        (mwv) = f16x16((w), (size_t)(i) * 20 + 2);                                                                 \
     } while (0)
-#define DEC16_MXFP4(w, i, q, dwv, mwv)                                                                            \
-    do {                                                                                                          \
-        nib16((w), (size_t)(i) * 17 + 1, kvalues_mxfp4, (q));                                                     \
-        float e_[16];                                                                                             \
+#define DEC16_MXFP4(w, i, q, dwv, mwv)                                                                             \
+    do {                                                                                                           \
+        nib16((w), (size_t)(i) * 17 + 1, kvalues_mxfp4, (q));                                                      \
+        float e_[16];                                                                                              \
         for (int r_ = 0; r_ < 16; r_++) e_[r_] = quant_e8m0_half((w)[r_][(size_t)(i) * 17]);                       \
         (dwv) = _mm512_set_ps(e_[15], e_[14], e_[13], e_[12], e_[11], e_[10], e_[9], e_[8], e_[7], e_[6], e_[5], e_[4], \
-                              e_[3], e_[2], e_[1], e_[0]);                                                        \
-        (mwv) = _mm512_setzero_ps();                                                                              \
+                              e_[3], e_[2], e_[1], e_[0]);                                                         \
+        (mwv) = _mm512_setzero_ps();                                                                               \
     } while (0)
 
 /* The nibble formats' P16 panels (ops.h: n4p16_q / n4p16_s; the CPU backend packs them in the fast arithmetic):
  * block i's raw bytes already transposed, so decoding is 4 aligned loads and the nibble split. */
 B_INLINE void nibp(const uint8_t *qb, const int8_t *lut, __m512i *q) {
-    const __m512i m4 = _mm512_set1_epi8(15);
-    for (int k = 0; k < 4; k++) {
-        const __m512i u = _mm512_loadu_si512(qb + 64 * k);
-        q[k] = _mm512_and_si512(u, m4);
-        q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(u, 4), m4);
-    }
-    if (lut) {
-        const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut)), x80 = _mm512_set1_epi8((char)0x80);
-        for (int g = 0; g < 8; g++) q[g] = _mm512_xor_si512(_mm512_shuffle_epi8(tab, q[g]), x80);
-    }
+    __m512i u[4];
+    for (int k = 0; k < 4; k++) u[k] = _mm512_loadu_si512(qb + 64 * k);
+    nib_split(u, lut, q);
+}
+/* a decoded block in the tile layout (B_BLOCK_BYTES: the 8 group vectors, d_w, m_w) */
+B_INLINE void b_store_block(uint8_t *bl, const __m512i *q, __m512 dwv, __m512 mwv) {
+    for (int g = 0; g < 8; g++) _mm512_store_si512(bl + 64 * g, q[g]);
+    _mm512_store_ps((float *)(bl + 512), dwv);
+    _mm512_store_ps((float *)(bl + 576), mwv);
 }
 B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-#define DECP_Q4_0(pan, i, nb, q, dwv, mwv)                                                                       \
-    do {                                                                                                          \
-        nibp((pan) + n4p16_q((i), 32), NULL, (q));                                                                \
-        (dwv) = f16p((pan) + n4p16_s((i), (nb), 32));                                                             \
-        (mwv) = _mm512_setzero_ps();                                                                              \
+#define DECP_Q4_0(pan, i, nb, q, dwv, mwv)                                                                         \
+    do {                                                                                                           \
+        nibp((pan) + n4p16_q((i), 32), NULL, (q));                                                                 \
+        (dwv) = f16p((pan) + n4p16_s((i), (nb), 32));                                                              \
+        (mwv) = _mm512_setzero_ps();                                                                               \
     } while (0)
-#define DECP_IQ4_NL(pan, i, nb, q, dwv, mwv)                                                                     \
-    do {                                                                                                          \
-        nibp((pan) + n4p16_q((i), 32), kvalues_iq4nl, (q));                                                       \
-        (dwv) = f16p((pan) + n4p16_s((i), (nb), 32));                                                             \
-        (mwv) = _mm512_setzero_ps();                                                                              \
+#define DECP_IQ4_NL(pan, i, nb, q, dwv, mwv)                                                                       \
+    do {                                                                                                           \
+        nibp((pan) + n4p16_q((i), 32), kvalues_iq4nl, (q));                                                        \
+        (dwv) = f16p((pan) + n4p16_s((i), (nb), 32));                                                              \
+        (mwv) = _mm512_setzero_ps();                                                                               \
     } while (0)
-#define DECP_Q4_1(pan, i, nb, q, dwv, mwv)                                                                       \
-    do {                                                                                                          \
-        nibp((pan) + n4p16_q((i), 64), NULL, (q));                                                                \
-        (dwv) = f16p((pan) + n4p16_s((i), (nb), 64));                                                             \
-        (mwv) = f16p((pan) + n4p16_s((i), (nb), 64) + 32);                                                        \
+#define DECP_Q4_1(pan, i, nb, q, dwv, mwv)                                                                         \
+    do {                                                                                                           \
+        nibp((pan) + n4p16_q((i), 64), NULL, (q));                                                                 \
+        (dwv) = f16p((pan) + n4p16_s((i), (nb), 64));                                                              \
+        (mwv) = f16p((pan) + n4p16_s((i), (nb), 64) + 32);                                                         \
     } while (0)
 /* the formats without panels (never called: pack_p16_format refuses them) */
 #define DECP_NONE(pan, i, nb, q, dwv, mwv) __builtin_unreachable()
 
 /* Decodes block i of the 16 rows and transposes it (the formats without a DEC16_ decoder). */
-#define B_DECODE16(DEC, BYTES, w, i, q, dwv, mwv)                                                                 \
-    do {                                                                                                          \
-        __m256i rr[16];                                                                                           \
-        float dd[16] __attribute__((aligned(64))), mm[16] __attribute__((aligned(64)));                           \
+#define B_DECODE16(DEC, BYTES, w, i, q, dwv, mwv)                                                                  \
+    do {                                                                                                           \
+        __m256i rr[16];                                                                                            \
+        float dd[16] __attribute__((aligned(64))), mm[16] __attribute__((aligned(64)));                            \
         for (int r = 0; r < 16; r++) rr[r] = DEC((w)[r] + (size_t)(i) * (BYTES), &dd[r], &mm[r]);                  \
-        transpose16x8(rr, (q));                                                                                   \
-        /* scalar reads (a 64-byte load of 16 scalar stores would miss store forwarding) */                      \
-        (dwv) = _mm512_set_ps(dd[15], dd[14], dd[13], dd[12], dd[11], dd[10], dd[9], dd[8], dd[7], dd[6], dd[5],  \
-                              dd[4], dd[3], dd[2], dd[1], dd[0]);                                                 \
-        (mwv) = _mm512_set_ps(mm[15], mm[14], mm[13], mm[12], mm[11], mm[10], mm[9], mm[8], mm[7], mm[6], mm[5],  \
-                              mm[4], mm[3], mm[2], mm[1], mm[0]);                                                 \
+        transpose16x8(rr, (q));                                                                                    \
+        /* scalar reads (a 64-byte load of 16 scalar stores would miss store forwarding) */                        \
+        (dwv) = _mm512_set_ps(dd[15], dd[14], dd[13], dd[12], dd[11], dd[10], dd[9], dd[8], dd[7], dd[6], dd[5],   \
+                              dd[4], dd[3], dd[2], dd[1], dd[0]);                                                  \
+        (mwv) = _mm512_set_ps(mm[15], mm[14], mm[13], mm[12], mm[11], mm[10], mm[9], mm[8], mm[7], mm[6], mm[5],   \
+                              mm[4], mm[3], mm[2], mm[1], mm[0]);                                                  \
     } while (0)
 
 #define DEC16_Q5_0(w, i, q, dwv, mwv) B_DECODE16(dec_q5_0, 22, w, i, q, dwv, mwv)
@@ -297,48 +302,48 @@ B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
 /* B32_FORMAT(NAME, DEC16, DECP, BYTES, OFF, ACT, ORDER_OF): compute_<NAME> and mm_<NAME>_avx512; DEC16(w, i, q,
  * dwv, mwv) decodes block i of 16 rows, DECP(pan, i, nb, …) the same from a P16 panel; ORDER_OF(path) → BOrder. */
 #define B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, O, C)                                                             \
-    /* one row tile (its panel pan, or the file's rows w), C tokens from t, decoding as it goes */               \
-    static void direct_##NAME##_##O##_##C(const MmJob *j, const uint8_t *pan, const uint8_t *const *w, int64_t t, \
-                                          float out[4][16]) {                                                    \
-        const int64_t nb = j->K / QK;                                                                             \
-        BTok tk[C];                                                                                               \
-        for (int c = 0; c < (C); c++) tk[c] = b_tok(j, t + c);                                                    \
-        BState st;                                                                                                \
-        b_init(O, C, &st);                                                                                        \
-        /* the next tile (rows are contiguous): 16 short rows are 16 streams the hardware prefetcher    \
-         * would not follow */                                                                                   \
-        const char *pf = (const char *)(pan ? pan : w[0]) + 16 * j->w->row_bytes;                                 \
-        for (int64_t i = 0; i < nb; i++) {                                                                        \
-            __m512i q[8];                                                                                         \
-            __m512 dwv, mwv;                                                                                      \
+    /* one row tile (its panel pan, or the file's rows w), C tokens from t, decoding as it goes */                 \
+    static void direct_##NAME##_##O##_##C(const MmJob *j, const uint8_t *pan, const uint8_t *const *w, int64_t t,  \
+                                          float out[4][16]) {                                                      \
+        const int64_t nb = j->K / QK;                                                                              \
+        BTok tk[C];                                                                                                \
+        for (int c = 0; c < (C); c++) tk[c] = b_tok(j, t + c);                                                     \
+        BState st;                                                                                                 \
+        b_init(O, C, &st);                                                                                         \
+        /* the next tile (rows are contiguous): 16 short rows are 16 streams the hardware prefetcher               \
+         * would not follow */                                                                                     \
+        const char *pf = (const char *)(pan ? pan : w[0]) + 16 * j->w->row_bytes;                                  \
+        for (int64_t i = 0; i < nb; i++) {                                                                         \
+            __m512i q[8];                                                                                          \
+            __m512 dwv, mwv;                                                                                       \
             for (int k = 0; k < 16 * (BYTES) / 64 + 1; k++) _mm_prefetch(pf + 16 * (BYTES) * i + 64 * k, _MM_HINT_T0); \
-            if (pan) DECP(pan, i, nb, q, dwv, mwv);                                                               \
-            else DEC(w, i, q, dwv, mwv);                                                                          \
-            b_step(O, (OFF) != 0, C, q, dwv, mwv, tk, i, nb, &st);                                                \
-        }                                                                                                         \
-        for (int c = 0; c < (C); c++) _mm512_storeu_ps(out[c], b_result(O, nb, &st, c));                          \
-    }                                                                                                             \
-    /* one decoded tile (tmp), C tokens from t */                                                                \
-    static void tiled_##NAME##_##O##_##C(const MmJob *j, const uint8_t *tile, int64_t t, float out[4][16]) {     \
-        const int64_t nb = j->K / QK;                                                                             \
-        BTok tk[C];                                                                                               \
-        for (int c = 0; c < (C); c++) tk[c] = b_tok(j, t + c);                                                    \
-        BState st;                                                                                                \
-        b_init(O, C, &st);                                                                                        \
-        for (int64_t i = 0; i < nb; i++) {                                                                        \
-            const uint8_t *bl = tile + (size_t)i * B_BLOCK_BYTES;                                                 \
-            __m512i q[8];                                                                                         \
-            for (int g = 0; g < 8; g++) q[g] = _mm512_load_si512(bl + 64 * g);                                    \
+            if (pan) DECP(pan, i, nb, q, dwv, mwv);                                                                \
+            else DEC(w, i, q, dwv, mwv);                                                                           \
+            b_step(O, (OFF) != 0, C, q, dwv, mwv, tk, i, nb, &st);                                                 \
+        }                                                                                                          \
+        for (int c = 0; c < (C); c++) _mm512_storeu_ps(out[c], b_result(O, nb, &st, c));                           \
+    }                                                                                                              \
+    /* one decoded tile (tmp), C tokens from t */                                                                  \
+    static void tiled_##NAME##_##O##_##C(const MmJob *j, const uint8_t *tile, int64_t t, float out[4][16]) {       \
+        const int64_t nb = j->K / QK;                                                                              \
+        BTok tk[C];                                                                                                \
+        for (int c = 0; c < (C); c++) tk[c] = b_tok(j, t + c);                                                     \
+        BState st;                                                                                                 \
+        b_init(O, C, &st);                                                                                         \
+        for (int64_t i = 0; i < nb; i++) {                                                                         \
+            const uint8_t *bl = tile + (size_t)i * B_BLOCK_BYTES;                                                  \
+            __m512i q[8];                                                                                          \
+            for (int g = 0; g < 8; g++) q[g] = _mm512_load_si512(bl + 64 * g);                                     \
             b_step(O, (OFF) != 0, C, q, _mm512_load_ps((const float *)(bl + 512)), _mm512_load_ps((const float *)(bl + 576)), \
-                   tk, i, nb, &st);                                                                               \
-        }                                                                                                         \
-        for (int c = 0; c < (C); c++) _mm512_storeu_ps(out[c], b_result(O, nb, &st, c));                          \
+                   tk, i, nb, &st);                                                                                \
+        }                                                                                                          \
+        for (int c = 0; c < (C); c++) _mm512_storeu_ps(out[c], b_result(O, nb, &st, c));                           \
     }
 
 /* Two decoded tiles (32 rows: two panels, decoded once per token chunk) with 4 tokens in the SPAN / FMIN orders
  * (prefill): each activation broadcast feeds both tiles (a 16 × 4 tile loads one broadcast per vpdpbusd); the
  * same steps per (row, token) as b_step. out[c][r], r < 32. */
-#define B32_PANEL2X4(NAME, OFF, O)                                                                           \
+#define B32_PANEL2X4(NAME, OFF, O)                                                                                 \
     static void p2x4_##NAME##_##O(const MmJob *j, const uint8_t *p0, const uint8_t *p1, int64_t t, float out[4][32]) { \
         const int64_t nb = j->K / QK;                                                                              \
         BTok tk[4];                                                                                                \
@@ -348,11 +353,15 @@ B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
         for (int64_t i = 0; i < nb; i++) {                                                                         \
             const uint8_t *b0 = p0 + (size_t)i * B_BLOCK_BYTES, *b1 = p1 + (size_t)i * B_BLOCK_BYTES;              \
             __m512i q0[8], q1[8];                                                                                  \
-            for (int g = 0; g < 8; g++) q0[g] = _mm512_load_si512(b0 + 64 * g), q1[g] = _mm512_load_si512(b1 + 64 * g); \
-            const __m512 dw0 = _mm512_load_ps((const float *)(b0 + 512)), mw0 = _mm512_load_ps((const float *)(b0 + 576)); \
-            const __m512 dw1 = _mm512_load_ps((const float *)(b1 + 512)), mw1 = _mm512_load_ps((const float *)(b1 + 576)); \
+            for (int g = 0; g < 8; g++)                                                                            \
+                q0[g] = _mm512_load_si512(b0 + 64 * g), q1[g] = _mm512_load_si512(b1 + 64 * g);                    \
+            const __m512 dw0 = _mm512_load_ps((const float *)(b0 + 512)),                                          \
+                         mw0 = _mm512_load_ps((const float *)(b0 + 576));                                          \
+            const __m512 dw1 = _mm512_load_ps((const float *)(b1 + 512)),                                          \
+                         mw1 = _mm512_load_ps((const float *)(b1 + 576));                                          \
             __m512i S0[4], S1[4];                                                                                  \
-            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) S0[c] = S1[c] = (OFF) ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512(); \
+            _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) S0[c] = S1[c] =                                    \
+                (OFF) ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512();                               \
             _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) {                                                  \
                 _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {                                              \
                     const __m512i b = bc32(tk[c].qs + 32 * i + 4 * g);                                             \
@@ -378,30 +387,30 @@ B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
     }
 
 #define B32_FORMAT(NAME, DEC, DECP, BYTES, OFF, ACT, ORDER_OF)                                                     \
-    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_ONE, 1)                                                                  \
-    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_ONE, 2)                                                                  \
-    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_TWO, 1)                                                                  \
-    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_MIN, 1)                                                                  \
-    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_MIN, 2)                                                                  \
-    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_SPAN, 1)                                                                 \
-    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_SPAN, 4)                                                                 \
-    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_FMIN, 1)                                                                 \
-    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_FMIN, 2)                                                                 \
-    B32_PANEL2X4(NAME, OFF, B_SPAN)                                                                          \
-    B32_PANEL2X4(NAME, OFF, B_FMIN)                                                                          \
-    static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {   \
-        const BOrder o = ORDER_OF(j->path);                                                                       \
-        const int64_t nb = j->K / QK;                                                                             \
-        const bool tiled = t1 - t0 >= 4;                                                                          \
-        uint8_t *tile = (uint8_t *)(((uintptr_t)tmp + 63) & ~(uintptr_t)63);                                      \
-        for (int64_t r0 = o0; r0 < o1; r0 += 16) {                                                                \
-            const int nr = o1 - r0 < 16 ? (int)(o1 - r0) : 16;                                                    \
-            const uint8_t *w[16];                                                                                 \
-            for (int r = 0; r < 16; r++) w[r] = mm_w_row(j, r0 + (r < nr ? r : nr - 1));                          \
-            /* the panel of these 16 rows (items lie on panel edges) */                                           \
-            const uint8_t *pan = j->w->pack_kind == PACK_P16 && j->w->pack                                        \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_ONE, 1)                                                             \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_ONE, 2)                                                             \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_TWO, 1)                                                             \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_MIN, 1)                                                             \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_MIN, 2)                                                             \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_SPAN, 1)                                                            \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_SPAN, 4)                                                            \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_FMIN, 1)                                                            \
+    B32_KERNELS(NAME, DEC, DECP, BYTES, OFF, B_FMIN, 2)                                                            \
+    B32_PANEL2X4(NAME, OFF, B_SPAN)                                                                                \
+    B32_PANEL2X4(NAME, OFF, B_FMIN)                                                                                \
+    static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {     \
+        const BOrder o = ORDER_OF(j->path);                                                                        \
+        const int64_t nb = j->K / QK;                                                                              \
+        const bool tiled = t1 - t0 >= 4;                                                                           \
+        uint8_t *tile = (uint8_t *)(((uintptr_t)tmp + 63) & ~(uintptr_t)63);                                       \
+        for (int64_t r0 = o0; r0 < o1; r0 += 16) {                                                                 \
+            const int nr = o1 - r0 < 16 ? (int)(o1 - r0) : 16;                                                     \
+            const uint8_t *w[16];                                                                                  \
+            for (int r = 0; r < 16; r++) w[r] = mm_w_row(j, r0 + (r < nr ? r : nr - 1));                           \
+            /* the panel of these 16 rows (items lie on panel edges) */                                            \
+            const uint8_t *pan = j->w->pack_kind == PACK_P16 && j->w->pack                                         \
                                      ? (const uint8_t *)j->w->pack + (size_t)(r0 / 16) * 16 * j->w->row_bytes      \
-                                     : NULL;                                                                      \
+                                     : NULL;                                                                       \
             if (pan && (o == B_SPAN || o == B_FMIN) && t1 - t0 >= 8 && r0 + 32 <= o1) {                            \
                 /* prefill on panels: both decoded into tmp, 32 rows × 4 tokens, the last tokens one at a time */  \
                 const uint8_t *pan1 = pan + 16 * j->w->row_bytes; /* (unused where DECP is NONE) */                \
@@ -412,82 +421,76 @@ B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
                         __m512i q[8];                                                                              \
                         __m512 dwv, mwv;                                                                           \
                         DECP(h ? pan1 : pan, i, nb, q, dwv, mwv);                                                  \
-                        uint8_t *bl = (h ? tile1 : tile) + (size_t)i * B_BLOCK_BYTES;                              \
-                        for (int g = 0; g < 8; g++) _mm512_store_si512(bl + 64 * g, q[g]);                         \
-                        _mm512_store_ps((float *)(bl + 512), dwv);                                                 \
-                        _mm512_store_ps((float *)(bl + 576), mwv);                                                 \
+                        b_store_block((h ? tile1 : tile) + (size_t)i * B_BLOCK_BYTES, q, dwv, mwv);                \
                     }                                                                                              \
                 int64_t t = t0;                                                                                    \
                 for (; t + 4 <= t1; t += 4) {                                                                      \
                     float out[4][32];                                                                              \
-                    if (o == B_SPAN) p2x4_##NAME##_B_SPAN(j, tile, tile1, t, out);                                   \
-                    else p2x4_##NAME##_B_FMIN(j, tile, tile1, t, out);                                               \
+                    if (o == B_SPAN) p2x4_##NAME##_B_SPAN(j, tile, tile1, t, out);                                 \
+                    else p2x4_##NAME##_B_FMIN(j, tile, tile1, t, out);                                             \
                     for (int c = 0; c < 4; c++)                                                                    \
                         for (int r = 0; r < 32; r++) j->y[(t + c) * j->O + r0 + r] = out[c][r];                    \
                 }                                                                                                  \
                 for (; t < t1; t++)                                                                                \
                     for (int h = 0; h < 2; h++) {                                                                  \
                         float out[4][16];                                                                          \
-                        if (o == B_SPAN) tiled_##NAME##_B_SPAN_1(j, h ? tile1 : tile, t, out);                   \
-                        else tiled_##NAME##_B_FMIN_1(j, h ? tile1 : tile, t, out);                               \
+                        if (o == B_SPAN) tiled_##NAME##_B_SPAN_1(j, h ? tile1 : tile, t, out);                     \
+                        else tiled_##NAME##_B_FMIN_1(j, h ? tile1 : tile, t, out);                                 \
                         for (int r = 0; r < 16; r++) j->y[t * j->O + r0 + 16 * h + r] = out[0][r];                 \
                     }                                                                                              \
                 r0 += 16; /* and the loop's 16 */                                                                  \
                 continue;                                                                                          \
             }                                                                                                      \
-            if (tiled)                                                                                            \
-                for (int64_t i = 0; i < nb; i++) {                                                                \
-                    __m512i q[8];                                                                                 \
-                    __m512 dwv, mwv;                                                                              \
-                    if (pan) DECP(pan, i, nb, q, dwv, mwv);                                                       \
-                    else DEC(w, i, q, dwv, mwv);                                                                  \
-                    uint8_t *bl = tile + (size_t)i * B_BLOCK_BYTES;                                               \
-                    for (int g = 0; g < 8; g++) _mm512_store_si512(bl + 64 * g, q[g]);                            \
-                    _mm512_store_ps((float *)(bl + 512), dwv);                                                    \
-                    _mm512_store_ps((float *)(bl + 576), mwv);                                                    \
-                }                                                                                                 \
-            for (int64_t t = t0; t < t1;) {                                                                       \
-                const int64_t left = t1 - t;                                                                      \
-                float out[4][16];                                                                                 \
-                int nc;                                                                                           \
-                if (o == B_SPAN && left >= 4) {                                                                   \
-                    nc = 4;                                                                                       \
+            if (tiled)                                                                                             \
+                for (int64_t i = 0; i < nb; i++) {                                                                 \
+                    __m512i q[8];                                                                                  \
+                    __m512 dwv, mwv;                                                                               \
+                    if (pan) DECP(pan, i, nb, q, dwv, mwv);                                                        \
+                    else DEC(w, i, q, dwv, mwv);                                                                   \
+                    b_store_block(tile + (size_t)i * B_BLOCK_BYTES, q, dwv, mwv);                                  \
+                }                                                                                                  \
+            for (int64_t t = t0; t < t1;) {                                                                        \
+                const int64_t left = t1 - t;                                                                       \
+                float out[4][16];                                                                                  \
+                int nc;                                                                                            \
+                if (o == B_SPAN && left >= 4) {                                                                    \
+                    nc = 4;                                                                                        \
                     if (tiled) tiled_##NAME##_B_SPAN_4(j, tile, t, out); else direct_##NAME##_B_SPAN_4(j, pan, w, t, out); \
-                } else if (o == B_SPAN) {                                                                         \
-                    nc = 1;                                                                                       \
+                } else if (o == B_SPAN) {                                                                          \
+                    nc = 1;                                                                                        \
                     if (tiled) tiled_##NAME##_B_SPAN_1(j, tile, t, out); else direct_##NAME##_B_SPAN_1(j, pan, w, t, out); \
-                } else if (o == B_FMIN) {                                                                         \
-                    nc = left >= 2 ? 2 : 1;                                                                       \
-                    if (nc == 2) {                                                                                \
+                } else if (o == B_FMIN) {                                                                          \
+                    nc = left >= 2 ? 2 : 1;                                                                        \
+                    if (nc == 2) {                                                                                 \
                         if (tiled) tiled_##NAME##_B_FMIN_2(j, tile, t, out); else direct_##NAME##_B_FMIN_2(j, pan, w, t, out); \
-                    } else {                                                                                      \
+                    } else {                                                                                       \
                         if (tiled) tiled_##NAME##_B_FMIN_1(j, tile, t, out); else direct_##NAME##_B_FMIN_1(j, pan, w, t, out); \
-                    }                                                                                             \
-                } else if (o == B_TWO) {                                                                          \
-                    nc = 1;                                                                                       \
+                    }                                                                                              \
+                } else if (o == B_TWO) {                                                                           \
+                    nc = 1;                                                                                        \
                     if (tiled) tiled_##NAME##_B_TWO_1(j, tile, t, out); else direct_##NAME##_B_TWO_1(j, pan, w, t, out); \
-                } else if (o == B_MIN) {                                                                          \
-                    nc = left >= 2 ? 2 : 1;                                                                       \
-                    if (nc == 2) {                                                                                \
+                } else if (o == B_MIN) {                                                                           \
+                    nc = left >= 2 ? 2 : 1;                                                                        \
+                    if (nc == 2) {                                                                                 \
                         if (tiled) tiled_##NAME##_B_MIN_2(j, tile, t, out); else direct_##NAME##_B_MIN_2(j, pan, w, t, out); \
-                    } else {                                                                                      \
+                    } else {                                                                                       \
                         if (tiled) tiled_##NAME##_B_MIN_1(j, tile, t, out); else direct_##NAME##_B_MIN_1(j, pan, w, t, out); \
-                    }                                                                                             \
-                } else {                                                                                          \
-                    nc = left >= 2 ? 2 : 1;                                                                       \
-                    if (nc == 2) {                                                                                \
+                    }                                                                                              \
+                } else {                                                                                           \
+                    nc = left >= 2 ? 2 : 1;                                                                        \
+                    if (nc == 2) {                                                                                 \
                         if (tiled) tiled_##NAME##_B_ONE_2(j, tile, t, out); else direct_##NAME##_B_ONE_2(j, pan, w, t, out); \
-                    } else {                                                                                      \
+                    } else {                                                                                       \
                         if (tiled) tiled_##NAME##_B_ONE_1(j, tile, t, out); else direct_##NAME##_B_ONE_1(j, pan, w, t, out); \
-                    }                                                                                             \
-                }                                                                                                 \
-                for (int c = 0; c < nc; c++)                                                                      \
-                    for (int r = 0; r < nr; r++) j->y[(t + c) * j->O + r0 + r] = out[c][r];                       \
-                t += nc;                                                                                          \
-            }                                                                                                     \
-        }                                                                                                         \
-    }                                                                                                             \
-    const MmFormat mm_##NAME##_avx512 = {.act_kind = ACT, .act_off = (OFF), .tmp_bytes = b32_tmp_bytes,           \
+                    }                                                                                              \
+                }                                                                                                  \
+                for (int c = 0; c < nc; c++)                                                                       \
+                    for (int r = 0; r < nr; r++) j->y[(t + c) * j->O + r0 + r] = out[c][r];                        \
+                t += nc;                                                                                           \
+            }                                                                                                      \
+        }                                                                                                          \
+    }                                                                                                              \
+    const MmFormat mm_##NAME##_avx512 = {.act_kind = ACT, .act_off = (OFF), .tmp_bytes = b32_tmp_bytes,            \
                                          .compute = compute_##NAME, .fast = true};
 
 /* ---- the paths of each format ------------------------------------------------------------------------- */

@@ -94,7 +94,7 @@ void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a) {
  * The kernel (deltanet_simd.h) updates a row and, in the same pass, dots it with this token's q and the
  * next token's k; every row's numbers depend only on its inputs, so any split of rows, any ISA and any
  * batch give the same bits. Against float64 it is as close as llama.cpp's order (docs/KERNELS.md). */
-float dn_dot16(const float *x, const float *y, int n) {
+static float dn_dot16(const float *x, const float *y, int n) {
     float p[16] = {0};
     for (int i = 0; i < n; i++) p[i & 15] = fmaf(x[i], y[i], p[i & 15]);
     return fdot_reduce16(p);
@@ -149,8 +149,7 @@ static void chunked_heads(void *ctx, int64_t b, int64_t e, int thread) {
     ChunkScratch sc = {mem, mem + CS, mem + CS + CS * CS, mem + CS + CS * CS + CS * dv,
                        mem + CS + CS * CS + CS * dv + CS * dk};
     for (int64_t j = b; j < e; j++) {
-        float *S = a->state + j * dv * dk; /* S[c][i] = S_math[i][c] */
-        if (a->state_in && a->state_in != a->state) memcpy(S, a->state_in + j * dv * dk, sizeof(float) * (size_t)dv * dk);
+        float *S = head_state(a, j); /* S[c][i] = S_math[i][c] */
         const int kh = key_head(a, (int)j);
 #define QROW(t) (a->q + ((int64_t)(t) * a->n_k_head + kh) * dk)
 #define KROW(t) (a->k + ((int64_t)(t) * a->n_k_head + kh) * dk)
