@@ -412,20 +412,72 @@ VB_TARGET static void iq2xxs_vbmi_rows2(const MmJob *j, int64_t o0, int64_t o1, 
     iq2xxs_vbmi_rows_c(j, o0, o1, t, 2);
 }
 
-/* The GEMM's tile decode (rows o … o+nr-1, every super-block) with the VBMI decoder into the KRows that
- * kq_tile_put transposes: the same bytes dec_iq2_xxs writes. */
+/* The GEMM's tile decode (rows o … o+nr-1, every super-block) with the VBMI tables, straight into the tile's
+ * transposed layout (the bytes dec_iq2_xxs + kq_tile_put write, without decoding rows and transposing them:
+ * that round trip was 3/4 of an expert product of ~10 tokens). Per super-block the 16 rows' quant words are
+ * transposed once as dwords (vector 2s: the 4 grid indices of sub-block s of every row, 2s + 1: its sign /
+ * scale word), then per sub-block
+ *   - each grid index's 16-bit level code (vpermi2b on the code tables, bit 7 choosing the half) and each
+ *     sign field's ksigns byte (vpmultishiftqb, vpermi2b), 64 bytes (16 rows × 4 groups) at a time;
+ *   - per group and half (4 elements of 16 rows: one tile vector) the row's code into its dword (vpermi2b over
+ *     the low / high code bytes), the 4 levels into bytes (vpmultishiftqb), the sign bits into a mask
+ *     (vpermb, vptestmb) and 128 ± magnitude (vpermb).
+ * vb_decode's integers, so the tile is byte for byte the one the row decoder gives (the matmul tests). */
 VB_TARGET static void iq2xxs_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {
     VbConst k;
     vb_const(&k);
-    KRow rows[16];
+    const uint8_t *row[16];
+    for (int r = 0; r < 16; r++) row[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
+    /* dword r of the code vector of group g4: bytes 4r + g4 of the low and the high code bytes */
+    const __m512i cidx = _mm512_set1_epi32(0x00004000), cstep = _mm512_set1_epi32(0x01010101),
+                  c4r = _mm512_set_epi32(60 * 0x01010101, 56 * 0x01010101, 52 * 0x01010101, 48 * 0x01010101,
+                                         44 * 0x01010101, 40 * 0x01010101, 36 * 0x01010101, 32 * 0x01010101,
+                                         28 * 0x01010101, 24 * 0x01010101, 20 * 0x01010101, 16 * 0x01010101,
+                                         12 * 0x01010101, 8 * 0x01010101, 4 * 0x01010101, 0);
+    /* byte j of a qword (dword j / 4, level j % 4): bits 32·(j / 4) + 8h + 2·(j % 4) of the code */
+    const __m512i lsh0 = _mm512_set1_epi64(0x2624222006040200), lsh1 = _mm512_set1_epi64(0x2e2c2a280e0c0a08);
+    /* byte j of a dword: sign bit 4h + j of the group's ksigns byte */
+    const __m512i sb0 = _mm512_set1_epi32(0x08040201), sb1 = _mm512_set1_epi32((int)0x80402010u);
+    const __m512i fctl = _mm512_set1_epi64(0x352e2720150e0700); /* each dword's four 7-bit sign fields */
+    const __m512i zero = _mm512_setzero_si512();
     for (int64_t sb = 0; sb < nsb; sb++) {
+        __m512i v[16];
+        uint16_t dh[16];
         for (int r = 0; r < 16; r++) {
-            const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(mm_w_row(j, o + (r < nr ? r : nr - 1)) + sb * 66);
-            __m512i u[4], sc[4];
-            vb_decode(&k, b, u, sc);
-            iq2xxs_krow(b, u, sc, &rows[r]);
+            const uint8_t *b = row[r] + sb * 66;
+            v[r] = _mm512_loadu_si512(b + 2);
+            memcpy(&dh[r], b, 2);
         }
-        kq_tile_put(tl, sb, rows);
+        kq_transpose16(v);
+        uint8_t *q = kt_q(tl, sb);
+        int32_t *sc = kt_sc(tl, sb);
+        for (int s = 0; s < 8; s++) {
+            const __m512i ix = v[2 * s], w = v[2 * s + 1];
+            const __mmask64 top = _mm512_movepi8_mask(ix);
+            const __m512i lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k.lo0, ix, k.lo1), _mm512_permutex2var_epi8(k.lo2, ix, k.lo3));
+            const __m512i hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k.hi0, ix, k.hi1), _mm512_permutex2var_epi8(k.hi2, ix, k.hi3));
+            const __m512i sg = _mm512_permutex2var_epi8(k.ks0, _mm512_multishift_epi64_epi8(fctl, w), k.ks1);
+            const __m512i s8 = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(w, 28), 1), _mm512_set1_epi32(1));
+            _mm512_store_si512(sc + 16 * (2 * s), s8);
+            _mm512_store_si512(sc + 16 * (2 * s + 1), s8);
+            __m512i ci = _mm512_add_epi8(cidx, c4r);
+#pragma GCC unroll 4
+            for (int g4 = 0; g4 < 4; g4++) {
+                const __m512i code = _mm512_permutex2var_epi8(lo, ci, hi);
+                const __m512i sgn = _mm512_permutexvar_epi8(_mm512_and_si512(ci, _mm512_set1_epi8(63)), sg);
+                const __m512i lv0 = _mm512_multishift_epi64_epi8(lsh0, code), lv1 = _mm512_multishift_epi64_epi8(lsh1, code);
+                const __mmask64 n0 = _mm512_test_epi8_mask(sgn, sb0), n1 = _mm512_test_epi8_mask(sgn, sb1);
+                uint8_t *qo = q + 64 * (8 * s + 2 * g4);
+                _mm512_store_si512(qo, _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv0, k.pos), n0, lv0, k.neg));
+                _mm512_store_si512(qo + 64, _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv1, k.pos), n1, lv1, k.neg));
+                ci = _mm512_add_epi8(ci, cstep);
+            }
+        }
+        int32_t *mp = kt_mp(tl, sb);
+        for (int c = 0; c < 8; c++) _mm512_store_si512(mp + 16 * c, zero);
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+        _mm512_store_ps(kt_d(tl, sb), d);
+        _mm512_store_ps(kt_dmin(tl, sb), _mm512_mul_ps(d, _mm512_set1_ps(0.125f)));
     }
 }
 
