@@ -505,7 +505,16 @@ static void iq2xxs_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0,
     }
 }
 
-KQ_FORMAT_GSR(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32, 1, iq2xxs_fast_rows, iq2xxs_tile_dec)
+/* Below how many tokens the fast arithmetic runs iq2xxs_fast_rows: with the VBMI tile decoder the tiles are
+ * faster from 2 tokens (matmul_bench 512x2048, 1 thread: T = 2 61 vs 40-50 GFLOP/s, T = 3 83 vs 34-41; T = 1
+ * about equal, and the row kernel prefetches), without it from KQ_GEMM_MIN_T. */
+static int iq2xxs_fast_rows_t(void) {
+    if (!mm_vbmi()) return KQ_GEMM_MIN_T;
+    pthread_once(&vb_once, vb_init);
+    return vb_tabs.ok ? 2 : KQ_GEMM_MIN_T;
+}
+
+KQ_FORMAT_GSR(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32, iq2xxs_fast_rows_t(), iq2xxs_fast_rows, iq2xxs_tile_dec)
 KQ_FORMAT(iq2_xs, K_IQ, 74, 128, dec_iq2_xs, 0.125f, mm_span_iq)
 KQ_FORMAT(iq2_s, K_IQ, 82, 128, dec_iq2_s, 0.125f, mm_span_iq)
 KQ_FORMAT_GS(iq3_xxs, K_IQ, 98, 128, dec_iq3_xxs, 0.25f, mm_span_iq, 32)

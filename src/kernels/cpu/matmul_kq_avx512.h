@@ -597,7 +597,8 @@ KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int6
 /* GS: the elements of one integer scale (32 where the format's scales are per 32) */
 #define KQ_FORMAT_GS(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS)                                            \
     KQ_FORMAT_GSR(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS, 0, rows_##NAME, kq_no_tile_dec)
-/* FAST_ROWS, ROWS_FN: a format's own decode kernel for the fast arithmetic (fewer than KQ_GEMM_MIN_T tokens),
+/* FAST_ROWS, ROWS_FN: a format's own decode kernel for the fast arithmetic (FAST_ROWS: for fewer tokens than
+ * this, the tiles from there on; 0: none),
  * the same integers and float steps as the per-row kernel with span 256; TILE_DEC(j, o, nr, nsb, tile): a faster
  * decoder of a GEMM tile's 16 rows into the same bytes, false when it cannot run here */
 #define KQ_FORMAT_GSR(NAME, KIND, BYTES, OFF, DECODE, POST, SPAN_OF, GS, FAST_ROWS, ROWS_FN, TILE_DEC)           \
@@ -685,11 +686,12 @@ KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int6
             return;                                                                                               \
         }                                                                                                         \
         const int span = SPAN_OF(j->path);                                                                        \
-        if ((FAST_ROWS) && j->path == DOT_FAST && t1 - t0 < KQ_GEMM_MIN_T) {                                      \
+        const int fast_rows_t = j->path == DOT_FAST ? (FAST_ROWS) : 0;                                           \
+        if (t1 - t0 < fast_rows_t) {                                                                              \
             ROWS_FN(j, o0, o1, t0, t1, span);                                                                     \
             return;                                                                                               \
         }                                                                                                         \
-        if (t1 - t0 >= KQ_GEMM_MIN_T && (KIND) != K_IQ1S && (KIND) != K_IQ1M)                                    \
+        if ((t1 - t0 >= KQ_GEMM_MIN_T || fast_rows_t > 0) && (KIND) != K_IQ1S && (KIND) != K_IQ1M)              \
             tiles_##NAME(j, o0, o1, t0, t1, span, tmp);                                                           \
         else                                                                                                      \
             rows_##NAME(j, o0, o1, t0, t1, span);                                                                 \
