@@ -44,6 +44,20 @@ Q_INLINE __m512i bc32(const void *p) {
 
 Q_INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 
+/* Two sub-blocks' 16 byte-per-row fields (p: sub-block 2i's 16 rows, then 2i+1's) as int16 pairs: dword r = (row
+ * r's first, its second) — vpdpwssd's operand; signed (Q6_K's scales) or not (Q4_K's minimums) */
+Q_INLINE __m512i pairs16(const uint8_t *p, const bool sgn) {
+    const __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 16));
+    const __m256i ab = _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
+    return sgn ? _mm512_cvtepi8_epi16(ab) : _mm512_cvtepu8_epi16(ab);
+}
+
+/* (bsums of 32-element sub-block 2p, of 2p + 1) as two int16 (each ≤ 32·128 in magnitude), broadcast */
+Q_INLINE __m512i bsum32_pair(const int16_t *bs, int p) {
+    const int16_t lo = (int16_t)(bs[4 * p] + bs[4 * p + 1]), hi = (int16_t)(bs[4 * p + 2] + bs[4 * p + 3]);
+    return _mm512_set1_epi32((int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16));
+}
+
 /* Q4_K (q5 false) or Q5_K: one panel's nsb super-blocks with C tokens: out[c][r]. Q5_K's fifth bits come from its
  * qh vector m: bit 2j for the low nibbles' elements, 2j+1 for the high ones'. */
 Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf,
@@ -88,15 +102,20 @@ Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const 
         }
         const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + at + 256)));
         const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + at + 288)));
+        __m512i M[TILE_T]; /* Σ m·(bsums of the sub-block): the minimums' integer total, by vpdpwssd over pairs */
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) M[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            const __m512i mp = pairs16(b + at + 128 + 32 * p, false);
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) M[c] = _mm512_dpwssd_epi32(M[c], mp, bsum32_pair(tk[c].bs + sb * 16, p));
+        }
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
-            const int16_t *bs = tk[c].bs + sb * 16;
-            __m512i M = _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int s = 0; s < 8; s++) M = _mm512_add_epi32(M, _mm512_mullo_epi32(u8x16(b + at + 128 + 16 * s), _mm512_set1_epi32(bs[2 * s] + bs[2 * s + 1])));
             const __m512 d8 = _mm512_set1_ps(tk[c].d[sb]);
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(d16, d8), acc[c]);
-            accm[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm16, d8), accm[c]);
+            accm[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[c]), _mm512_mul_ps(dm16, d8), accm[c]);
         }
     }
 #pragma GCC unroll 8
@@ -144,15 +163,18 @@ Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
                 S[c] = _mm512_add_epi32(S[c], _mm512_add_epi32(_mm512_mullo_epi32(I0[c], s0), _mm512_mullo_epi32(I1[c], s1)));
         }
         const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 3328)));
+        __m512i M[TILE_T]; /* Σ sc·bsums, the -32 offset's share, by vpdpwssd over pairs of sub-blocks */
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) M[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; p++) {
+            const __m512i sp = pairs16(b + 3072 + 32 * p, true);
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) M[c] = _mm512_dpwssd_epi32(M[c], sp, bc32(tk[c].bs + sb * 16 + 2 * p));
+        }
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
-            const int16_t *bs = tk[c].bs + sb * 16;
-            __m512i M = _mm512_setzero_si512(); /* Σ sc·bsums, the -32 offset's share */
-#pragma GCC unroll 16
-            for (int g = 0; g < 16; g++)
-                M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 3072 + 16 * g))),
-                                                            _mm512_set1_epi32(bs[g])));
-            const __m512i tot = _mm512_sub_epi32(S[c], _mm512_slli_epi32(M, 5));
+            const __m512i tot = _mm512_sub_epi32(S[c], _mm512_slli_epi32(M[c], 5));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(d16, _mm512_set1_ps(tk[c].d[sb])), acc[c]);
         }
     }
