@@ -66,7 +66,7 @@ Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const 
     __m512 acc[TILE_T], accm[TILE_T];
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) acc[c] = accm[c] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+    const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *b = panel + (size_t)sb * SB;
         if (pf)
@@ -82,11 +82,17 @@ Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const 
 #pragma GCC unroll 8
             for (int m = 0; m < 8; m++) {
                 const __m512i v = _mm512_loadu_si512(b + 512 * j + 64 * m);
-                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                if (q5) {
+                __m512i lo, hi;
+                if (q5) { /* bit 4 of each byte from h (bit 2j / 2j+1 moved there: a 16-bit shift, and the bits it
+                           * carries across bytes land outside bit 4), bits 0-3 from the nibble: vpternlogd */
                     const __m512i h = _mm512_loadu_si512(b + 2048 + 64 * m);
-                    lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * j), one), 4));
-                    hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * j + 1), one), 4));
+                    const __m512i hl = _mm512_and_si512(j <= 2 ? _mm512_slli_epi16(h, 4 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 4), b4);
+                    const __m512i hh = _mm512_and_si512(j <= 1 ? _mm512_slli_epi16(h, 3 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 3), b4);
+                    lo = _mm512_ternarylogic_epi32(v, hl, m4, 0xE4); /* m4 ? v : hl */
+                    hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), hh, m4, 0xE4);
+                } else {
+                    lo = _mm512_and_si512(v, m4);
+                    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 }
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
