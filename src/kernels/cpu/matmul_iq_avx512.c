@@ -48,8 +48,7 @@ KQ_INLINE uint64_t ksigns8(uint32_t w0, uint32_t w1) {
 
 /* IQ2_XXS: per 32 elements 8 bytes: 4 grid indices (8 magnitudes each), then 4×7 sign bits | 4-bit scale. One
  * super-block decoded: u[z] = q + 128 of elements 64z … 64z+63 (vpdpbusd's operand: the grid rows, negated where
- * the sign bit is set), sc[z] the scales of sub-blocks 2z and 2z + 1 as dwords (lanes 0-7, 8-15). The VBMI
- * decoder (vb_decode, below) gives the same vectors. */
+ * the sign bit is set), sc[z] the scales of sub-blocks 2z and 2z + 1 as dwords (lanes 0-7, 8-15). */
 KQ_INLINE void iq2xxs_decode(const BlockIQ2_XXS *b, __m512i u[4], __m512i sc[4]) {
     const uint8_t *qs = (const uint8_t *)b->qs;
 #pragma GCC unroll 4
@@ -276,8 +275,7 @@ KQ_INLINE void iq2xxs_sb_dot(const KTok *tk, const int C, int64_t sb, const __m5
     for (int c = 0; c < C; c++) s[c] = fmaf((float)_mm512_reduce_add_epi32(T[c]), dfac * tk[c].d[sb], s[c]);
 }
 
-/* The rows o0 … o1-1 with the plain decoder (the VBMI twin below differs only in its decoder: a function of
- * another target cannot be inlined into this one) */
+/* The rows o0 … o1-1 with the plain decoder (without VBMI) */
 KQ_INLINE void iq2xxs_fast_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_t t, const int C) {
     const int64_t nsb = j->K / QK_K;
     KTok tk[2];
@@ -296,15 +294,19 @@ KQ_INLINE void iq2xxs_fast_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_
     }
 }
 
-/* The same with AVX512_VBMI: the grid and the sign table in registers instead of scalar loads and pdep.
- *   - Each grid row (8 magnitudes from {8, 25, 43}) as a 16-bit code of 2-bit level numbers, looked up 64
- *     bytes at a time (vpermi2b over 128-byte halves of the code's low- and high-byte tables, bit 7 of the
- *     index choosing the half); vpmultishiftqb then puts level number i of a group in byte i, and vpermb maps
- *     it to 128 ± magnitude (vpdpbusd's operand, the sign choosing the table).
- *   - The super-block's 32 sign indices (7 bits from each sign word) by one vpmultishiftqb, ksigns by one
- *     vpermi2b; each 64-element mask by vpermb (a group's byte to its 8 elements) and vptestmb.
- *   - The scales (4 bits above each sign word) by the same vpmultishiftqb.
- * The integers are those of the per-row kernel, the float steps the same. */
+/* With AVX512_VBMI: the grid and the sign table in registers instead of scalar loads and pdep, and 16 rows
+ * decoded at once straight into the layout of a GEMM tile (lane r = row r, 4 elements per dword; kq_tile_put's
+ * bytes without decoding rows and transposing them — that round trip was 3/4 of an expert product of ~10
+ * tokens). Per super-block the 16 rows' quant words are transposed once as dwords (vector 2s: the 4 grid indices
+ * of sub-block s of every row, 2s + 1: its sign / scale word), then per sub-block
+ *   - each grid row (8 magnitudes from {8, 25, 43}) as a 16-bit code of 2-bit level numbers, looked up 64 at a
+ *     time (vpermi2b over 128-byte halves of the code's low- and high-byte tables, bit 7 of the index choosing
+ *     the half), each sign field's ksigns byte (vpmultishiftqb, vpermi2b) and the scales (the 4 top bits);
+ *   - per group and half (4 elements of 16 rows: one tile vector) the row's code into its dword (vpermi2b over
+ *     the low / high code bytes), the 4 levels into bytes (vpmultishiftqb), the sign bits into a mask (vpermb,
+ *     vptestmb) and 128 ± magnitude (vpermb; vpdpbusd's operand).
+ * The GEMM tiles take the vectors through the tile (iq2xxs_vbmi_tile), the decode GEMV straight into vpdpbusd
+ * (iq2xxs_vbmi_gemv); the integers are those of the per-row kernel, the float steps the same. */
 typedef struct Iq2xxsVbmiTabs {
     uint8_t lo[256], hi[256]; /* the 16-bit level code of each grid row, low and high byte */
     uint8_t ks[128];          /* ksigns_iq2xs */
@@ -335,9 +337,9 @@ static void vb_init(void) {
     vb_tabs.ok = ok;
 }
 
-/* The constants of the VBMI decoder, loaded once per call. */
+/* The tables of the VBMI decoder in registers, loaded once per call. */
 typedef struct VbConst {
-    __m512i lo0, lo1, lo2, lo3, hi0, hi1, hi2, hi3, ks0, ks1, pos, neg, pidx, pscl, shifts, sctrl, bits, m4, one, step16;
+    __m512i lo0, lo1, lo2, lo3, hi0, hi1, hi2, hi3, ks0, ks1, pos, neg;
 } VbConst;
 
 #define VB_TARGET __attribute__((target("avx512vbmi")))
@@ -351,133 +353,148 @@ VB_INLINE void vb_const(VbConst *k) {
     k->hi2 = _mm512_load_si512(tb->hi + 128), k->hi3 = _mm512_load_si512(tb->hi + 192);
     k->ks0 = _mm512_load_si512(tb->ks), k->ks1 = _mm512_load_si512(tb->ks + 64);
     k->pos = _mm512_load_si512(tb->pos), k->neg = _mm512_load_si512(tb->neg);
-    /* byte 8g + b of ZMM z's index vector: group g's byte (sub-block 2z + g/4, byte g % 4), z = 0 */
-    k->pidx = _mm512_set_epi64(0x0b0b0b0b0b0b0b0b, 0x0a0a0a0a0a0a0a0a, 0x0909090909090909, 0x0808080808080808,
-                               0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
-    /* dword l of ZMM z's scale vector: byte 4 of sub-block 2z + l/8 (the rest zeroed by the mask) */
-    k->pscl = _mm512_set_epi32(12, 12, 12, 12, 12, 12, 12, 12, 4, 4, 4, 4, 4, 4, 4, 4);
-    k->shifts = _mm512_set1_epi64(0x0e0c0a0806040200); /* level i at bits 2i */
-    k->sctrl = _mm512_set1_epi64(0x0000003c352e2720);  /* sign fields at 32 + 7b, scale at 60 */
-    k->bits = _mm512_set1_epi64((long long)0x8040201008040201ull), k->m4 = _mm512_set1_epi8(15);
-    k->one = _mm512_set1_epi8(1), k->step16 = _mm512_set1_epi8(16);
 }
 
-/* One super-block: u[z] = q + 128 of elements 64z … 64z+63, sc[z] = the scales of its two sub-blocks as dwords
- * (lanes 0-7, 8-15: vpmaddwd's (scale, 0)). */
-VB_INLINE void vb_decode(const VbConst *k, const BlockIQ2_XXS *b, __m512i u[4], __m512i sc[4]) {
-    const __m512i qs = _mm512_loadu_si512(b->qs);
-    const __m512i f = _mm512_multishift_epi64_epi8(k->sctrl, qs);     /* bytes 0-3: sign indices, 4: scale */
-    const __m512i sg = _mm512_permutex2var_epi8(k->ks0, f, k->ks1);    /* ksigns, bit 7 of the index ignored */
-    const __m512i sc8 = _mm512_or_si512(_mm512_add_epi8(_mm512_and_si512(f, k->m4), _mm512_and_si512(f, k->m4)), k->one);
-    __m512i pz = k->pidx, pc = k->pscl;
-#pragma GCC unroll 4
-    for (int z = 0; z < 4; z++) {
-        const __m512i ix = _mm512_permutexvar_epi8(pz, qs);
-        const __mmask64 top = _mm512_movepi8_mask(ix);
-        const __m512i lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo0, ix, k->lo1), _mm512_permutex2var_epi8(k->lo2, ix, k->lo3));
-        const __m512i hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi0, ix, k->hi1), _mm512_permutex2var_epi8(k->hi2, ix, k->hi3));
-        const __m512i code = _mm512_mask_blend_epi8((__mmask64)0xaaaaaaaaaaaaaaaaull, lo, hi);
-        const __m512i lv = _mm512_multishift_epi64_epi8(k->shifts, code);
-        const __mmask64 ng = _mm512_test_epi8_mask(_mm512_permutexvar_epi8(pz, sg), k->bits);
-        u[z] = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv, k->pos), ng, lv, k->neg);
-        sc[z] = _mm512_maskz_permutexvar_epi8((__mmask64)0x1111111111111111ull, pc, sc8);
-        pz = _mm512_add_epi8(pz, k->step16), pc = _mm512_add_epi32(pc, _mm512_set1_epi32(16));
+/* The transposed decoder's constants beside VbConst's */
+typedef struct VbTConst {
+    __m512i cbase, cstep, lsh0, lsh1, sb0, sb1, fctl, m63;
+} VbTConst;
+
+VB_INLINE void vbt_const(VbTConst *c) {
+    /* dword r of the code vector of group g4: bytes 4r + g4 of the low (byte 0) and the high code bytes (byte 1) */
+    c->cbase = _mm512_add_epi8(_mm512_set1_epi32(0x00004000),
+                               _mm512_set_epi32(60 * 0x01010101, 56 * 0x01010101, 52 * 0x01010101, 48 * 0x01010101,
+                                                44 * 0x01010101, 40 * 0x01010101, 36 * 0x01010101, 32 * 0x01010101,
+                                                28 * 0x01010101, 24 * 0x01010101, 20 * 0x01010101, 16 * 0x01010101,
+                                                12 * 0x01010101, 8 * 0x01010101, 4 * 0x01010101, 0));
+    c->cstep = _mm512_set1_epi32(0x01010101);
+    /* byte j of a qword (dword j / 4, level j % 4): bits 32·(j / 4) + 8h + 2·(j % 4) of the code */
+    c->lsh0 = _mm512_set1_epi64(0x2624222006040200), c->lsh1 = _mm512_set1_epi64(0x2e2c2a280e0c0a08);
+    /* byte j of a dword: sign bit 4h + j of the group's ksigns byte */
+    c->sb0 = _mm512_set1_epi32(0x08040201), c->sb1 = _mm512_set1_epi32((int)0x80402010u);
+    c->fctl = _mm512_set1_epi64(0x352e2720150e0700); /* each dword's four 7-bit sign fields */
+    c->m63 = _mm512_set1_epi8(63);
+}
+
+/* Super-block sb of 16 rows: the quant words transposed (v[2s]: sub-block s's grid indices of every row, v[2s+1]:
+ * its sign / scale words) and the fp16 d of each row */
+VB_INLINE void vbt_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512 *d) {
+    uint16_t dh[16];
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *b = row[r] + sb * 66;
+        v[r] = _mm512_loadu_si512(b + 2);
+        memcpy(&dh[r], b, 2);
     }
+    kq_transpose16(v);
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
 }
 
-VB_INLINE void iq2xxs_vbmi_rows_c(const MmJob *j, int64_t o0, int64_t o1, int64_t t, const int C) {
-    const int64_t nsb = j->K / QK_K;
-    KTok tk[2];
-    for (int c = 0; c < C; c++) tk[c] = kq_tok(j, t + c);
-    VbConst k;
-    vb_const(&k);
-    for (int64_t o = o0; o < o1; o++) {
-        const uint8_t *w = mm_w_row(j, o);
-        kq_row_prefetch(j, w, o, o0);
-        float s[2] = {0.f, 0.f};
-        for (int64_t sb = 0; sb < nsb; sb++) {
-            const BlockIQ2_XXS *b = (const BlockIQ2_XXS *)(w + sb * 66);
-            __m512i u[4], sc[4];
-            vb_decode(&k, b, u, sc);
-            iq2xxs_sb_dot(tk, C, sb, u, sc, kq_f16(&b->d) * 0.125f, s);
-        }
-        for (int c = 0; c < C; c++) j->y[(t + c) * j->O + o] = s[c];
-    }
+/* One sub-block of 16 rows: the lookups shared by its 8 tile vectors, and its scales (dword r: row r's) */
+typedef struct VbtSub {
+    __m512i lo, hi, sg, sc;
+} VbtSub;
+
+VB_INLINE VbtSub vbt_sub(const VbConst *k, const VbTConst *c, __m512i ix, __m512i w) {
+    VbtSub u;
+    const __mmask64 top = _mm512_movepi8_mask(ix);
+    u.lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo0, ix, k->lo1), _mm512_permutex2var_epi8(k->lo2, ix, k->lo3));
+    u.hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi0, ix, k->hi1), _mm512_permutex2var_epi8(k->hi2, ix, k->hi3));
+    u.sg = _mm512_permutex2var_epi8(k->ks0, _mm512_multishift_epi64_epi8(c->fctl, w), k->ks1);
+    u.sc = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(w, 28), 1), _mm512_set1_epi32(1));
+    return u;
 }
 
-VB_TARGET static void iq2xxs_vbmi_rows1(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
-    iq2xxs_vbmi_rows_c(j, o0, o1, t, 1);
-}
-VB_TARGET static void iq2xxs_vbmi_rows2(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
-    iq2xxs_vbmi_rows_c(j, o0, o1, t, 2);
+/* The two tile vectors (elements 4·(2·g4 + h) … +3 of the 16 rows, q + 128) of group g4; ci: its code index */
+VB_INLINE void vbt_group(const VbConst *k, const VbTConst *c, const VbtSub *u, __m512i ci, __m512i *q0, __m512i *q1) {
+    const __m512i code = _mm512_permutex2var_epi8(u->lo, ci, u->hi);
+    const __m512i sgn = _mm512_permutexvar_epi8(_mm512_and_si512(ci, c->m63), u->sg);
+    const __m512i lv0 = _mm512_multishift_epi64_epi8(c->lsh0, code), lv1 = _mm512_multishift_epi64_epi8(c->lsh1, code);
+    const __mmask64 n0 = _mm512_test_epi8_mask(sgn, c->sb0), n1 = _mm512_test_epi8_mask(sgn, c->sb1);
+    *q0 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv0, k->pos), n0, lv0, k->neg);
+    *q1 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv1, k->pos), n1, lv1, k->neg);
 }
 
-/* The GEMM's tile decode (rows o … o+nr-1, every super-block) with the VBMI tables, straight into the tile's
- * transposed layout (the bytes dec_iq2_xxs + kq_tile_put write, without decoding rows and transposing them:
- * that round trip was 3/4 of an expert product of ~10 tokens). Per super-block the 16 rows' quant words are
- * transposed once as dwords (vector 2s: the 4 grid indices of sub-block s of every row, 2s + 1: its sign /
- * scale word), then per sub-block
- *   - each grid index's 16-bit level code (vpermi2b on the code tables, bit 7 choosing the half) and each
- *     sign field's ksigns byte (vpmultishiftqb, vpermi2b), 64 bytes (16 rows × 4 groups) at a time;
- *   - per group and half (4 elements of 16 rows: one tile vector) the row's code into its dword (vpermi2b over
- *     the low / high code bytes), the 4 levels into bytes (vpmultishiftqb), the sign bits into a mask
- *     (vpermb, vptestmb) and 128 ± magnitude (vpermb).
- * vb_decode's integers, so the tile is byte for byte the one the row decoder gives (the matmul tests). */
+/* The GEMM's tile decode: rows o … o+nr-1 (the last repeated to 16), every super-block */
 VB_TARGET static void iq2xxs_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {
     VbConst k;
     vb_const(&k);
+    VbTConst c;
+    vbt_const(&c);
     const uint8_t *row[16];
     for (int r = 0; r < 16; r++) row[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
-    /* dword r of the code vector of group g4: bytes 4r + g4 of the low and the high code bytes */
-    const __m512i cidx = _mm512_set1_epi32(0x00004000), cstep = _mm512_set1_epi32(0x01010101),
-                  c4r = _mm512_set_epi32(60 * 0x01010101, 56 * 0x01010101, 52 * 0x01010101, 48 * 0x01010101,
-                                         44 * 0x01010101, 40 * 0x01010101, 36 * 0x01010101, 32 * 0x01010101,
-                                         28 * 0x01010101, 24 * 0x01010101, 20 * 0x01010101, 16 * 0x01010101,
-                                         12 * 0x01010101, 8 * 0x01010101, 4 * 0x01010101, 0);
-    /* byte j of a qword (dword j / 4, level j % 4): bits 32·(j / 4) + 8h + 2·(j % 4) of the code */
-    const __m512i lsh0 = _mm512_set1_epi64(0x2624222006040200), lsh1 = _mm512_set1_epi64(0x2e2c2a280e0c0a08);
-    /* byte j of a dword: sign bit 4h + j of the group's ksigns byte */
-    const __m512i sb0 = _mm512_set1_epi32(0x08040201), sb1 = _mm512_set1_epi32((int)0x80402010u);
-    const __m512i fctl = _mm512_set1_epi64(0x352e2720150e0700); /* each dword's four 7-bit sign fields */
     const __m512i zero = _mm512_setzero_si512();
     for (int64_t sb = 0; sb < nsb; sb++) {
         __m512i v[16];
-        uint16_t dh[16];
-        for (int r = 0; r < 16; r++) {
-            const uint8_t *b = row[r] + sb * 66;
-            v[r] = _mm512_loadu_si512(b + 2);
-            memcpy(&dh[r], b, 2);
-        }
-        kq_transpose16(v);
+        __m512 d;
+        vbt_load(row, sb, v, &d);
         uint8_t *q = kt_q(tl, sb);
         int32_t *sc = kt_sc(tl, sb);
         for (int s = 0; s < 8; s++) {
-            const __m512i ix = v[2 * s], w = v[2 * s + 1];
-            const __mmask64 top = _mm512_movepi8_mask(ix);
-            const __m512i lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k.lo0, ix, k.lo1), _mm512_permutex2var_epi8(k.lo2, ix, k.lo3));
-            const __m512i hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k.hi0, ix, k.hi1), _mm512_permutex2var_epi8(k.hi2, ix, k.hi3));
-            const __m512i sg = _mm512_permutex2var_epi8(k.ks0, _mm512_multishift_epi64_epi8(fctl, w), k.ks1);
-            const __m512i s8 = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(w, 28), 1), _mm512_set1_epi32(1));
-            _mm512_store_si512(sc + 16 * (2 * s), s8);
-            _mm512_store_si512(sc + 16 * (2 * s + 1), s8);
-            __m512i ci = _mm512_add_epi8(cidx, c4r);
+            const VbtSub u = vbt_sub(&k, &c, v[2 * s], v[2 * s + 1]);
+            _mm512_store_si512(sc + 16 * (2 * s), u.sc);
+            _mm512_store_si512(sc + 16 * (2 * s + 1), u.sc);
+            __m512i ci = c.cbase;
 #pragma GCC unroll 4
             for (int g4 = 0; g4 < 4; g4++) {
-                const __m512i code = _mm512_permutex2var_epi8(lo, ci, hi);
-                const __m512i sgn = _mm512_permutexvar_epi8(_mm512_and_si512(ci, _mm512_set1_epi8(63)), sg);
-                const __m512i lv0 = _mm512_multishift_epi64_epi8(lsh0, code), lv1 = _mm512_multishift_epi64_epi8(lsh1, code);
-                const __mmask64 n0 = _mm512_test_epi8_mask(sgn, sb0), n1 = _mm512_test_epi8_mask(sgn, sb1);
-                uint8_t *qo = q + 64 * (8 * s + 2 * g4);
-                _mm512_store_si512(qo, _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv0, k.pos), n0, lv0, k.neg));
-                _mm512_store_si512(qo + 64, _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv1, k.pos), n1, lv1, k.neg));
-                ci = _mm512_add_epi8(ci, cstep);
+                __m512i q0, q1;
+                vbt_group(&k, &c, &u, ci, &q0, &q1);
+                _mm512_store_si512(q + 64 * (8 * s + 2 * g4), q0);
+                _mm512_store_si512(q + 64 * (8 * s + 2 * g4 + 1), q1);
+                ci = _mm512_add_epi8(ci, c.cstep);
             }
         }
         int32_t *mp = kt_mp(tl, sb);
-        for (int c = 0; c < 8; c++) _mm512_store_si512(mp + 16 * c, zero);
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+        for (int i = 0; i < 8; i++) _mm512_store_si512(mp + 16 * i, zero);
         _mm512_store_ps(kt_d(tl, sb), d);
         _mm512_store_ps(kt_dmin(tl, sb), _mm512_mul_ps(d, _mm512_set1_ps(0.125f)));
+    }
+}
+
+/* The decode GEMV (one token t) with the same decoder, 16 rows at a time, its vectors going straight into
+ * vpdpbusd instead of through a tile: kq_p16_fast's integers and float steps with C = 1 (a 32-element group's
+ * total from its correction, one vpmulld by the rows' scales, one fma per super-block), so the bits of the row
+ * kernel and the tiles. The rows of a group are contiguous (row_bytes apart): the next group is prefetched
+ * 16 · 66 bytes per super-block. */
+VB_TARGET static void iq2xxs_vbmi_gemv(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
+    VbConst k;
+    vb_const(&k);
+    VbTConst c;
+    vbt_const(&c);
+    const int64_t nsb = j->K / QK_K;
+    const KTok tk = kq_tok(j, t);
+    for (int64_t o = o0; o < o1; o += 16) {
+        const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;
+        const uint8_t *row[16];
+        for (int r = 0; r < 16; r++) row[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
+        const uint8_t *next = mm_w_row(j, o) + 16 * j->w->row_bytes;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            for (int l = 0; l < 16 * 66; l += 64) _mm_prefetch((const char *)next + sb * 16 * 66 + l, _MM_HINT_T0);
+            __m512i v[16];
+            __m512 d;
+            vbt_load(row, sb, v, &d);
+            const int8_t *a = tk.qs + sb * QK_K;
+            const int32_t *cr = tk.corr16 + sb * 16;
+            __m512i S = _mm512_setzero_si512();
+            for (int s = 0; s < 8; s++) {
+                const VbtSub u = vbt_sub(&k, &c, v[2 * s], v[2 * s + 1]);
+                __m512i I = _mm512_set1_epi32(cr[2 * s] + cr[2 * s + 1]), ci = c.cbase;
+#pragma GCC unroll 4
+                for (int g4 = 0; g4 < 4; g4++) {
+                    __m512i q0, q1;
+                    vbt_group(&k, &c, &u, ci, &q0, &q1);
+                    I = _mm512_dpbusd_epi32(I, q0, kq_bcast32(a + 32 * s + 8 * g4));
+                    I = _mm512_dpbusd_epi32(I, q1, kq_bcast32(a + 32 * s + 8 * g4 + 4));
+                    ci = _mm512_add_epi8(ci, c.cstep);
+                }
+                S = _mm512_add_epi32(S, _mm512_mullo_epi32(I, u.sc));
+            }
+            const __m512 dw = _mm512_mul_ps(d, _mm512_set1_ps(0.125f));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(dw, _mm512_set1_ps(tk.d[sb])), acc);
+        }
+        float out[16];
+        _mm512_storeu_ps(out, acc);
+        for (int r = 0; r < nr; r++) j->y[t * j->O + o + r] = out[r];
     }
 }
 
@@ -497,17 +514,20 @@ static void iq2xxs_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0,
         pthread_once(&vb_once, vb_init);
         vbmi = vb_tabs.ok;
     }
+    if (vbmi) { /* one token here: iq2xxs_fast_rows_t */
+        for (int64_t t = t0; t < t1; t++) iq2xxs_vbmi_gemv(j, o0, o1, t);
+        return;
+    }
     for (int64_t t = t0; t < t1; t += 2) {
         const bool two = t1 - t >= 2;
-        if (vbmi) (two ? iq2xxs_vbmi_rows2 : iq2xxs_vbmi_rows1)(j, o0, o1, t);
-        else if (two) iq2xxs_fast_rows_c(j, o0, o1, t, 2);
+        if (two) iq2xxs_fast_rows_c(j, o0, o1, t, 2);
         else iq2xxs_fast_rows_c(j, o0, o1, t, 1);
     }
 }
 
-/* Below how many tokens the fast arithmetic runs iq2xxs_fast_rows: with the VBMI tile decoder the tiles are
- * faster from 2 tokens (matmul_bench 512x2048, 1 thread: T = 2 61 vs 40-50 GFLOP/s, T = 3 83 vs 34-41; T = 1
- * about equal, and the row kernel prefetches), without it from KQ_GEMM_MIN_T. */
+/* Below how many tokens the fast arithmetic runs iq2xxs_fast_rows: with VBMI the tiles from 2 tokens (matmul_bench
+ * 512x2048, 1 thread: T = 2 61 vs 40-50 GFLOP/s with the row kernel, T = 3 83 vs 34-41) and the GEMV for one,
+ * without it the row kernel below KQ_GEMM_MIN_T. */
 static int iq2xxs_fast_rows_t(void) {
     if (!mm_vbmi()) return KQ_GEMM_MIN_T;
     pthread_once(&vb_once, vb_init);
