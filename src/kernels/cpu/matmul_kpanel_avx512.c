@@ -134,7 +134,7 @@ Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
     __m512 acc[TILE_T];
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(15), m2 = _mm512_set1_epi8(3);
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *b = panel + (size_t)sb * Q6K_P16_SB;
         if (pf)
@@ -153,8 +153,9 @@ Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
                 const __m512i l = _mm512_loadu_si512(b + 64 * (16 * h + 8 * (r & 1) + m));
                 const __m512i qh = _mm512_loadu_si512(b + 2048 + 64 * (8 * h + m));
                 const __m512i lo = (r >> 1) ? _mm512_srli_epi16(l, 4) : l;
-                const __m512i hi = r ? _mm512_srli_epi16(qh, 2 * r) : qh;
-                const __m512i q = _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi16(_mm512_and_si512(hi, m2), 4));
+                /* bits 2r, 2r+1 of qh to bits 4, 5 (a 16-bit shift: what it carries across bytes is masked off) */
+                const __m512i hi = _mm512_and_si512(r < 2 ? _mm512_slli_epi16(qh, 4 - 2 * r) : r == 2 ? qh : _mm512_srli_epi16(qh, 2), m30);
+                const __m512i q = _mm512_ternarylogic_epi32(lo, hi, m4, 0xE4); /* m4 ? lo : hi */
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
                     const __m512i a = bc32(tk[c].qs + sb * QK_K + 128 * h + 32 * r + 4 * m);
