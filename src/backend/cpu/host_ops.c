@@ -1,8 +1,10 @@
 /* host_ops.c — the row ops of the host backends: norms, gates, RoPE, KV append, routing, gather/scatter and
  * the weighted sums, in ggml-cpu's arithmetic (the scalar op_* functions of kernels/ops.h, whose orders are
  * documented there), plus SiLU / SwiGLU rows through the ISA's SIMD rows (bit-identical to the scalar ones).
- * These are the loops over activations that the forward pass (src/model/) used to run itself; they run on
- * the calling thread (each is a small fraction of a matmul). */
+ * These are the loops over activations that the forward pass (src/model/) used to run itself. The per-row ones
+ * that prefill spends time in (norms, gates, RoPE, the residual add) split their rows over the backend's pool
+ * (about 16 KiB of floats per work item, so a decode step's single row stays on the caller); each row is
+ * computed as on one thread, so the results do not depend on the split. */
 #include "backend/cpu/host_backend.h"
 
 #include "base/fp16.h"
@@ -38,29 +40,54 @@ static void h_get_rows(Backend *be, const Weight *w, BView ids, int n, BView out
     }
 }
 
-static void h_rms_norm(Backend *be, BView xv, BView yv, const Weight *w, const VecSet *s, float eps) {
-    (void)be;
-    const float *x = hf(xv), *wt = w ? w->host : NULL;
-    float *y = hf(yv);
-    for (int64_t r = 0; r < s->rows; r++)
+/* work items of about 16 KiB of floats: items of `grain` rows of n floats */
+static int64_t row_grain(int64_t n) { return n >= 4096 ? 1 : 4096 / (n > 0 ? n : 1); }
+
+/* A VecSet op's arguments for its row function */
+typedef struct SetJob {
+    const float *x, *w;
+    float *y;
+    const VecSet *s;
+    float eps;
+} SetJob;
+
+static void rms_norm_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const SetJob *j = ctx;
+    const VecSet *s = j->s;
+    for (int64_t r = r0; r < r1; r++)
         for (int h = 0; h < s->heads; h++)
-            op_rmsnorm(x + r * s->x_row + h * s->x_head, wt, s->n, eps, y + r * s->y_row + h * s->y_head);
+            op_rmsnorm(j->x + r * s->x_row + h * s->x_head, j->w, s->n, j->eps, j->y + r * s->y_row + h * s->y_head);
+}
+
+static void h_rms_norm(Backend *be, BView xv, BView yv, const Weight *w, const VecSet *s, float eps) {
+    SetJob j = {hf(xv), w ? w->host : NULL, hf(yv), s, eps};
+    pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), rms_norm_rows, &j);
+}
+
+static void l2_norm_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const SetJob *j = ctx;
+    const VecSet *s = j->s;
+    for (int64_t r = r0; r < r1; r++)
+        for (int h = 0; h < s->heads; h++)
+            op_l2norm(j->x + r * s->x_row + h * s->x_head, s->n, j->eps, j->y + r * s->y_row + h * s->y_head);
 }
 
 static void h_l2_norm(Backend *be, BView xv, BView yv, const VecSet *s, float eps) {
-    (void)be;
-    const float *x = hf(xv);
-    float *y = hf(yv);
-    for (int64_t r = 0; r < s->rows; r++)
-        for (int h = 0; h < s->heads; h++)
-            op_l2norm(x + r * s->x_row + h * s->x_head, s->n, eps, y + r * s->y_row + h * s->y_head);
+    SetJob j = {hf(xv), NULL, hf(yv), s, eps};
+    pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), l2_norm_rows, &j);
+}
+
+static void add_range(void *ctx, int64_t i0, int64_t i1, int thread) {
+    (void)thread;
+    const SetJob *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->y[i] += j->x[i];
 }
 
 static void h_add(Backend *be, BView yv, BView xv, int64_t n) {
-    (void)be;
-    float *y = hf(yv);
-    const float *x = hf(xv);
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+    SetJob j = {hf(xv), NULL, hf(yv), NULL, 0.f};
+    pool_for(host_of(be)->pool, n, 4096, add_range, &j);
 }
 
 static void h_copy_rows(Backend *be, BView dst, int64_t ld_dst, BView src, int64_t ld_src, int rows, int n) {
@@ -84,25 +111,49 @@ static void h_dn_gates(Backend *be, const GateArgs *a) {
         }
 }
 
-static void h_gated_norm(Backend *be, BView ov, BView zv, const Weight *w, int rows, int n, float eps, BView outv) {
-    HostBackend *hb = host_of(be);
-    float *z = hf(zv), *out = hf(outv);
-    const float *o = hf(ov), *wt = w->host;
-    hb->ops->silu_rows(&hb->oc, z, z, rows, n);
-    for (int64_t i = 0; i < rows; i++) {
-        float *on = out + i * n;
-        op_rmsnorm(o + i * n, wt, n, eps, on);
-        for (int x = 0; x < n; x++) on[x] *= z[i * n + x];
+typedef struct GatedJob {
+    const float *o, *z, *w;
+    float *out;
+    int n;
+    float eps;
+} GatedJob;
+
+static void gated_norm_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const GatedJob *j = ctx;
+    for (int64_t i = r0; i < r1; i++) {
+        float *on = j->out + i * j->n;
+        op_rmsnorm(j->o + i * j->n, j->w, j->n, j->eps, on);
+        for (int x = 0; x < j->n; x++) on[x] *= j->z[i * j->n + x];
     }
 }
 
-static void h_rope(Backend *be, BView xv, BView posv, const RopeArgs *a) {
-    (void)be;
-    float *x = hf(xv);
-    const int32_t *pos = hi(posv);
-    for (int64_t r = 0; r < a->rows; r++)
+static void h_gated_norm(Backend *be, BView ov, BView zv, const Weight *w, int rows, int n, float eps, BView outv) {
+    HostBackend *hb = host_of(be);
+    float *z = hf(zv);
+    hb->ops->silu_rows(&hb->oc, z, z, rows, n);
+    GatedJob j = {hf(ov), z, w->host, hf(outv), n, eps};
+    pool_for(hb->pool, rows, row_grain(n), gated_norm_rows, &j);
+}
+
+typedef struct RopeJob {
+    float *x;
+    const int32_t *pos;
+    const RopeArgs *a;
+} RopeJob;
+
+static void rope_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const RopeJob *j = ctx;
+    const RopeArgs *a = j->a;
+    for (int64_t r = r0; r < r1; r++)
         for (int h = 0; h < a->heads; h++)
-            op_rope(x + r * a->row_stride + (int64_t)h * a->d, a->n_rot, pos[r], a->base, a->freq_scale, a->sections);
+            op_rope(j->x + r * a->row_stride + (int64_t)h * a->d, a->n_rot, j->pos[r], a->base, a->freq_scale, a->sections);
+}
+
+static void h_rope(Backend *be, BView xv, BView posv, const RopeArgs *a) {
+    RopeJob j = {hf(xv), hi(posv), a};
+    pool_for(host_of(be)->pool, a->rows, row_grain((int64_t)a->heads * a->d), rope_rows, &j);
 }
 
 /* KV rows in the cache's type, as llama.cpp's CPU set_rows writes them (ggml-cpu's from_float of the type): F16
@@ -126,16 +177,21 @@ static void h_kv_append(Backend *be, BView cache, int row0, BView src, int T, in
     }
 }
 
-static void h_mul_sigmoid(Backend *be, BView yv, BView gv, const VecSet *s) {
-    (void)be;
-    float *y = hf(yv);
-    const float *g = hf(gv);
-    for (int64_t r = 0; r < s->rows; r++)
+static void mul_sigmoid_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const SetJob *j = ctx;
+    const VecSet *s = j->s;
+    for (int64_t r = r0; r < r1; r++)
         for (int h = 0; h < s->heads; h++) {
-            float *o = y + r * s->y_row + h * s->y_head;
-            const float *gate = g + r * s->x_row + h * s->x_head;
+            float *o = j->y + r * s->y_row + h * s->y_head;
+            const float *gate = j->x + r * s->x_row + h * s->x_head;
             for (int i = 0; i < s->n; i++) o[i] *= op_sigmoid(gate[i]);
         }
+}
+
+static void h_mul_sigmoid(Backend *be, BView yv, BView gv, const VecSet *s) {
+    SetJob j = {hf(gv), NULL, hf(yv), s, 0.f};
+    pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), mul_sigmoid_rows, &j);
 }
 
 static void h_silu(Backend *be, BView x, BView y, int rows, int n) {
