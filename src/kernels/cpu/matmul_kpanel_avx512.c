@@ -189,6 +189,59 @@ Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], acc[c]);
 }
 
+/* Q6_K decode (1-2 tokens): the same integers, in fewer instructions for a GEMV. Per h and m one qh vector and
+ * the two ql vectors give all four groups r (the tile kernel reloads qh per r, which keeps its accumulators to
+ * 2 per token), and the -32 offset starts each 16-element total at -32·bsum instead of being a second total:
+ * Σ sc·(I − 32·bs) = S − 32·Σ sc·bs, the tile kernel's integer. */
+Q_INLINE void q6k_gemv(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, float out[][16]) {
+    __m512 acc[2];
+#pragma GCC unroll 2
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = panel + (size_t)sb * Q6K_P16_SB;
+        for (int k = 0; k < Q6K_P16_SB; k += 64) _mm_prefetch((const char *)b + PF_BYTES + k, _MM_HINT_T0);
+        __m512i S[2];
+#pragma GCC unroll 2
+        for (int c = 0; c < C; c++) S[c] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int h = 0; h < 2; h++) {
+            __m512i I[2][8]; /* [token][2r + (m >= 4)]: sub-block 8h + 2r + (m >= 4) */
+#pragma GCC unroll 2
+            for (int c = 0; c < C; c++)
+#pragma GCC unroll 8
+                for (int g = 0; g < 8; g++) I[c][g] = _mm512_set1_epi32(-32 * tk[c].bs[sb * 16 + 8 * h + g]);
+#pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                const __m512i l0 = _mm512_loadu_si512(b + 64 * (16 * h + m)), l1 = _mm512_loadu_si512(b + 64 * (16 * h + 8 + m));
+                const __m512i qh = _mm512_loadu_si512(b + 2048 + 64 * (8 * h + m));
+                __m512i q[4];
+                q[0] = _mm512_ternarylogic_epi32(l0, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xE4);
+                q[1] = _mm512_ternarylogic_epi32(l1, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xE4);
+                q[2] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), _mm512_and_si512(qh, m30), m4, 0xE4);
+                q[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m4, 0xE4);
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+#pragma GCC unroll 2
+                    for (int c = 0; c < C; c++)
+                        I[c][2 * r + (m >> 2)] = _mm512_dpbusd_epi32(I[c][2 * r + (m >> 2)], q[r],
+                                                                    bc32(tk[c].qs + sb * QK_K + 128 * h + 32 * r + 4 * m));
+            }
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 3072 + 16 * (8 * h + g))));
+#pragma GCC unroll 2
+                for (int c = 0; c < C; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I[c][g], sc));
+            }
+        }
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 3328)));
+#pragma GCC unroll 2
+        for (int c = 0; c < C; c++) acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(d16, _mm512_set1_ps(tk[c].d[sb])), acc[c]);
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], acc[c]);
+}
+
 Q_INLINE void q4k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
     q45k_tile(false, panel, nsb, tk, C, pf, out);
 }
@@ -216,8 +269,8 @@ TILE_FN(q5k, 5, 0)
 TILE_FN(q5k, 6, 0)
 TILE_FN(q5k, 7, 0)
 TILE_FN(q5k, 8, 0)
-TILE_FN(q6k, 1, 1)
-TILE_FN(q6k, 2, 1)
+static void q6k1_1(const uint8_t *panel, int64_t nsb, const QTok *tk, float out[][16]) { q6k_gemv(panel, nsb, tk, 1, out); }
+static void q6k2_1(const uint8_t *panel, int64_t nsb, const QTok *tk, float out[][16]) { q6k_gemv(panel, nsb, tk, 2, out); }
 TILE_FN(q6k, 3, 0)
 TILE_FN(q6k, 4, 0)
 TILE_FN(q6k, 5, 0)
