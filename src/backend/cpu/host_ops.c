@@ -49,34 +49,30 @@ typedef struct SetJob {
     float *y;
     const VecSet *s;
     float eps;
+    bool l2; /* norm_rows: the L2 norm, else RMS with w */
 } SetJob;
 
-static void rms_norm_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
+static void norm_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
     (void)thread;
     const SetJob *j = ctx;
     const VecSet *s = j->s;
     for (int64_t r = r0; r < r1; r++)
-        for (int h = 0; h < s->heads; h++)
-            op_rmsnorm(j->x + r * s->x_row + h * s->x_head, j->w, s->n, j->eps, j->y + r * s->y_row + h * s->y_head);
+        for (int h = 0; h < s->heads; h++) {
+            const float *x = j->x + r * s->x_row + h * s->x_head;
+            float *y = j->y + r * s->y_row + h * s->y_head;
+            if (j->l2) op_l2norm(x, s->n, j->eps, y);
+            else op_rmsnorm(x, j->w, s->n, j->eps, y);
+        }
 }
 
 static void h_rms_norm(Backend *be, BView xv, BView yv, const Weight *w, const VecSet *s, float eps) {
-    SetJob j = {hf(xv), w ? w->host : NULL, hf(yv), s, eps};
-    pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), rms_norm_rows, &j);
-}
-
-static void l2_norm_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
-    (void)thread;
-    const SetJob *j = ctx;
-    const VecSet *s = j->s;
-    for (int64_t r = r0; r < r1; r++)
-        for (int h = 0; h < s->heads; h++)
-            op_l2norm(j->x + r * s->x_row + h * s->x_head, s->n, j->eps, j->y + r * s->y_row + h * s->y_head);
+    SetJob j = {hf(xv), w ? w->host : NULL, hf(yv), s, eps, false};
+    pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), norm_rows, &j);
 }
 
 static void h_l2_norm(Backend *be, BView xv, BView yv, const VecSet *s, float eps) {
-    SetJob j = {hf(xv), NULL, hf(yv), s, eps};
-    pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), l2_norm_rows, &j);
+    SetJob j = {hf(xv), NULL, hf(yv), s, eps, true};
+    pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), norm_rows, &j);
 }
 
 static void add_range(void *ctx, int64_t i0, int64_t i1, int thread) {
@@ -86,7 +82,7 @@ static void add_range(void *ctx, int64_t i0, int64_t i1, int thread) {
 }
 
 static void h_add(Backend *be, BView yv, BView xv, int64_t n) {
-    SetJob j = {hf(xv), NULL, hf(yv), NULL, 0.f};
+    SetJob j = {hf(xv), NULL, hf(yv), NULL, 0.f, false};
     pool_for(host_of(be)->pool, n, 4096, add_range, &j);
 }
 
@@ -190,7 +186,7 @@ static void mul_sigmoid_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
 }
 
 static void h_mul_sigmoid(Backend *be, BView yv, BView gv, const VecSet *s) {
-    SetJob j = {hf(gv), NULL, hf(yv), s, 0.f};
+    SetJob j = {hf(gv), NULL, hf(yv), s, 0.f, false};
     pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), mul_sigmoid_rows, &j);
 }
 
