@@ -51,7 +51,8 @@ else
 fi
 for m in "$@"; do
   for t in $THREADS; do
-    cold "$m"; "$DELTALLM" bench -m "$m" -p "$PP" -n "$TG" -r "$REPS" -t "$t" ${DELTALLM_ARGS:-} > "$tmp/d.md"
+    cold "$m"; "$DELTALLM" bench -m "$m" -p "$PP" -n "$TG" -r "$REPS" -t "$t" ${DELTALLM_ARGS:-} > "$tmp/d.md" ||
+      { echo "bench/compare.sh: deltallm bench failed on $m with $t threads (its message above; major page faults: DELTALLM_ARGS=--mlock)" >&2; exit 1; }
     cold "$m"; $LLAMA_BENCH -m "$m" -t "$t" > "$tmp/l.md" 2> "$tmp/l.err" || { cat "$tmp/l.err" >&2; exit 1; }
     if [ -n "$IK_BENCH" ]; then
       cold "$m"; "$IK_BENCH" -m "$m" -t "$t" -p "$PP" -n "$TG" -r "$REPS" > "$tmp/i0.md" 2> "$tmp/i.err" || { cat "$tmp/i.err" >&2; exit 1; }
