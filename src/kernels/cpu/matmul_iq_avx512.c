@@ -337,9 +337,10 @@ static void vb_init(void) {
     vb_tabs.ok = ok;
 }
 
-/* The tables of the VBMI decoder in registers, loaded once per call. */
+/* The VBMI decoder's tables and constants in registers, loaded once per call. */
 typedef struct VbConst {
-    __m512i lo0, lo1, lo2, lo3, hi0, hi1, hi2, hi3, ks0, ks1, pos, neg;
+    __m512i lo0, lo1, lo2, lo3, hi0, hi1, hi2, hi3, ks0, ks1, pos, neg; /* the tables */
+    __m512i cbase, cstep, lsh0, lsh1, sb0, sb1, fctl, m63;
 } VbConst;
 
 #define VB_TARGET __attribute__((target("avx512vbmi")))
@@ -353,27 +354,19 @@ VB_INLINE void vb_const(VbConst *k) {
     k->hi2 = _mm512_load_si512(tb->hi + 128), k->hi3 = _mm512_load_si512(tb->hi + 192);
     k->ks0 = _mm512_load_si512(tb->ks), k->ks1 = _mm512_load_si512(tb->ks + 64);
     k->pos = _mm512_load_si512(tb->pos), k->neg = _mm512_load_si512(tb->neg);
-}
-
-/* The transposed decoder's constants beside VbConst's */
-typedef struct VbTConst {
-    __m512i cbase, cstep, lsh0, lsh1, sb0, sb1, fctl, m63;
-} VbTConst;
-
-VB_INLINE void vbt_const(VbTConst *c) {
     /* dword r of the code vector of group g4: bytes 4r + g4 of the low (byte 0) and the high code bytes (byte 1) */
-    c->cbase = _mm512_add_epi8(_mm512_set1_epi32(0x00004000),
+    k->cbase = _mm512_add_epi8(_mm512_set1_epi32(0x00004000),
                                _mm512_set_epi32(60 * 0x01010101, 56 * 0x01010101, 52 * 0x01010101, 48 * 0x01010101,
                                                 44 * 0x01010101, 40 * 0x01010101, 36 * 0x01010101, 32 * 0x01010101,
                                                 28 * 0x01010101, 24 * 0x01010101, 20 * 0x01010101, 16 * 0x01010101,
                                                 12 * 0x01010101, 8 * 0x01010101, 4 * 0x01010101, 0));
-    c->cstep = _mm512_set1_epi32(0x01010101);
+    k->cstep = _mm512_set1_epi32(0x01010101);
     /* byte j of a qword (dword j / 4, level j % 4): bits 32·(j / 4) + 8h + 2·(j % 4) of the code */
-    c->lsh0 = _mm512_set1_epi64(0x2624222006040200), c->lsh1 = _mm512_set1_epi64(0x2e2c2a280e0c0a08);
+    k->lsh0 = _mm512_set1_epi64(0x2624222006040200), k->lsh1 = _mm512_set1_epi64(0x2e2c2a280e0c0a08);
     /* byte j of a dword: sign bit 4h + j of the group's ksigns byte */
-    c->sb0 = _mm512_set1_epi32(0x08040201), c->sb1 = _mm512_set1_epi32((int)0x80402010u);
-    c->fctl = _mm512_set1_epi64(0x352e2720150e0700); /* each dword's four 7-bit sign fields */
-    c->m63 = _mm512_set1_epi8(63);
+    k->sb0 = _mm512_set1_epi32(0x08040201), k->sb1 = _mm512_set1_epi32((int)0x80402010u);
+    k->fctl = _mm512_set1_epi64(0x352e2720150e0700); /* each dword's four 7-bit sign fields */
+    k->m63 = _mm512_set1_epi8(63);
 }
 
 /* Super-block sb of 16 rows: the quant words transposed (v[2s]: sub-block s's grid indices of every row, v[2s+1]:
@@ -394,22 +387,22 @@ typedef struct VbtSub {
     __m512i lo, hi, sg, sc;
 } VbtSub;
 
-VB_INLINE VbtSub vbt_sub(const VbConst *k, const VbTConst *c, __m512i ix, __m512i w) {
+VB_INLINE VbtSub vbt_sub(const VbConst *k, __m512i ix, __m512i w) {
     VbtSub u;
     const __mmask64 top = _mm512_movepi8_mask(ix);
     u.lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo0, ix, k->lo1), _mm512_permutex2var_epi8(k->lo2, ix, k->lo3));
     u.hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi0, ix, k->hi1), _mm512_permutex2var_epi8(k->hi2, ix, k->hi3));
-    u.sg = _mm512_permutex2var_epi8(k->ks0, _mm512_multishift_epi64_epi8(c->fctl, w), k->ks1);
+    u.sg = _mm512_permutex2var_epi8(k->ks0, _mm512_multishift_epi64_epi8(k->fctl, w), k->ks1);
     u.sc = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(w, 28), 1), _mm512_set1_epi32(1));
     return u;
 }
 
 /* The two tile vectors (elements 4·(2·g4 + h) … +3 of the 16 rows, q + 128) of group g4; ci: its code index */
-VB_INLINE void vbt_group(const VbConst *k, const VbTConst *c, const VbtSub *u, __m512i ci, __m512i *q0, __m512i *q1) {
+VB_INLINE void vbt_group(const VbConst *k, const VbtSub *u, __m512i ci, __m512i *q0, __m512i *q1) {
     const __m512i code = _mm512_permutex2var_epi8(u->lo, ci, u->hi);
-    const __m512i sgn = _mm512_permutexvar_epi8(_mm512_and_si512(ci, c->m63), u->sg);
-    const __m512i lv0 = _mm512_multishift_epi64_epi8(c->lsh0, code), lv1 = _mm512_multishift_epi64_epi8(c->lsh1, code);
-    const __mmask64 n0 = _mm512_test_epi8_mask(sgn, c->sb0), n1 = _mm512_test_epi8_mask(sgn, c->sb1);
+    const __m512i sgn = _mm512_permutexvar_epi8(_mm512_and_si512(ci, k->m63), u->sg);
+    const __m512i lv0 = _mm512_multishift_epi64_epi8(k->lsh0, code), lv1 = _mm512_multishift_epi64_epi8(k->lsh1, code);
+    const __mmask64 n0 = _mm512_test_epi8_mask(sgn, k->sb0), n1 = _mm512_test_epi8_mask(sgn, k->sb1);
     *q0 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv0, k->pos), n0, lv0, k->neg);
     *q1 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv1, k->pos), n1, lv1, k->neg);
 }
@@ -418,8 +411,6 @@ VB_INLINE void vbt_group(const VbConst *k, const VbTConst *c, const VbtSub *u, _
 VB_TARGET static void iq2xxs_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {
     VbConst k;
     vb_const(&k);
-    VbTConst c;
-    vbt_const(&c);
     const uint8_t *row[16];
     for (int r = 0; r < 16; r++) row[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
     const __m512i zero = _mm512_setzero_si512();
@@ -430,17 +421,17 @@ VB_TARGET static void iq2xxs_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_
         uint8_t *q = kt_q(tl, sb);
         int32_t *sc = kt_sc(tl, sb);
         for (int s = 0; s < 8; s++) {
-            const VbtSub u = vbt_sub(&k, &c, v[2 * s], v[2 * s + 1]);
+            const VbtSub u = vbt_sub(&k, v[2 * s], v[2 * s + 1]);
             _mm512_store_si512(sc + 16 * (2 * s), u.sc);
             _mm512_store_si512(sc + 16 * (2 * s + 1), u.sc);
-            __m512i ci = c.cbase;
+            __m512i ci = k.cbase;
 #pragma GCC unroll 4
             for (int g4 = 0; g4 < 4; g4++) {
                 __m512i q0, q1;
-                vbt_group(&k, &c, &u, ci, &q0, &q1);
+                vbt_group(&k, &u, ci, &q0, &q1);
                 _mm512_store_si512(q + 64 * (8 * s + 2 * g4), q0);
                 _mm512_store_si512(q + 64 * (8 * s + 2 * g4 + 1), q1);
-                ci = _mm512_add_epi8(ci, c.cstep);
+                ci = _mm512_add_epi8(ci, k.cstep);
             }
         }
         int32_t *mp = kt_mp(tl, sb);
@@ -458,8 +449,6 @@ VB_TARGET static void iq2xxs_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_
 VB_TARGET static void iq2xxs_vbmi_gemv(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
     VbConst k;
     vb_const(&k);
-    VbTConst c;
-    vbt_const(&c);
     const int64_t nsb = j->K / QK_K;
     const KTok tk = kq_tok(j, t);
     for (int64_t o = o0; o < o1; o += 16) {
@@ -477,15 +466,15 @@ VB_TARGET static void iq2xxs_vbmi_gemv(const MmJob *j, int64_t o0, int64_t o1, i
             const int32_t *cr = tk.corr16 + sb * 16;
             __m512i S = _mm512_setzero_si512();
             for (int s = 0; s < 8; s++) {
-                const VbtSub u = vbt_sub(&k, &c, v[2 * s], v[2 * s + 1]);
-                __m512i I = _mm512_set1_epi32(cr[2 * s] + cr[2 * s + 1]), ci = c.cbase;
+                const VbtSub u = vbt_sub(&k, v[2 * s], v[2 * s + 1]);
+                __m512i I = _mm512_set1_epi32(cr[2 * s] + cr[2 * s + 1]), ci = k.cbase;
 #pragma GCC unroll 4
                 for (int g4 = 0; g4 < 4; g4++) {
                     __m512i q0, q1;
-                    vbt_group(&k, &c, &u, ci, &q0, &q1);
+                    vbt_group(&k, &u, ci, &q0, &q1);
                     I = _mm512_dpbusd_epi32(I, q0, kq_bcast32(a + 32 * s + 8 * g4));
                     I = _mm512_dpbusd_epi32(I, q1, kq_bcast32(a + 32 * s + 8 * g4 + 4));
-                    ci = _mm512_add_epi8(ci, c.cstep);
+                    ci = _mm512_add_epi8(ci, k.cstep);
                 }
                 S = _mm512_add_epi32(S, _mm512_mullo_epi32(I, u.sc));
             }
@@ -498,23 +487,23 @@ VB_TARGET static void iq2xxs_vbmi_gemv(const MmJob *j, int64_t o0, int64_t o1, i
     }
 }
 
-/* the tile-decode hook of KQ_FORMAT_GSR: true when it decoded the tile */
-static bool iq2xxs_tile_dec(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {
+/* the VBMI decoder can run here: the CPU has VBMI and the grid holds only its three magnitudes */
+static bool vbmi_ready(void) {
     if (!mm_vbmi()) return false;
     pthread_once(&vb_once, vb_init);
-    if (!vb_tabs.ok) return false;
+    return vb_tabs.ok;
+}
+
+/* the tile-decode hook of KQ_FORMAT_GSR: true when it decoded the tile */
+static bool iq2xxs_tile_dec(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {
+    if (!vbmi_ready()) return false;
     iq2xxs_vbmi_tile(j, o, nr, nsb, tl);
     return true;
 }
 
 static void iq2xxs_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, int span) {
     (void)span;
-    bool vbmi = mm_vbmi();
-    if (vbmi) {
-        pthread_once(&vb_once, vb_init);
-        vbmi = vb_tabs.ok;
-    }
-    if (vbmi) { /* one token here: iq2xxs_fast_rows_t */
+    if (vbmi_ready()) { /* one token here: iq2xxs_fast_rows_t */
         for (int64_t t = t0; t < t1; t++) iq2xxs_vbmi_gemv(j, o0, o1, t);
         return;
     }
@@ -528,11 +517,7 @@ static void iq2xxs_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0,
 /* Below how many tokens the fast arithmetic runs iq2xxs_fast_rows: with VBMI the tiles from 2 tokens (matmul_bench
  * 512x2048, 1 thread: T = 2 61 vs 40-50 GFLOP/s with the row kernel, T = 3 83 vs 34-41) and the GEMV for one,
  * without it the row kernel below KQ_GEMM_MIN_T. */
-static int iq2xxs_fast_rows_t(void) {
-    if (!mm_vbmi()) return KQ_GEMM_MIN_T;
-    pthread_once(&vb_once, vb_init);
-    return vb_tabs.ok ? 2 : KQ_GEMM_MIN_T;
-}
+static int iq2xxs_fast_rows_t(void) { return vbmi_ready() ? 2 : KQ_GEMM_MIN_T; }
 
 KQ_FORMAT_GSR(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32, iq2xxs_fast_rows_t(), iq2xxs_fast_rows, iq2xxs_tile_dec)
 KQ_FORMAT(iq2_xs, K_IQ, 74, 128, dec_iq2_xs, 0.125f, mm_span_iq)

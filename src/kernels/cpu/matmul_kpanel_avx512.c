@@ -58,6 +58,13 @@ Q_INLINE __m512i bsum32_pair(const int16_t *bs, int p) {
     return _mm512_set1_epi32((int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16));
 }
 
+/* Q6_K's 6-bit codes of group r: the nibble lo (bits 0-3 of each byte; above them anything) with bits 2r, 2r+1 of
+ * qh moved to bits 4, 5 (a 16-bit shift: what it carries across bytes is masked off); m4 = 15s, m30 = 0x30s */
+Q_INLINE __m512i q6k_codes(__m512i lo, __m512i qh, int r, __m512i m4, __m512i m30) {
+    const __m512i hi = _mm512_and_si512(r < 2 ? _mm512_slli_epi16(qh, 4 - 2 * r) : r == 2 ? qh : _mm512_srli_epi16(qh, 2), m30);
+    return _mm512_ternarylogic_epi32(lo, hi, m4, 0xE4); /* m4 ? lo : hi */
+}
+
 /* Q4_K (q5 false) or Q5_K: one panel's nsb super-blocks with C tokens: out[c][r]. Q5_K's fifth bits come from its
  * qh vector m: bit 2j for the low nibbles' elements, 2j+1 for the high ones'. */
 Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf,
@@ -152,10 +159,7 @@ Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
             for (int m = 0; m < 8; m++) {
                 const __m512i l = _mm512_loadu_si512(b + 64 * (16 * h + 8 * (r & 1) + m));
                 const __m512i qh = _mm512_loadu_si512(b + 2048 + 64 * (8 * h + m));
-                const __m512i lo = (r >> 1) ? _mm512_srli_epi16(l, 4) : l;
-                /* bits 2r, 2r+1 of qh to bits 4, 5 (a 16-bit shift: what it carries across bytes is masked off) */
-                const __m512i hi = _mm512_and_si512(r < 2 ? _mm512_slli_epi16(qh, 4 - 2 * r) : r == 2 ? qh : _mm512_srli_epi16(qh, 2), m30);
-                const __m512i q = _mm512_ternarylogic_epi32(lo, hi, m4, 0xE4); /* m4 ? lo : hi */
+                const __m512i q = q6k_codes((r >> 1) ? _mm512_srli_epi16(l, 4) : l, qh, r, m4, m30);
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
                     const __m512i a = bc32(tk[c].qs + sb * QK_K + 128 * h + 32 * r + 4 * m);
@@ -215,11 +219,9 @@ Q_INLINE void q6k_gemv(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
             for (int m = 0; m < 8; m++) {
                 const __m512i l0 = _mm512_loadu_si512(b + 64 * (16 * h + m)), l1 = _mm512_loadu_si512(b + 64 * (16 * h + 8 + m));
                 const __m512i qh = _mm512_loadu_si512(b + 2048 + 64 * (8 * h + m));
-                __m512i q[4];
-                q[0] = _mm512_ternarylogic_epi32(l0, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xE4);
-                q[1] = _mm512_ternarylogic_epi32(l1, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xE4);
-                q[2] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l0, 4), _mm512_and_si512(qh, m30), m4, 0xE4);
-                q[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l1, 4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m4, 0xE4);
+                const __m512i q[4] = {q6k_codes(l0, qh, 0, m4, m30), q6k_codes(l1, qh, 1, m4, m30),
+                                      q6k_codes(_mm512_srli_epi16(l0, 4), qh, 2, m4, m30),
+                                      q6k_codes(_mm512_srli_epi16(l1, 4), qh, 3, m4, m30)};
 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++)
 #pragma GCC unroll 2
