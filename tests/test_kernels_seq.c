@@ -314,7 +314,8 @@ TEST(kernels, conv_silu_bitwise) {
     const int n_isa = test_isas(isas);
     static const struct {
         int T, C, K;
-    } cases[] = {{1, 64, 4}, {5, 100, 4}, {17, 8192, 4}, {2, 37, 4}, {9, 48, 3}, {3, 131, 5}, {64, 40, 4}, {1, 7, 2}};
+    } cases[] = {{1, 64, 4}, {5, 100, 4}, {17, 8192, 4}, {2, 37, 4}, {9, 48, 3}, {3, 131, 5}, {64, 40, 4}, {1, 7, 2},
+                   {1, 6160, 4}, {1, 16, 4}, {2, 96, 4}, {1, 47, 4}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const int T = cases[ci].T, C = cases[ci].C, K = cases[ci].K;
         const size_t nx = (size_t)T * C, ns = (size_t)C * (K - 1);
