@@ -1,5 +1,14 @@
 /* pool.c — see pool.h. Workers spin briefly on a generation counter (decode steps come back-to-back and
- * a futex wake costs more than a short spin), then sleep on a condition variable. */
+ * a futex wake costs more than a short spin), then sleep on a condition variable.
+ *
+ * Each job's chunks are dealt out in advance: thread i owns a contiguous share of them and claims its chunks
+ * from its own counter (a cache line nobody else touches until it steals), then takes what is left in the
+ * others' shares. With one shared counter every claim moved that line between the cores (~0.3 µs each in
+ * this VM), and the mutex and the condition variables were touched on every job even when nobody slept: an
+ * empty two-thread pool_for of 16 items cost 2.6 µs, a decode step has ~240 of them. The job descriptor and
+ * the generation share one line (written together by the caller, read together by the workers); the done
+ * counter has its own; a sleeper count and a waiting flag (each checked after the other side's write, with
+ * sequentially consistent atomics: one of the two always sees the other) keep the mutex off the fast path. */
 #include "base/pool.h"
 
 #include <pthread.h>
@@ -11,6 +20,7 @@
 #include <unistd.h>
 
 #define SPIN_ITERS 20000
+#define LINE 64
 
 typedef struct Worker {
     struct Pool *pool;
@@ -18,28 +28,42 @@ typedef struct Worker {
     pthread_t th;
 } Worker;
 
+/* one thread's share of the current job's chunks: [next, end), in items */
+typedef struct Slot {
+    _Alignas(LINE) atomic_llong next;
+    int64_t end;
+} Slot;
+
 struct Pool {
     int n;
     Worker *workers;
+    Slot *slots; /* n of them, each on its own line */
+    void *slots_mem;
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
-    atomic_uint gen;
-    atomic_int pending;
     atomic_bool stop;
-    /* the current job */
-    PoolFn fn;
+    /* the current job and its generation: written by the caller, then gen (release) */
+    _Alignas(LINE) PoolFn fn;
     void *ctx;
     int64_t n_items, grain;
-    atomic_llong next;
+    atomic_uint gen;
+    _Alignas(LINE) atomic_int pending; /* workers still in the job */
+    _Alignas(LINE) atomic_int sleepers; /* workers in (or entering) cv_start's wait */
+    atomic_bool caller_waits;            /* the caller in (or entering) cv_done's wait */
 };
 
-static void run_chunks(Pool *p, int thread) {
+static void run_range(Pool *p, Slot *s, int thread) {
     for (;;) {
-        int64_t b = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
-        if (b >= p->n_items) break;
-        int64_t e = b + p->grain < p->n_items ? b + p->grain : p->n_items;
+        const int64_t b = atomic_fetch_add_explicit(&s->next, p->grain, memory_order_relaxed);
+        if (b >= s->end) return;
+        const int64_t e = b + p->grain < s->end ? b + p->grain : s->end;
         p->fn(p->ctx, b, e, thread);
     }
+}
+
+/* this thread's share, then the others' leftovers */
+static void run_chunks(Pool *p, int thread) {
+    for (int k = 0; k < p->n; k++) run_range(p, &p->slots[(thread + k) % p->n], thread);
 }
 
 static void *worker_main(void *arg) {
@@ -57,14 +81,16 @@ static void *worker_main(void *arg) {
                 continue;
             }
             pthread_mutex_lock(&p->mu);
-            while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && !atomic_load(&p->stop))
-                pthread_cond_wait(&p->cv_start, &p->mu);
+            atomic_fetch_add(&p->sleepers, 1); /* then gen is read again: the caller's bump is seen here, or
+                                                * it sees this count and broadcasts under the mutex */
+            while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv_start, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = g;
         run_chunks(p, w->id);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_waits)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->cv_done);
             pthread_mutex_unlock(&p->mu);
@@ -74,17 +100,20 @@ static void *worker_main(void *arg) {
 
 Pool *pool_create(int n_threads, Err *err) {
     if (n_threads < 1 || n_threads > 1024) return err_set(err, "thread count %d out of range [1, 1024]", n_threads), NULL;
-    Pool *p = calloc(1, sizeof *p);
-    if (!p) return err_set(err, "out of memory"), NULL;
+    Pool *p = NULL; /* its fields sit on separate cache lines: LINE-aligned memory */
+    if (posix_memalign((void **)&p, LINE, sizeof *p) != 0) return err_set(err, "out of memory"), NULL;
+    memset(p, 0, sizeof *p);
     p->n = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
     p->workers = calloc((size_t)n_threads, sizeof *p->workers);
-    if (!p->workers) {
-        free(p);
+    p->slots_mem = calloc((size_t)n_threads + 1, sizeof(Slot));
+    if (!p->workers || !p->slots_mem) {
+        free(p->workers), free(p->slots_mem), free(p);
         return err_set(err, "out of memory"), NULL;
     }
+    p->slots = (Slot *)(((uintptr_t)p->slots_mem + LINE - 1) & ~(uintptr_t)(LINE - 1));
     for (int i = 1; i < n_threads; i++) {
         p->workers[i] = (Worker){p, i, 0};
         if (pthread_create(&p->workers[i].th, NULL, worker_main, &p->workers[i]) != 0) {
@@ -107,6 +136,7 @@ void pool_destroy(Pool *p) {
     pthread_cond_destroy(&p->cv_start);
     pthread_cond_destroy(&p->cv_done);
     free(p->workers);
+    free(p->slots_mem);
     free(p);
 }
 
@@ -123,12 +153,20 @@ void pool_for(Pool *p, int64_t n, int64_t grain, PoolFn fn, void *ctx) {
     p->ctx = ctx;
     p->n_items = n;
     p->grain = grain;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    /* thread i's share: chunks [i·nch/n, (i+1)·nch/n), so chunks start at multiples of grain as before */
+    const int64_t nch = (n + grain - 1) / grain;
+    for (int i = 0; i < p->n; i++) {
+        const int64_t b = nch * i / p->n * grain, e = nch * (i + 1) / p->n * grain;
+        atomic_store_explicit(&p->slots[i].next, b, memory_order_relaxed);
+        p->slots[i].end = e < n ? e : n;
+    }
     atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-    pthread_cond_broadcast(&p->cv_start);
-    pthread_mutex_unlock(&p->mu);
+    atomic_fetch_add(&p->gen, 1); /* sequentially consistent: then the sleeper count is read */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv_start);
+        pthread_mutex_unlock(&p->mu);
+    }
     run_chunks(p, 0);
     int spins = 0;
     while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0) {
@@ -139,7 +177,9 @@ void pool_for(Pool *p, int64_t n, int64_t grain, PoolFn fn, void *ctx) {
             continue;
         }
         pthread_mutex_lock(&p->mu);
-        while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0) pthread_cond_wait(&p->cv_done, &p->mu);
+        atomic_store(&p->caller_waits, true); /* then pending is read: see the worker's side */
+        while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->cv_done, &p->mu);
+        atomic_store(&p->caller_waits, false);
         pthread_mutex_unlock(&p->mu);
     }
 }
