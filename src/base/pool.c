@@ -38,14 +38,13 @@ struct Pool {
     int n;
     Worker *workers;
     Slot *slots; /* n of them, each on its own line */
-    void *slots_mem;
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
     atomic_bool stop;
     /* the current job and its generation: written by the caller, then gen (release) */
     _Alignas(LINE) PoolFn fn;
     void *ctx;
-    int64_t n_items, grain;
+    int64_t grain; /* the items are in the slots */
     atomic_uint gen;
     _Alignas(LINE) atomic_int pending; /* workers still in the job */
     _Alignas(LINE) atomic_int sleepers; /* workers in (or entering) cv_start's wait */
@@ -108,12 +107,12 @@ Pool *pool_create(int n_threads, Err *err) {
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
     p->workers = calloc((size_t)n_threads, sizeof *p->workers);
-    p->slots_mem = calloc((size_t)n_threads + 1, sizeof(Slot));
-    if (!p->workers || !p->slots_mem) {
-        free(p->workers), free(p->slots_mem), free(p);
+    if (posix_memalign((void **)&p->slots, LINE, (size_t)n_threads * sizeof(Slot)) != 0) p->slots = NULL;
+    if (!p->workers || !p->slots) {
+        free(p->workers), free(p->slots), free(p);
         return err_set(err, "out of memory"), NULL;
     }
-    p->slots = (Slot *)(((uintptr_t)p->slots_mem + LINE - 1) & ~(uintptr_t)(LINE - 1));
+    memset(p->slots, 0, (size_t)n_threads * sizeof(Slot));
     for (int i = 1; i < n_threads; i++) {
         p->workers[i] = (Worker){p, i, 0};
         if (pthread_create(&p->workers[i].th, NULL, worker_main, &p->workers[i]) != 0) {
@@ -136,7 +135,7 @@ void pool_destroy(Pool *p) {
     pthread_cond_destroy(&p->cv_start);
     pthread_cond_destroy(&p->cv_done);
     free(p->workers);
-    free(p->slots_mem);
+    free(p->slots);
     free(p);
 }
 
@@ -151,7 +150,6 @@ void pool_for(Pool *p, int64_t n, int64_t grain, PoolFn fn, void *ctx) {
     }
     p->fn = fn;
     p->ctx = ctx;
-    p->n_items = n;
     p->grain = grain;
     /* thread i's share: chunks [i·nch/n, (i+1)·nch/n), so chunks start at multiples of grain as before */
     const int64_t nch = (n + grain - 1) / grain;
