@@ -42,6 +42,13 @@ Q_INLINE __m512i bc32(const void *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* acc + vpdpbusd(w, the 4 bytes at p broadcast), the broadcast embedded in the instruction ({1to16}): one
+ * instruction instead of a vpbroadcastd and the vpdpbusd (GCC does not fold the broadcast itself) */
+Q_INLINE __m512i dpbusd_bc(__m512i acc, __m512i w, const void *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
+}
+
 Q_INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 
 /* Two sub-blocks' 16 byte-per-row fields (p: sub-block 2i's 16 rows, then 2i+1's) as int16 pairs: dword r = (row
@@ -104,8 +111,8 @@ Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const 
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
                     const int8_t *a = tk[c].qs + sb * QK_K + 64 * j + 4 * m;
-                    IA[c] = _mm512_dpbusd_epi32(IA[c], lo, bc32(a));
-                    IB[c] = _mm512_dpbusd_epi32(IB[c], hi, bc32(a + 32));
+                    IA[c] = dpbusd_bc(IA[c], lo, a);
+                    IB[c] = dpbusd_bc(IB[c], hi, a + 32);
                 }
             }
             const __m512i sa = u8x16(b + at + 16 * (2 * j)), sbv = u8x16(b + at + 16 * (2 * j + 1));
@@ -135,6 +142,80 @@ Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const 
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], _mm512_sub_ps(acc[c], accm[c]));
 }
 
+/* Q4_K with two adjacent panels (32 rows) and 4 tokens, for prefill: each activation broadcast feeds both
+ * panels' vpdpbusd (the 16 × 8 tile loads one per vpdpbusd). The same integers and the same float steps per
+ * (row, token) as q45k_tile, so the result is bitwise the same. out[c][r], r < 32. (Q5_K this way was slower
+ * than its 16 × 8 tile: its fifth bits double the decoding work per vpdpbusd, docs/KERNELS.md.) */
+static void q4k_tile2x4(const uint8_t *p0, const uint8_t *p1, int64_t nsb, const QTok *tk,
+                           float out[][32]) {
+    const size_t SB = Q4K_P16_SB, at = 2048;
+    __m512 acc[2][4], accm[2][4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) acc[0][c] = acc[1][c] = accm[0][c] = accm[1][c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b[2] = {p0 + (size_t)sb * SB, p1 + (size_t)sb * SB};
+        __m512i S[2][4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) S[0][c] = S[1][c] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int j = 0; j < 4; j++) {
+            __m512i IA[2][4], IB[2][4];
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) IA[0][c] = IA[1][c] = IB[0][c] = IB[1][c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                __m512i lo[2], hi[2];
+#pragma GCC unroll 2
+                for (int p = 0; p < 2; p++) {
+                    const __m512i v = _mm512_loadu_si512(b[p] + 512 * j + 64 * m);
+                    lo[p] = _mm512_and_si512(v, m4);
+                    hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                }
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const int8_t *a = tk[c].qs + sb * QK_K + 64 * j + 4 * m;
+                    const __m512i al = bc32(a), ah = bc32(a + 32);
+                    IA[0][c] = _mm512_dpbusd_epi32(IA[0][c], lo[0], al);
+                    IA[1][c] = _mm512_dpbusd_epi32(IA[1][c], lo[1], al);
+                    IB[0][c] = _mm512_dpbusd_epi32(IB[0][c], hi[0], ah);
+                    IB[1][c] = _mm512_dpbusd_epi32(IB[1][c], hi[1], ah);
+                }
+            }
+#pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) {
+                const __m512i sa = u8x16(b[p] + at + 16 * (2 * j)), sbv = u8x16(b[p] + at + 16 * (2 * j + 1));
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++)
+                    S[p][c] = _mm512_add_epi32(S[p][c], _mm512_add_epi32(_mm512_mullo_epi32(IA[p][c], sa), _mm512_mullo_epi32(IB[p][c], sbv)));
+            }
+        }
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b[p] + at + 256)));
+            const __m512 dm16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b[p] + at + 288)));
+            __m512i M[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) M[c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                const __m512i mp = pairs16(b[p] + at + 128 + 32 * q, false);
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) M[c] = _mm512_dpwssd_epi32(M[c], mp, bsum32_pair(tk[c].bs + sb * 16, q));
+            }
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512 d8 = _mm512_set1_ps(tk[c].d[sb]);
+                acc[p][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[p][c]), _mm512_mul_ps(d16, d8), acc[p][c]);
+                accm[p][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[c]), _mm512_mul_ps(dm16, d8), accm[p][c]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++)
+        _mm512_storeu_ps(out[c], _mm512_sub_ps(acc[0][c], accm[0][c])), _mm512_storeu_ps(out[c] + 16, _mm512_sub_ps(acc[1][c], accm[1][c]));
+}
+
 /* Q6_K: one panel's nsb super-blocks with C tokens. Element 128h + 32r + 4m + i: low 4 bits from ql vector
  * 16h + 8(r & 1) + m (nibble r >> 1), high 2 bits from qh vector 8h + m (bits 2r); sub-block of 16 = 8h + 2r + m/4. */
 Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
@@ -162,9 +243,9 @@ Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
                 const __m512i q = q6k_codes((r >> 1) ? _mm512_srli_epi16(l, 4) : l, qh, r, m4, m30);
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
-                    const __m512i a = bc32(tk[c].qs + sb * QK_K + 128 * h + 32 * r + 4 * m);
-                    if (m < 4) I0[c] = _mm512_dpbusd_epi32(I0[c], q, a);
-                    else I1[c] = _mm512_dpbusd_epi32(I1[c], q, a);
+                    const int8_t *a = tk[c].qs + sb * QK_K + 128 * h + 32 * r + 4 * m;
+                    if (m < 4) I0[c] = dpbusd_bc(I0[c], q, a);
+                    else I1[c] = dpbusd_bc(I1[c], q, a);
                 }
             }
             const __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 3072 + 16 * (8 * h + 2 * r))));
@@ -289,7 +370,28 @@ void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_
     const uint32_t ty = j->w->type;
     const TileFn *tiles = ty == FMT_Q6_K ? q6k_tiles : ty == FMT_Q5_K ? q5k_tiles : q4k_tiles;
     const size_t panel_bytes = (size_t)nsb * (ty == FMT_Q6_K ? Q6K_P16_SB : ty == FMT_Q5_K ? Q5K_P16_SB : Q4K_P16_SB);
-    for (int64_t o = o0; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
+    int64_t o = o0;
+    if (ty == FMT_Q4_K && t1 - t0 >= 8) /* prefill: 32 rows × 4 tokens where two panels are left */
+        for (; o + 32 <= o1; o += 32) {
+            const uint8_t *p0 = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes, *p1 = p0 + panel_bytes;
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4) {
+                QTok tk[4];
+                for (int c = 0; c < 4; c++) tk[c] = q_tok(j, t + c);
+                float out[4][32];
+                q4k_tile2x4(p0, p1, nsb, tk, out);
+                for (int c = 0; c < 4; c++) memcpy(j->y + (t + c) * j->O + o, out[c], sizeof out[c]);
+            }
+            for (int h = 0; h < 2 && t < t1; h++) { /* the last 1-3 tokens: the 16-row tiles */
+                const int nc = (int)(t1 - t);
+                QTok tk[TILE_T];
+                for (int c = 0; c < nc; c++) tk[c] = q_tok(j, t + c);
+                float out[TILE_T][16];
+                tiles[nc](h ? p1 : p0, nsb, tk, out);
+                for (int c = 0; c < nc; c++) memcpy(j->y + (t + c) * j->O + o + 16 * h, out[c], sizeof out[c]);
+            }
+        }
+    for (; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
         const uint8_t *panel = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes;
         const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;
         for (int64_t t = t0; t < t1; t += TILE_T) {
