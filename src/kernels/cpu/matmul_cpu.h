@@ -157,7 +157,9 @@ typedef void (*MmActPrep)(MmActKind kind, int act_off, const float *x, int n, in
 extern const MmFormat mm_q8_0_avx2, mm_q8_0_avx512;
 /* Q4_K, Q5_K and Q6_K on P16 panels, the fast arithmetic (matmul_kpanel_avx512.c; their mm_*_avx512 hand these
  * matrices to it) */
-void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1);
+void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp);
+/* the tmp it needs for rows of K elements (two panels' decoded codes) */
+size_t mm_k_p16_tmp_bytes(int64_t K);
 /* DOT_FAST only: AVX2 from the file's layout; AVX-512 on P16 panels (mm_q8_0_dec_avx512 without them) */
 extern const MmFormat mm_q8_0_fast_avx2, mm_q8_0_fast_avx512, mm_q8_0_dec_avx512;
 extern const MmFormat mm_f32_avx2, mm_f32_avx512, mm_f16_avx2, mm_f16_avx512, mm_bf16_avx2, mm_bf16_avx512;

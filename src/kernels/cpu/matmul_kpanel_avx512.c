@@ -142,25 +142,72 @@ Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const 
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], _mm512_sub_ps(acc[c], accm[c]));
 }
 
-/* Q4_K with two adjacent panels (32 rows) and 4 tokens, for prefill: each activation broadcast feeds both
- * panels' vpdpbusd (the 16 × 8 tile loads one per vpdpbusd). The same integers and the same float steps per
- * (row, token) as q45k_tile, so the result is bitwise the same. out[c][r], r < 32. (Q5_K this way was slower
- * than its 16 × 8 tile: its fifth bits double the decoding work per vpdpbusd, docs/KERNELS.md.) */
-static void q4k_tile2x4(const uint8_t *p0, const uint8_t *p1, int64_t nsb, const QTok *tk,
-                           float out[][32]) {
-    const size_t SB = Q4K_P16_SB, at = 2048;
+/* ---- prefill on two panels × 4 tokens ----------------------------------------------------------------------
+ * Each activation broadcast feeds both panels' vpdpbusd (the 16 × 8 tiles load one per vpdpbusd). Q4_K reads its
+ * nibbles from the panels; Q5_K and Q6_K first decode the two panels' codes once per work item into tmp
+ * (dec_q5k / dec_q6k: one byte per element, vector e of a super-block = elements 4e … 4e+3 of the 16 rows) and
+ * then only load them: decoding their high bits inside a tile that serves 4 tokens cost as much as the
+ * products (Q5_K on the fly in this tile: ~370-400 GOP/s, below its 16 × 8 tile). The integers and the float
+ * steps per (row, token) are those of the 16 × 8 tiles, so the results are bitwise theirs. */
+
+#define DEC_SB 4096 /* decoded bytes per panel and super-block */
+
+/* Q5_K: one panel's super-blocks as codes (the steps of q45k_tile's q5 branch, stored) */
+static void dec_q5k(const uint8_t *panel, int64_t nsb, uint8_t *dst) {
+    const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = panel + (size_t)sb * Q5K_P16_SB;
+        uint8_t *d = dst + (size_t)sb * DEC_SB;
+        for (int j = 0; j < 4; j++)
+#pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                const __m512i v = _mm512_loadu_si512(b + 512 * j + 64 * m), h = _mm512_loadu_si512(b + 2048 + 64 * m);
+                const __m512i hl = _mm512_and_si512(j <= 2 ? _mm512_slli_epi16(h, 4 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 4), b4);
+                const __m512i hh = _mm512_and_si512(j <= 1 ? _mm512_slli_epi16(h, 3 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 3), b4);
+                _mm512_storeu_si512(d + 64 * (16 * j + m), _mm512_ternarylogic_epi32(v, hl, m4, 0xE4));
+                _mm512_storeu_si512(d + 64 * (16 * j + 8 + m), _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), hh, m4, 0xE4));
+            }
+    }
+}
+
+/* Q6_K: one panel's super-blocks as unsigned 6-bit codes (element 128h + 32r + 4m + i: q6k_codes of group r) */
+static void dec_q6k(const uint8_t *panel, int64_t nsb, uint8_t *dst) {
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b = panel + (size_t)sb * Q6K_P16_SB;
+        uint8_t *d = dst + (size_t)sb * DEC_SB;
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                const __m512i l0 = _mm512_loadu_si512(b + 64 * (16 * h + m)), l1 = _mm512_loadu_si512(b + 64 * (16 * h + 8 + m));
+                const __m512i qh = _mm512_loadu_si512(b + 2048 + 64 * (8 * h + m));
+                _mm512_storeu_si512(d + 64 * (32 * h + m), q6k_codes(l0, qh, 0, m4, m30));
+                _mm512_storeu_si512(d + 64 * (32 * h + 8 + m), q6k_codes(l1, qh, 1, m4, m30));
+                _mm512_storeu_si512(d + 64 * (32 * h + 16 + m), q6k_codes(_mm512_srli_epi16(l0, 4), qh, 2, m4, m30));
+                _mm512_storeu_si512(d + 64 * (32 * h + 24 + m), q6k_codes(_mm512_srli_epi16(l1, 4), qh, 3, m4, m30));
+            }
+    }
+}
+
+/* Q4_K (dec NULL: nibbles from the panels) or Q5_K (dec: the two panels' decoded codes, DEC_SB·nsb apart).
+ * out[c][r], r < 32. */
+Q_INLINE void q45k_tile2x4(const bool q5, const uint8_t *p0, const uint8_t *p1, const uint8_t *dec, int64_t nsb,
+                           const QTok *tk, float out[][32]) {
+    const size_t SB = q5 ? Q5K_P16_SB : Q4K_P16_SB, at = q5 ? 2560 : 2048; /* scales; mins +128, d +256, dmin +288 */
     __m512 acc[2][4], accm[2][4];
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) acc[0][c] = acc[1][c] = accm[0][c] = accm[1][c] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *b[2] = {p0 + (size_t)sb * SB, p1 + (size_t)sb * SB};
+        const uint8_t *dc[2] = {NULL, NULL};
+        if (q5) dc[0] = dec + (size_t)sb * DEC_SB, dc[1] = dc[0] + (size_t)nsb * DEC_SB;
         __m512i S[2][4];
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) S[0][c] = S[1][c] = _mm512_setzero_si512();
 #pragma GCC unroll 1
         for (int j = 0; j < 4; j++) {
-            __m512i IA[2][4], IB[2][4];
+            __m512i IA[2][4], IB[2][4]; /* sub-blocks 2j and 2j + 1 */
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) IA[0][c] = IA[1][c] = IB[0][c] = IB[1][c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -168,9 +215,14 @@ static void q4k_tile2x4(const uint8_t *p0, const uint8_t *p1, int64_t nsb, const
                 __m512i lo[2], hi[2];
 #pragma GCC unroll 2
                 for (int p = 0; p < 2; p++) {
-                    const __m512i v = _mm512_loadu_si512(b[p] + 512 * j + 64 * m);
-                    lo[p] = _mm512_and_si512(v, m4);
-                    hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    if (q5) {
+                        lo[p] = _mm512_loadu_si512(dc[p] + 64 * (16 * j + m));
+                        hi[p] = _mm512_loadu_si512(dc[p] + 64 * (16 * j + 8 + m));
+                    } else {
+                        const __m512i v = _mm512_loadu_si512(b[p] + 512 * j + 64 * m);
+                        lo[p] = _mm512_and_si512(v, m4);
+                        hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    }
                 }
 #pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) {
@@ -214,6 +266,76 @@ static void q4k_tile2x4(const uint8_t *p0, const uint8_t *p1, int64_t nsb, const
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++)
         _mm512_storeu_ps(out[c], _mm512_sub_ps(acc[0][c], accm[0][c])), _mm512_storeu_ps(out[c] + 16, _mm512_sub_ps(acc[1][c], accm[1][c]));
+}
+
+/* Q6_K from the two panels' decoded codes (dec, DEC_SB·nsb apart): sub-blocks of 16 taken in pairs (vectors
+ * 8pr … 8pr+3 and 8pr+4 … 8pr+7), the −32 offset through the bsums as in q6k_tile. out[c][r], r < 32. */
+static void q6k_tile2x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *dec, int64_t nsb, const QTok *tk,
+                        float out[][32]) {
+    __m512 acc[2][4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *b[2] = {p0 + (size_t)sb * Q6K_P16_SB, p1 + (size_t)sb * Q6K_P16_SB};
+        const uint8_t *dc[2] = {dec + (size_t)sb * DEC_SB, dec + (size_t)(nsb + sb) * DEC_SB};
+        __m512i S[2][4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) S[0][c] = S[1][c] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int pr = 0; pr < 8; pr++) {
+            __m512i I0[2][4], I1[2][4]; /* sub-blocks 2pr and 2pr + 1 */
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) I0[0][c] = I0[1][c] = I1[0][c] = I1[1][c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++) {
+                const __m512i w00 = _mm512_loadu_si512(dc[0] + 64 * (8 * pr + m)), w10 = _mm512_loadu_si512(dc[1] + 64 * (8 * pr + m));
+                const __m512i w01 = _mm512_loadu_si512(dc[0] + 64 * (8 * pr + 4 + m)), w11 = _mm512_loadu_si512(dc[1] + 64 * (8 * pr + 4 + m));
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const int8_t *a = tk[c].qs + sb * QK_K + 32 * pr + 4 * m;
+                    const __m512i a0 = bc32(a), a1 = bc32(a + 16);
+                    I0[0][c] = _mm512_dpbusd_epi32(I0[0][c], w00, a0);
+                    I0[1][c] = _mm512_dpbusd_epi32(I0[1][c], w10, a0);
+                    I1[0][c] = _mm512_dpbusd_epi32(I1[0][c], w01, a1);
+                    I1[1][c] = _mm512_dpbusd_epi32(I1[1][c], w11, a1);
+                }
+            }
+#pragma GCC unroll 2
+            for (int p = 0; p < 2; p++) {
+                const __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b[p] + 3072 + 16 * (2 * pr))));
+                const __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b[p] + 3072 + 16 * (2 * pr + 1))));
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++)
+                    S[p][c] = _mm512_add_epi32(S[p][c], _mm512_add_epi32(_mm512_mullo_epi32(I0[p][c], s0), _mm512_mullo_epi32(I1[p][c], s1)));
+            }
+        }
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b[p] + 3328)));
+            __m512i M[4]; /* Σ sc·bsums, the -32 offset's share */
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) M[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) {
+                const __m512i sp = pairs16(b[p] + 3072 + 32 * q, true);
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) M[c] = _mm512_dpwssd_epi32(M[c], sp, bc32(tk[c].bs + sb * 16 + 2 * q));
+            }
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512i tot = _mm512_sub_epi32(S[p][c], _mm512_slli_epi32(M[c], 5));
+                acc[p][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(d16, _mm512_set1_ps(tk[c].d[sb])), acc[p][c]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) _mm512_storeu_ps(out[c], acc[0][c]), _mm512_storeu_ps(out[c] + 16, acc[1][c]);
+}
+static void q4k_tile2x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *dec, int64_t nsb, const QTok *tk, float out[][32]) {
+    q45k_tile2x4(false, p0, p1, dec, nsb, tk, out);
+}
+static void q5k_tile2x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *dec, int64_t nsb, const QTok *tk, float out[][32]) {
+    q45k_tile2x4(true, p0, p1, dec, nsb, tk, out);
 }
 
 /* Q6_K: one panel's nsb super-blocks with C tokens. Element 128h + 32r + 4m + i: low 4 bits from ql vector
@@ -365,21 +487,27 @@ static const TileFn q4k_tiles[TILE_T + 1] = {NULL, q4k1_1, q4k2_1, q4k3_0, q4k4_
 static const TileFn q5k_tiles[TILE_T + 1] = {NULL, q5k1_1, q5k2_1, q5k3_0, q5k4_0, q5k5_0, q5k6_0, q5k7_0, q5k8_0};
 static const TileFn q6k_tiles[TILE_T + 1] = {NULL, q6k1_1, q6k2_1, q6k3_0, q6k4_0, q6k5_0, q6k6_0, q6k7_0, q6k8_0};
 
-void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
+size_t mm_k_p16_tmp_bytes(int64_t K) { return 2 * (size_t)(K / QK_K) * DEC_SB; }
+
+void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
     const int64_t nsb = j->K / QK_K;
     const uint32_t ty = j->w->type;
     const TileFn *tiles = ty == FMT_Q6_K ? q6k_tiles : ty == FMT_Q5_K ? q5k_tiles : q4k_tiles;
     const size_t panel_bytes = (size_t)nsb * (ty == FMT_Q6_K ? Q6K_P16_SB : ty == FMT_Q5_K ? Q5K_P16_SB : Q4K_P16_SB);
     int64_t o = o0;
-    if (ty == FMT_Q4_K && t1 - t0 >= 8) /* prefill: 32 rows × 4 tokens where two panels are left */
+    if (t1 - t0 >= 8) /* prefill: 32 rows × 4 tokens where two panels are left */
         for (; o + 32 <= o1; o += 32) {
             const uint8_t *p0 = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes, *p1 = p0 + panel_bytes;
+            if (ty == FMT_Q5_K) dec_q5k(p0, nsb, tmp), dec_q5k(p1, nsb, tmp + (size_t)nsb * DEC_SB);
+            if (ty == FMT_Q6_K) dec_q6k(p0, nsb, tmp), dec_q6k(p1, nsb, tmp + (size_t)nsb * DEC_SB);
+            void (*const tile2x4)(const uint8_t *, const uint8_t *, const uint8_t *, int64_t, const QTok *, float (*)[32]) =
+                ty == FMT_Q6_K ? q6k_tile2x4 : ty == FMT_Q5_K ? q5k_tile2x4 : q4k_tile2x4;
             int64_t t = t0;
             for (; t + 4 <= t1; t += 4) {
                 QTok tk[4];
                 for (int c = 0; c < 4; c++) tk[c] = q_tok(j, t + c);
                 float out[4][32];
-                q4k_tile2x4(p0, p1, nsb, tk, out);
+                tile2x4(p0, p1, tmp, nsb, tk, out);
                 for (int c = 0; c < 4; c++) memcpy(j->y + (t + c) * j->O + o, out[c], sizeof out[c]);
             }
             for (int h = 0; h < 2 && t < t1; h++) { /* the last 1-3 tokens: the 16-row tiles */

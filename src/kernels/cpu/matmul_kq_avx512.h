@@ -243,7 +243,11 @@ KQ_INLINE int32_t *kt_mp(const KTile *t, int64_t sb) { return (int32_t *)(t->bas
 KQ_INLINE float *kt_d(const KTile *t, int64_t sb) { return (float *)(t->base + (size_t)sb * KT_SB_BYTES + 5632); }
 KQ_INLINE float *kt_dmin(const KTile *t, int64_t sb) { return (float *)(t->base + (size_t)sb * KT_SB_BYTES + 5696); }
 
-static inline size_t kq_tmp_bytes(int64_t K) { return (size_t)(K / QK_K) * KT_SB_BYTES + 256; }
+/* a decoded 16-row tile, or the P16 kernels' two decoded panels (mm_k_p16_tmp_bytes), whichever is larger */
+static inline size_t kq_tmp_bytes(int64_t K) {
+    const size_t tile = (size_t)(K / QK_K) * KT_SB_BYTES + 256, p16 = mm_k_p16_tmp_bytes(K);
+    return tile > p16 ? tile : p16;
+}
 
 /* 16×16 int32 transpose: out[c] lane r = in[r] lane c */
 KQ_INLINE void kq_transpose16(__m512i *r) {
@@ -682,7 +686,7 @@ KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int6
     static void compute_##NAME(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {   \
         if (((KIND) == K_Q4 || (KIND) == K_Q5 || (KIND) == K_Q6) && j->w->pack_kind == PACK_P16 && j->path == DOT_FAST) \
         { /* panels */                                                                                            \
-            mm_k_p16_compute(j, o0, o1, t0, t1);                                                                 \
+            mm_k_p16_compute(j, o0, o1, t0, t1, tmp);                                                            \
             return;                                                                                               \
         }                                                                                                         \
         const int span = SPAN_OF(j->path);                                                                        \

@@ -22,8 +22,8 @@ size_t ops_scratch_bytes(int64_t rows, int64_t cols, int n_threads) {
     /* quantized activations: at most 4 bytes per element for any partner, plus 256 per row for the fast
      * kernels' section alignment and 7 rows for their padding to octets of tokens (kernels/cpu/
      * matmul_cpu.h); per thread, one F32 row here or the fast
-     * kernels' decoded weight tiles (≤ 24 bytes per element + 4 KiB) */
-    return ALIGN64((size_t)(rows + 7) * ((size_t)cols * 4 + 256) + 64) + (size_t)n_threads * ALIGN64((size_t)cols * 24 + 4096) + 64;
+     * kernels' decoded weight tiles (≤ 32 bytes per element + 4 KiB: two 16-row panels of K-quant codes) */
+    return ALIGN64((size_t)(rows + 7) * ((size_t)cols * 4 + 256) + 64) + (size_t)n_threads * ALIGN64((size_t)cols * 32 + 4096) + 64;
 }
 
 typedef struct MatJob {
