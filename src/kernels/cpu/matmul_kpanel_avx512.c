@@ -22,7 +22,9 @@
 
 #define Q_INLINE static inline __attribute__((always_inline))
 #define TILE_T 8          /* tokens per tile */
-#define PF_BYTES 8192     /* decode's software prefetch distance */
+/* decode's software prefetch distance: without it b2's tg64 fell from 58-66 to 35 t/s on one thread, 2-16 KiB
+ * within the noise (2026-12-02; the Q8_0 GEMV is faster without one, matmul_q8_0p_avx512.c) */
+#define PF_BYTES 8192
 
 typedef struct QTok {
     const int8_t *qs;

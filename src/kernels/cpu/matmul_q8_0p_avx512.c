@@ -19,7 +19,6 @@
 
 #define P_INLINE static inline __attribute__((always_inline))
 #define TILE_T 8 /* tokens per GEMM tile */
-#define PF_BYTES 8192 /* decode's software prefetch distance */
 
 typedef struct PTok {
     const int8_t *qs;
@@ -46,9 +45,9 @@ P_INLINE void panel_tile(const uint8_t *q, int64_t nb, const PTok *tk, const int
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *qb = q + q8p16_q(i);
-        if (C <= 2) /* decode streams the panels from memory: 544 bytes a block, PF_BYTES ahead (the next panel's
-                     * too: they follow each other) */
-            for (int k = 0; k < 9; k++) _mm_prefetch((const char *)q + 544 * i + PF_BYTES + 64 * k, _MM_HINT_T0);
+        /* decode streams the panels from memory with no software prefetch: the hardware's alone was faster on
+         * this machine (b1 tg128 1 thread 28-33 -> 33-39 t/s, 2 threads 51-57 -> 58-70, alternating; a 2 KiB
+         * distance in between; the K-quant GEMVs need theirs, matmul_kpanel_avx512.c) */
         __m512i S[TILE_T];
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) S[c] = _mm512_set1_epi32(tk[c].corr32[i]);
