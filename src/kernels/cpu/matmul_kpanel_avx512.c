@@ -74,6 +74,16 @@ Q_INLINE __m512i q6k_codes(__m512i lo, __m512i qh, int r, __m512i m4, __m512i m3
     return _mm512_ternarylogic_epi32(lo, hi, m4, 0xE4); /* m4 ? lo : hi */
 }
 
+/* Q5_K's codes from the nibble vector v of sub-blocks 2j (low nibbles) and 2j+1 (high) and the qh vector h: bit 4
+ * of each byte from h (bit 2j / 2j+1 moved there: a 16-bit shift, and the bits it carries across bytes land
+ * outside bit 4), bits 0-3 from the nibble: vpternlogd. m4 = 15s, b4 = 16s */
+Q_INLINE void q5k_codes(__m512i v, __m512i h, int j, __m512i m4, __m512i b4, __m512i *lo, __m512i *hi) {
+    const __m512i hl = _mm512_and_si512(j <= 2 ? _mm512_slli_epi16(h, 4 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 4), b4);
+    const __m512i hh = _mm512_and_si512(j <= 1 ? _mm512_slli_epi16(h, 3 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 3), b4);
+    *lo = _mm512_ternarylogic_epi32(v, hl, m4, 0xE4); /* m4 ? v : hl */
+    *hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), hh, m4, 0xE4);
+}
+
 /* Q4_K (q5 false) or Q5_K: one panel's nsb super-blocks with C tokens: out[c][r]. Q5_K's fifth bits come from its
  * qh vector m: bit 2j for the low nibbles' elements, 2j+1 for the high ones'. */
 Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf,
@@ -99,14 +109,9 @@ Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const 
             for (int m = 0; m < 8; m++) {
                 const __m512i v = _mm512_loadu_si512(b + 512 * j + 64 * m);
                 __m512i lo, hi;
-                if (q5) { /* bit 4 of each byte from h (bit 2j / 2j+1 moved there: a 16-bit shift, and the bits it
-                           * carries across bytes land outside bit 4), bits 0-3 from the nibble: vpternlogd */
-                    const __m512i h = _mm512_loadu_si512(b + 2048 + 64 * m);
-                    const __m512i hl = _mm512_and_si512(j <= 2 ? _mm512_slli_epi16(h, 4 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 4), b4);
-                    const __m512i hh = _mm512_and_si512(j <= 1 ? _mm512_slli_epi16(h, 3 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 3), b4);
-                    lo = _mm512_ternarylogic_epi32(v, hl, m4, 0xE4); /* m4 ? v : hl */
-                    hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), hh, m4, 0xE4);
-                } else {
+                if (q5)
+                    q5k_codes(v, _mm512_loadu_si512(b + 2048 + 64 * m), j, m4, b4, &lo, &hi);
+                else {
                     lo = _mm512_and_si512(v, m4);
                     hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 }
@@ -154,7 +159,7 @@ Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const 
 
 #define DEC_SB 4096 /* decoded bytes per panel and super-block */
 
-/* Q5_K: one panel's super-blocks as codes (the steps of q45k_tile's q5 branch, stored) */
+/* Q5_K: one panel's super-blocks as codes (q5k_codes, stored) */
 static void dec_q5k(const uint8_t *panel, int64_t nsb, uint8_t *dst) {
     const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -163,11 +168,10 @@ static void dec_q5k(const uint8_t *panel, int64_t nsb, uint8_t *dst) {
         for (int j = 0; j < 4; j++)
 #pragma GCC unroll 8
             for (int m = 0; m < 8; m++) {
-                const __m512i v = _mm512_loadu_si512(b + 512 * j + 64 * m), h = _mm512_loadu_si512(b + 2048 + 64 * m);
-                const __m512i hl = _mm512_and_si512(j <= 2 ? _mm512_slli_epi16(h, 4 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 4), b4);
-                const __m512i hh = _mm512_and_si512(j <= 1 ? _mm512_slli_epi16(h, 3 - 2 * j) : _mm512_srli_epi16(h, 2 * j - 3), b4);
-                _mm512_storeu_si512(d + 64 * (16 * j + m), _mm512_ternarylogic_epi32(v, hl, m4, 0xE4));
-                _mm512_storeu_si512(d + 64 * (16 * j + 8 + m), _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), hh, m4, 0xE4));
+                __m512i lo, hi;
+                q5k_codes(_mm512_loadu_si512(b + 512 * j + 64 * m), _mm512_loadu_si512(b + 2048 + 64 * m), j, m4, b4, &lo, &hi);
+                _mm512_storeu_si512(d + 64 * (16 * j + m), lo);
+                _mm512_storeu_si512(d + 64 * (16 * j + 8 + m), hi);
             }
     }
 }
@@ -191,6 +195,20 @@ static void dec_q6k(const uint8_t *panel, int64_t nsb, uint8_t *dst) {
     }
 }
 
+/* One token's step of a 32 × 4 tile: two sub-blocks' weight vectors of both panels (x: the first sub-block's,
+ * y: the second's; [panel]) times the token's 4 activations of each (ax, ay) */
+Q_INLINE void dp2x2(__m512i X[2], __m512i Y[2], const __m512i x[2], const __m512i y[2], __m512i ax, __m512i ay) {
+    X[0] = _mm512_dpbusd_epi32(X[0], x[0], ax);
+    X[1] = _mm512_dpbusd_epi32(X[1], x[1], ax);
+    Y[0] = _mm512_dpbusd_epi32(Y[0], y[0], ay);
+    Y[1] = _mm512_dpbusd_epi32(Y[1], y[1], ay);
+}
+
+/* S + X·sx + Y·sy: two sub-blocks' totals by the 16 rows' scales */
+Q_INLINE __m512i add_scaled2(__m512i S, __m512i X, __m512i sx, __m512i Y, __m512i sy) {
+    return _mm512_add_epi32(S, _mm512_add_epi32(_mm512_mullo_epi32(X, sx), _mm512_mullo_epi32(Y, sy)));
+}
+
 /* Q4_K (dec NULL: nibbles from the panels) or Q5_K (dec: the two panels' decoded codes, DEC_SB·nsb apart).
  * out[c][r], r < 32. */
 Q_INLINE void q45k_tile2x4(const bool q5, const uint8_t *p0, const uint8_t *p1, const uint8_t *dec, int64_t nsb,
@@ -209,9 +227,9 @@ Q_INLINE void q45k_tile2x4(const bool q5, const uint8_t *p0, const uint8_t *p1, 
         for (int c = 0; c < 4; c++) S[0][c] = S[1][c] = _mm512_setzero_si512();
 #pragma GCC unroll 1
         for (int j = 0; j < 4; j++) {
-            __m512i IA[2][4], IB[2][4]; /* sub-blocks 2j and 2j + 1 */
+            __m512i IA[4][2], IB[4][2]; /* [token][panel]: sub-blocks 2j and 2j + 1 */
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) IA[0][c] = IA[1][c] = IB[0][c] = IB[1][c] = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) IA[c][0] = IA[c][1] = IB[c][0] = IB[c][1] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int m = 0; m < 8; m++) {
                 __m512i lo[2], hi[2];
@@ -229,11 +247,7 @@ Q_INLINE void q45k_tile2x4(const bool q5, const uint8_t *p0, const uint8_t *p1, 
 #pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) {
                     const int8_t *a = tk[c].qs + sb * QK_K + 64 * j + 4 * m;
-                    const __m512i al = bc32(a), ah = bc32(a + 32);
-                    IA[0][c] = _mm512_dpbusd_epi32(IA[0][c], lo[0], al);
-                    IA[1][c] = _mm512_dpbusd_epi32(IA[1][c], lo[1], al);
-                    IB[0][c] = _mm512_dpbusd_epi32(IB[0][c], hi[0], ah);
-                    IB[1][c] = _mm512_dpbusd_epi32(IB[1][c], hi[1], ah);
+                    dp2x2(IA[c], IB[c], lo, hi, bc32(a), bc32(a + 32));
                 }
             }
 #pragma GCC unroll 2
@@ -241,7 +255,7 @@ Q_INLINE void q45k_tile2x4(const bool q5, const uint8_t *p0, const uint8_t *p1, 
                 const __m512i sa = u8x16(b[p] + at + 16 * (2 * j)), sbv = u8x16(b[p] + at + 16 * (2 * j + 1));
 #pragma GCC unroll 4
                 for (int c = 0; c < 4; c++)
-                    S[p][c] = _mm512_add_epi32(S[p][c], _mm512_add_epi32(_mm512_mullo_epi32(IA[p][c], sa), _mm512_mullo_epi32(IB[p][c], sbv)));
+                    S[p][c] = add_scaled2(S[p][c], IA[c][p], sa, IB[c][p], sbv);
             }
         }
 #pragma GCC unroll 2
@@ -285,21 +299,17 @@ static void q6k_tile2x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *dec
         for (int c = 0; c < 4; c++) S[0][c] = S[1][c] = _mm512_setzero_si512();
 #pragma GCC unroll 1
         for (int pr = 0; pr < 8; pr++) {
-            __m512i I0[2][4], I1[2][4]; /* sub-blocks 2pr and 2pr + 1 */
+            __m512i I0[4][2], I1[4][2]; /* [token][panel]: sub-blocks 2pr and 2pr + 1 */
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) I0[0][c] = I0[1][c] = I1[0][c] = I1[1][c] = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) I0[c][0] = I0[c][1] = I1[c][0] = I1[c][1] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int m = 0; m < 4; m++) {
-                const __m512i w00 = _mm512_loadu_si512(dc[0] + 64 * (8 * pr + m)), w10 = _mm512_loadu_si512(dc[1] + 64 * (8 * pr + m));
-                const __m512i w01 = _mm512_loadu_si512(dc[0] + 64 * (8 * pr + 4 + m)), w11 = _mm512_loadu_si512(dc[1] + 64 * (8 * pr + 4 + m));
+                const __m512i w0[2] = {_mm512_loadu_si512(dc[0] + 64 * (8 * pr + m)), _mm512_loadu_si512(dc[1] + 64 * (8 * pr + m))};
+                const __m512i w1[2] = {_mm512_loadu_si512(dc[0] + 64 * (8 * pr + 4 + m)), _mm512_loadu_si512(dc[1] + 64 * (8 * pr + 4 + m))};
 #pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) {
                     const int8_t *a = tk[c].qs + sb * QK_K + 32 * pr + 4 * m;
-                    const __m512i a0 = bc32(a), a1 = bc32(a + 16);
-                    I0[0][c] = _mm512_dpbusd_epi32(I0[0][c], w00, a0);
-                    I0[1][c] = _mm512_dpbusd_epi32(I0[1][c], w10, a0);
-                    I1[0][c] = _mm512_dpbusd_epi32(I1[0][c], w01, a1);
-                    I1[1][c] = _mm512_dpbusd_epi32(I1[1][c], w11, a1);
+                    dp2x2(I0[c], I1[c], w0, w1, bc32(a), bc32(a + 16));
                 }
             }
 #pragma GCC unroll 2
@@ -308,7 +318,7 @@ static void q6k_tile2x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *dec
                 const __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b[p] + 3072 + 16 * (2 * pr + 1))));
 #pragma GCC unroll 4
                 for (int c = 0; c < 4; c++)
-                    S[p][c] = _mm512_add_epi32(S[p][c], _mm512_add_epi32(_mm512_mullo_epi32(I0[p][c], s0), _mm512_mullo_epi32(I1[p][c], s1)));
+                    S[p][c] = add_scaled2(S[p][c], I0[c][p], s0, I1[c][p], s1);
             }
         }
 #pragma GCC unroll 2
