@@ -519,11 +519,248 @@ static void iq2xxs_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0,
  * without it the row kernel below KQ_GEMM_MIN_T. */
 static int iq2xxs_fast_rows_t(void) { return vbmi_ready() ? 2 : KQ_GEMM_MIN_T; }
 
+/* IQ3_XXS and IQ3_S with AVX512_VBMI, the same scheme as IQ2_XXS's: each grid row (4 magnitudes of at most 8
+ * values) as a 12-bit code of 3-bit level numbers (low and high byte tables, looked up 64 indices at a time by
+ * vpermi2b over 128-entry quarters, the index's top bits choosing); per 4-element group of 16 rows (one tile vector)
+ * the rows' codes into dwords (vpermi2b), the 4 levels into bytes (vpmultishiftqb: the level tables repeat every 8
+ * entries, so the bits above a level do not matter), the group's half of its sign byte into a mask (vpermb,
+ * vptestmb) and 128 ± magnitude (vpermb). Super-block sb of 16 rows: the 64 index bytes transposed as dwords
+ * (v[2s + h]: the indices of groups 4h … 4h + 3 of sub-block s) and the rest of the block likewise (w). Same
+ * integers and float steps as the per-row kernel. */
+typedef struct Vb3Tabs {
+    uint8_t lo[512], hi[512]; /* the 12-bit level code of each grid row, low and high byte */
+    uint8_t pos[64], neg[64]; /* level (x mod 8) → 128 + magnitude, 128 − magnitude */
+    bool ok;                  /* the grid holds at most 8 magnitudes, each < 128 */
+} Vb3Tabs;
+static Vb3Tabs vb3_xxs __attribute__((aligned(64))), vb3_s __attribute__((aligned(64)));
+static pthread_once_t vb3_once = PTHREAD_ONCE_INIT;
+
+static void vb3_build(Vb3Tabs *t, const uint32_t *grid, int n) {
+    uint8_t mag[8] = {0};
+    int nm = 0;
+    bool ok = true;
+    for (int e = 0; e < n; e++) {
+        unsigned code = 0;
+        for (int i = 0; i < 4; i++) {
+            const uint8_t v = (uint8_t)(grid[e] >> (8 * i));
+            int l = 0;
+            while (l < nm && mag[l] != v) l++;
+            if (l == nm) {
+                if (nm == 8 || v > 127) {
+                    ok = false;
+                    l = 0;
+                } else
+                    mag[nm++] = v;
+            }
+            code |= (unsigned)l << (3 * i);
+        }
+        t->lo[e] = (uint8_t)code, t->hi[e] = (uint8_t)(code >> 8);
+    }
+    for (int x = 0; x < 64; x++) t->pos[x] = (uint8_t)(128 + mag[x & 7]), t->neg[x] = (uint8_t)(128 - mag[x & 7]);
+    t->ok = ok;
+}
+static void vb3_init(void) {
+    vb3_build(&vb3_xxs, iq3xxs_grid, 256);
+    vb3_build(&vb3_s, iq3s_grid, 512);
+}
+
+typedef struct Vb3Const {
+    __m512i lo[8], hi[8], pos, neg, ks0, ks1; /* the tables (IQ3_XXS: lo[0..3], hi[0..3]) */
+    __m512i cbase, sbase, step, lsh, sb0, sb1, fctl;
+} Vb3Const;
+
+VB_INLINE void vb3_const(Vb3Const *k, const Vb3Tabs *tb, int n) {
+    for (int i = 0; i < n / 64; i++) k->lo[i] = _mm512_load_si512(tb->lo + 64 * i), k->hi[i] = _mm512_load_si512(tb->hi + 64 * i);
+    k->pos = _mm512_load_si512(tb->pos), k->neg = _mm512_load_si512(tb->neg);
+    k->ks0 = _mm512_loadu_si512(ksigns_iq2xs), k->ks1 = _mm512_loadu_si512(ksigns_iq2xs + 64);
+    /* every byte of dword r: 4r (+ the group or the byte wanted); byte 1 of a code index: the high table (+ 64) */
+    k->sbase = _mm512_set_epi32(60 * 0x01010101, 56 * 0x01010101, 52 * 0x01010101, 48 * 0x01010101, 44 * 0x01010101,
+                                40 * 0x01010101, 36 * 0x01010101, 32 * 0x01010101, 28 * 0x01010101, 24 * 0x01010101,
+                                20 * 0x01010101, 16 * 0x01010101, 12 * 0x01010101, 8 * 0x01010101, 4 * 0x01010101, 0);
+    k->cbase = _mm512_add_epi8(_mm512_set1_epi32(0x00004000), k->sbase);
+    k->step = _mm512_set1_epi32(0x01010101);
+    k->lsh = _mm512_set1_epi64(0x2926232009060300); /* byte j of a qword: bit 32·(j / 4) + 3·(j % 4) */
+    k->sb0 = _mm512_set1_epi32(0x08040201), k->sb1 = _mm512_set1_epi32((int)0x80402010u);
+    k->fctl = _mm512_set1_epi64(0x352e2720150e0700);
+}
+
+/* dword r of x: byte b of dword r of x in all four bytes */
+VB_INLINE __m512i vb3_byte(const Vb3Const *k, __m512i x, int b) {
+    return _mm512_permutexvar_epi8(_mm512_add_epi8(k->sbase, _mm512_set1_epi8((char)b)), x);
+}
+
+/* The 8 tile vectors of a sub-block from its codes (lo[h], hi[h]: groups 4h … 4h + 3, byte 4r + i) and its sign
+ * bytes (dword r: row r's four, byte l for elements 8l … 8l + 7) */
+VB_INLINE void vb3_groups(const Vb3Const *k, const __m512i lo[2], const __m512i hi[2], __m512i sg, __m512i q[8]) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m512i ci = k->cbase;
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m512i sgn = vb3_byte(k, sg, 2 * h + p);
+#pragma GCC unroll 2
+            for (int e = 0; e < 2; e++) {
+                const __m512i lv = _mm512_multishift_epi64_epi8(k->lsh, _mm512_permutex2var_epi8(lo[h], ci, hi[h]));
+                const __mmask64 n = _mm512_test_epi8_mask(sgn, e ? k->sb1 : k->sb0);
+                q[4 * h + 2 * p + e] = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv, k->pos), n, lv, k->neg);
+                ci = _mm512_add_epi8(ci, k->step);
+            }
+        }
+    }
+}
+
+/* IQ3_XXS (98-byte blocks: d, 64 index bytes, 8 sign / scale words) */
+VB_INLINE void vb3x_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512 *d) {
+    uint16_t dh[16];
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *b = row[r] + sb * 98;
+        v[r] = _mm512_loadu_si512(b + 2);
+        w[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(b + 66)));
+        memcpy(&dh[r], b, 2);
+    }
+    kq_transpose16(v);
+    kq_transpose16(w);
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+}
+/* sub-block s: its tile vectors and scales (dword r: row r's) */
+VB_INLINE __m512i vb3x_sub(const Vb3Const *k, const __m512i *v, const __m512i *w, int s, __m512i q[8]) {
+    __m512i lo[2], hi[2];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i ix = v[2 * s + h];
+        const __mmask64 top = _mm512_movepi8_mask(ix);
+        lo[h] = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo[0], ix, k->lo[1]), _mm512_permutex2var_epi8(k->lo[2], ix, k->lo[3]));
+        hi[h] = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi[0], ix, k->hi[1]), _mm512_permutex2var_epi8(k->hi[2], ix, k->hi[3]));
+    }
+    vb3_groups(k, lo, hi, _mm512_permutex2var_epi8(k->ks0, _mm512_multishift_epi64_epi8(k->fctl, w[s]), k->ks1), q);
+    return _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(w[s], 28), 1), _mm512_set1_epi32(1));
+}
+
+/* IQ3_S (110-byte blocks: d, 64 index bytes, 8 bytes of their 9th bits, 32 sign bytes, 4 scale bytes): w[0..1] the
+ * high bits, w[2 + s] sub-block s's signs, w[10] the scales */
+VB_INLINE void vb3s_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512 *d) {
+    uint16_t dh[16];
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *b = row[r] + sb * 110;
+        v[r] = _mm512_loadu_si512(b + 2);
+        w[r] = _mm512_maskz_loadu_epi8((__mmask64)0xfffffffffffull, b + 66); /* 44 bytes: no read past the block */
+        memcpy(&dh[r], b, 2);
+    }
+    kq_transpose16(v);
+    kq_transpose16(w);
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+}
+VB_INLINE __m512i vb3s_sub(const Vb3Const *k, const __m512i *v, const __m512i *w, int s, __m512i q[8]) {
+    __m512i lo[2], hi[2];
+    const __m512i qh = vb3_byte(k, w[s / 4], s % 4); /* the 9th bits of the sub-block's 8 groups */
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i ix = v[2 * s + h];
+        const __mmask64 top = _mm512_movepi8_mask(ix), b8 = _mm512_test_epi8_mask(qh, h ? k->sb1 : k->sb0);
+        lo[h] = _mm512_mask_blend_epi8(
+            b8, _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo[0], ix, k->lo[1]), _mm512_permutex2var_epi8(k->lo[2], ix, k->lo[3])),
+            _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo[4], ix, k->lo[5]), _mm512_permutex2var_epi8(k->lo[6], ix, k->lo[7])));
+        hi[h] = _mm512_mask_blend_epi8(
+            b8, _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi[0], ix, k->hi[1]), _mm512_permutex2var_epi8(k->hi[2], ix, k->hi[3])),
+            _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi[4], ix, k->hi[5]), _mm512_permutex2var_epi8(k->hi[6], ix, k->hi[7])));
+    }
+    vb3_groups(k, lo, hi, w[2 + s], q);
+    const __m512i nib = _mm512_and_si512(_mm512_srli_epi32(w[10], 4 * s), _mm512_set1_epi32(15));
+    return _mm512_or_si512(_mm512_slli_epi32(nib, 1), _mm512_set1_epi32(1));
+}
+
+/* the 16 row pointers of rows o … o + nr − 1, the last repeated */
+KQ_INLINE void vb_rows(const MmJob *j, int64_t o, int nr, const uint8_t *row[16]) {
+    for (int r = 0; r < 16; r++) row[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
+}
+
+/* A format's tile decoder and decode GEMV (iq2xxs_vbmi_gemv's integers and float steps); DFAC: d's factor */
+#define VB3_KERNELS(NAME, TABS, N, BYTES, LOAD, SUB, DFAC)                                                          \
+    VB_TARGET static void NAME##_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {       \
+        Vb3Const k;                                                                                                 \
+        vb3_const(&k, &TABS, N);                                                                                    \
+        const uint8_t *row[16];                                                                                     \
+        vb_rows(j, o, nr, row);                                                                                     \
+        for (int64_t sb = 0; sb < nsb; sb++) {                                                                      \
+            __m512i v[16], w[16];                                                                                   \
+            __m512 d;                                                                                               \
+            LOAD(row, sb, v, w, &d);                                                                                \
+            uint8_t *q = kt_q(tl, sb);                                                                              \
+            int32_t *sc = kt_sc(tl, sb);                                                                            \
+            for (int s = 0; s < 8; s++) {                                                                           \
+                __m512i qv[8];                                                                                      \
+                const __m512i scv = SUB(&k, v, w, s, qv);                                                           \
+                _mm512_store_si512(sc + 16 * (2 * s), scv);                                                         \
+                _mm512_store_si512(sc + 16 * (2 * s + 1), scv);                                                     \
+                for (int g = 0; g < 8; g++) _mm512_store_si512(q + 64 * (8 * s + g), qv[g]);                        \
+            }                                                                                                       \
+            int32_t *mp = kt_mp(tl, sb);                                                                            \
+            for (int i = 0; i < 8; i++) _mm512_store_si512(mp + 16 * i, _mm512_setzero_si512());                   \
+            _mm512_store_ps(kt_d(tl, sb), d);                                                                       \
+            _mm512_store_ps(kt_dmin(tl, sb), _mm512_mul_ps(d, _mm512_set1_ps(DFAC)));                               \
+        }                                                                                                           \
+    }                                                                                                               \
+    VB_TARGET static void NAME##_vbmi_gemv(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {                     \
+        Vb3Const k;                                                                                                 \
+        vb3_const(&k, &TABS, N);                                                                                    \
+        const int64_t nsb = j->K / QK_K;                                                                            \
+        const KTok tk = kq_tok(j, t);                                                                               \
+        for (int64_t o = o0; o < o1; o += 16) {                                                                     \
+            const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;                                                        \
+            const uint8_t *row[16];                                                                                 \
+            vb_rows(j, o, nr, row);                                                                                 \
+            const uint8_t *next = mm_w_row(j, o) + 16 * j->w->row_bytes;                                            \
+            __m512 acc = _mm512_setzero_ps();                                                                       \
+            for (int64_t sb = 0; sb < nsb; sb++) {                                                                  \
+                for (int l = 0; l < 16 * (BYTES); l += 64) _mm_prefetch((const char *)next + sb * 16 * (BYTES) + l, _MM_HINT_T0); \
+                __m512i v[16], w[16];                                                                               \
+                __m512 d;                                                                                           \
+                LOAD(row, sb, v, w, &d);                                                                            \
+                const int8_t *a = tk.qs + sb * QK_K;                                                                \
+                const int32_t *cr = tk.corr16 + sb * 16;                                                            \
+                __m512i S = _mm512_setzero_si512();                                                                 \
+                for (int s = 0; s < 8; s++) {                                                                       \
+                    __m512i qv[8];                                                                                  \
+                    const __m512i scv = SUB(&k, v, w, s, qv);                                                       \
+                    __m512i I = _mm512_set1_epi32(cr[2 * s] + cr[2 * s + 1]);                                       \
+                    for (int g = 0; g < 8; g++) I = _mm512_dpbusd_epi32(I, qv[g], kq_bcast32(a + 32 * s + 4 * g));  \
+                    S = _mm512_add_epi32(S, _mm512_mullo_epi32(I, scv));                                            \
+                }                                                                                                   \
+                const __m512 dw = _mm512_mul_ps(d, _mm512_set1_ps(DFAC));                                           \
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(dw, _mm512_set1_ps(tk.d[sb])), acc);     \
+            }                                                                                                       \
+            float out[16];                                                                                          \
+            _mm512_storeu_ps(out, acc);                                                                             \
+            for (int r = 0; r < nr; r++) j->y[t * j->O + o + r] = out[r];                                           \
+        }                                                                                                           \
+    }                                                                                                               \
+    static bool NAME##_ready(void) {                                                                                \
+        if (!mm_vbmi()) return false;                                                                               \
+        pthread_once(&vb3_once, vb3_init);                                                                          \
+        return TABS.ok;                                                                                             \
+    }                                                                                                               \
+    static bool NAME##_tile_dec(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {                  \
+        if (!NAME##_ready()) return false;                                                                          \
+        NAME##_vbmi_tile(j, o, nr, nsb, tl);                                                                        \
+        return true;                                                                                                \
+    }                                                                                                               \
+    /* only called when NAME##_fast_rows_t() > 0, i.e. with VBMI */                                                 \
+    static void NAME##_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, int span) {        \
+        (void)span;                                                                                                 \
+        for (int64_t t = t0; t < t1; t++) NAME##_vbmi_gemv(j, o0, o1, t);                                           \
+    }                                                                                                               \
+    /* with VBMI the GEMV for one token, the tiles from two; without, the plain kernels */                          \
+    static int NAME##_fast_rows_t(void) { return NAME##_ready() ? 2 : 0; }
+
+VB3_KERNELS(iq3xxs, vb3_xxs, 256, 98, vb3x_load, vb3x_sub, 0.25f)
+VB3_KERNELS(iq3s, vb3_s, 512, 110, vb3s_load, vb3s_sub, 1.f)
+
 KQ_FORMAT_GSR(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32, iq2xxs_fast_rows_t(), iq2xxs_fast_rows, iq2xxs_tile_dec)
 KQ_FORMAT(iq2_xs, K_IQ, 74, 128, dec_iq2_xs, 0.125f, mm_span_iq)
 KQ_FORMAT(iq2_s, K_IQ, 82, 128, dec_iq2_s, 0.125f, mm_span_iq)
-KQ_FORMAT_GS(iq3_xxs, K_IQ, 98, 128, dec_iq3_xxs, 0.25f, mm_span_iq, 32)
-KQ_FORMAT_GS(iq3_s, K_IQ, 110, 128, dec_iq3_s, 1.f, mm_span_iq, 32)
+KQ_FORMAT_GSR(iq3_xxs, K_IQ, 98, 128, dec_iq3_xxs, 0.25f, mm_span_iq, 32, iq3xxs_fast_rows_t(), iq3xxs_fast_rows,
+              iq3xxs_tile_dec)
+KQ_FORMAT_GSR(iq3_s, K_IQ, 110, 128, dec_iq3_s, 1.f, mm_span_iq, 32, iq3s_fast_rows_t(), iq3s_fast_rows, iq3s_tile_dec)
 KQ_FORMAT_GS(iq4_xs, K_IQ, 136, 128, dec_iq4_xs, 1.f, mm_span_iq, 32)
 KQ_FORMAT(iq1_s, K_IQ1S, 50, 128, dec_iq1_s, 1.f, mm_span_iq)
 KQ_FORMAT(iq1_m, K_IQ1M, 56, 128, dec_iq1_m, 1.f, mm_span_iq)
