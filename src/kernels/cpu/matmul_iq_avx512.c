@@ -532,7 +532,7 @@ typedef struct Vb3Tabs {
     uint8_t pos[64], neg[64]; /* level (x mod 8) → 128 + magnitude, 128 − magnitude */
     bool ok;                  /* the grid holds at most 8 magnitudes, each < 128 */
 } Vb3Tabs;
-static Vb3Tabs vb3_xxs __attribute__((aligned(64))), vb3_s __attribute__((aligned(64)));
+static Vb3Tabs vb3_xxs __attribute__((aligned(64))), vb3_s __attribute__((aligned(64))), vb4_xs __attribute__((aligned(64)));
 static pthread_once_t vb3_once = PTHREAD_ONCE_INIT;
 
 static void vb3_build(Vb3Tabs *t, const uint32_t *grid, int n) {
@@ -562,6 +562,8 @@ static void vb3_build(Vb3Tabs *t, const uint32_t *grid, int n) {
 static void vb3_init(void) {
     vb3_build(&vb3_xxs, iq3xxs_grid, 256);
     vb3_build(&vb3_s, iq3s_grid, 512);
+    for (int x = 0; x < 64; x++) vb4_xs.pos[x] = (uint8_t)(128 + kvalues_iq4nl[x & 15]); /* vpshufb's 16 per lane */
+    vb4_xs.ok = true;
 }
 
 typedef struct Vb3Const {
@@ -610,8 +612,10 @@ VB_INLINE void vb3_groups(const Vb3Const *k, const __m512i lo[2], const __m512i 
 }
 
 /* IQ3_XXS (98-byte blocks: d, 64 index bytes, 8 sign / scale words) */
-VB_INLINE void vb3x_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512 *d) {
+VB_INLINE void vb3x_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512i x[2], __m512 *d) {
+    (void)x;
     uint16_t dh[16];
+#pragma GCC unroll 16
     for (int r = 0; r < 16; r++) {
         const uint8_t *b = row[r] + sb * 98;
         v[r] = _mm512_loadu_si512(b + 2);
@@ -623,7 +627,8 @@ VB_INLINE void vb3x_load(const uint8_t *const *row, int64_t sb, __m512i v[16], _
     *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
 }
 /* sub-block s: its tile vectors and scales (dword r: row r's) */
-VB_INLINE __m512i vb3x_sub(const Vb3Const *k, const __m512i *v, const __m512i *w, int s, __m512i q[8]) {
+VB_INLINE __m512i vb3x_sub(const Vb3Const *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8]) {
+    (void)x;
     __m512i lo[2], hi[2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -638,8 +643,10 @@ VB_INLINE __m512i vb3x_sub(const Vb3Const *k, const __m512i *v, const __m512i *w
 
 /* IQ3_S (110-byte blocks: d, 64 index bytes, 8 bytes of their 9th bits, 32 sign bytes, 4 scale bytes): w[0..1] the
  * high bits, w[2 + s] sub-block s's signs, w[10] the scales */
-VB_INLINE void vb3s_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512 *d) {
+VB_INLINE void vb3s_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512i x[2], __m512 *d) {
+    (void)x;
     uint16_t dh[16];
+#pragma GCC unroll 16
     for (int r = 0; r < 16; r++) {
         const uint8_t *b = row[r] + sb * 110;
         v[r] = _mm512_loadu_si512(b + 2);
@@ -650,7 +657,8 @@ VB_INLINE void vb3s_load(const uint8_t *const *row, int64_t sb, __m512i v[16], _
     kq_transpose16(w);
     *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
 }
-VB_INLINE __m512i vb3s_sub(const Vb3Const *k, const __m512i *v, const __m512i *w, int s, __m512i q[8]) {
+VB_INLINE __m512i vb3s_sub(const Vb3Const *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8]) {
+    (void)x;
     __m512i lo[2], hi[2];
     const __m512i qh = vb3_byte(k, w[s / 4], s % 4); /* the 9th bits of the sub-block's 8 groups */
 #pragma GCC unroll 2
@@ -669,6 +677,39 @@ VB_INLINE __m512i vb3s_sub(const Vb3Const *k, const __m512i *v, const __m512i *w
     return _mm512_or_si512(_mm512_slli_epi32(nib, 1), _mm512_set1_epi32(1));
 }
 
+/* IQ4_XS (136-byte blocks: d, scales_h, scales_l[4], 128 bytes of nibbles) the same way, without grids: the 16 rows'
+ * nibble bytes transposed as dwords (v: bytes 0-63, w: 64-127; dword 4s + m of sub-block s: its elements 4m … 4m + 3
+ * in the low nibbles, 16 + 4m … in the high ones), 128 + kvalues_iq4nl by vpshufb, and the first two dwords of each
+ * block (x[0]: d | scales_h << 16, x[1]: scales_l) for the 6-bit scales. (Needs AVX512BW only; it rides with the
+ * VBMI kernels, whose test passes check both ways.) */
+VB_INLINE void vb4_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512i x[2], __m512 *d) {
+    uint64_t hd[16] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *b = row[r] + sb * 136;
+        v[r] = _mm512_loadu_si512(b + 8);
+        w[r] = _mm512_loadu_si512(b + 72);
+        memcpy(&hd[r], b, 8);
+    }
+    kq_transpose16(v);
+    kq_transpose16(w);
+    const __m512i h0 = _mm512_load_si512(hd), h1 = _mm512_load_si512(hd + 8);
+    x[0] = _mm512_permutex2var_epi32(h0, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), h1);
+    x[1] = _mm512_permutex2var_epi32(h0, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), h1);
+    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(x[0]));
+}
+VB_INLINE __m512i vb4_sub(const Vb3Const *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8]) {
+    const __m512i *src = s < 4 ? v + 4 * s : w + 4 * (s - 4), m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) {
+        q[m] = _mm512_shuffle_epi8(k->pos, _mm512_and_si512(src[m], m4));
+        q[4 + m] = _mm512_shuffle_epi8(k->pos, _mm512_and_si512(_mm512_srli_epi16(src[m], 4), m4));
+    }
+    const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(x[1], 4 * s), _mm512_set1_epi32(15));
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(x[0], 16 + 2 * s), _mm512_set1_epi32(3));
+    return _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+}
+
 /* the 16 row pointers of rows o … o + nr − 1, the last repeated */
 KQ_INLINE void vb_rows(const MmJob *j, int64_t o, int nr, const uint8_t *row[16]) {
     for (int r = 0; r < 16; r++) row[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
@@ -682,14 +723,14 @@ KQ_INLINE void vb_rows(const MmJob *j, int64_t o, int nr, const uint8_t *row[16]
         const uint8_t *row[16];                                                                                     \
         vb_rows(j, o, nr, row);                                                                                     \
         for (int64_t sb = 0; sb < nsb; sb++) {                                                                      \
-            __m512i v[16], w[16];                                                                                   \
+            __m512i v[16], w[16], x[2];                                                                             \
             __m512 d;                                                                                               \
-            LOAD(row, sb, v, w, &d);                                                                                \
+            LOAD(row, sb, v, w, x, &d);                                                                                \
             uint8_t *q = kt_q(tl, sb);                                                                              \
             int32_t *sc = kt_sc(tl, sb);                                                                            \
             for (int s = 0; s < 8; s++) {                                                                           \
                 __m512i qv[8];                                                                                      \
-                const __m512i scv = SUB(&k, v, w, s, qv);                                                           \
+                const __m512i scv = SUB(&k, v, w, x, s, qv);                                                           \
                 _mm512_store_si512(sc + 16 * (2 * s), scv);                                                         \
                 _mm512_store_si512(sc + 16 * (2 * s + 1), scv);                                                     \
                 for (int g = 0; g < 8; g++) _mm512_store_si512(q + 64 * (8 * s + g), qv[g]);                        \
@@ -713,15 +754,15 @@ KQ_INLINE void vb_rows(const MmJob *j, int64_t o, int nr, const uint8_t *row[16]
             __m512 acc = _mm512_setzero_ps();                                                                       \
             for (int64_t sb = 0; sb < nsb; sb++) {                                                                  \
                 for (int l = 0; l < 16 * (BYTES); l += 64) _mm_prefetch((const char *)next + sb * 16 * (BYTES) + l, _MM_HINT_T0); \
-                __m512i v[16], w[16];                                                                               \
+                __m512i v[16], w[16], x[2];                                                                         \
                 __m512 d;                                                                                           \
-                LOAD(row, sb, v, w, &d);                                                                            \
+                LOAD(row, sb, v, w, x, &d);                                                                            \
                 const int8_t *a = tk.qs + sb * QK_K;                                                                \
                 const int32_t *cr = tk.corr16 + sb * 16;                                                            \
                 __m512i S = _mm512_setzero_si512();                                                                 \
                 for (int s = 0; s < 8; s++) {                                                                       \
                     __m512i qv[8];                                                                                  \
-                    const __m512i scv = SUB(&k, v, w, s, qv);                                                       \
+                    const __m512i scv = SUB(&k, v, w, x, s, qv);                                                       \
                     __m512i I = _mm512_set1_epi32(cr[2 * s] + cr[2 * s + 1]);                                       \
                     for (int g = 0; g < 8; g++) I = _mm512_dpbusd_epi32(I, qv[g], kq_bcast32(a + 32 * s + 4 * g));  \
                     S = _mm512_add_epi32(S, _mm512_mullo_epi32(I, scv));                                            \
@@ -754,6 +795,7 @@ KQ_INLINE void vb_rows(const MmJob *j, int64_t o, int nr, const uint8_t *row[16]
 
 VB3_KERNELS(iq3xxs, vb3_xxs, 256, 98, vb3x_load, vb3x_sub, 0.25f)
 VB3_KERNELS(iq3s, vb3_s, 512, 110, vb3s_load, vb3s_sub, 1.f)
+VB3_KERNELS(iq4xs, vb4_xs, 0, 136, vb4_load, vb4_sub, 1.f)
 
 KQ_FORMAT_GSR(iq2_xxs, K_IQ, 66, 128, dec_iq2_xxs, 0.125f, mm_span_iq, 32, iq2xxs_fast_rows_t(), iq2xxs_fast_rows, iq2xxs_tile_dec)
 KQ_FORMAT(iq2_xs, K_IQ, 74, 128, dec_iq2_xs, 0.125f, mm_span_iq)
@@ -761,6 +803,6 @@ KQ_FORMAT(iq2_s, K_IQ, 82, 128, dec_iq2_s, 0.125f, mm_span_iq)
 KQ_FORMAT_GSR(iq3_xxs, K_IQ, 98, 128, dec_iq3_xxs, 0.25f, mm_span_iq, 32, iq3xxs_fast_rows_t(), iq3xxs_fast_rows,
               iq3xxs_tile_dec)
 KQ_FORMAT_GSR(iq3_s, K_IQ, 110, 128, dec_iq3_s, 1.f, mm_span_iq, 32, iq3s_fast_rows_t(), iq3s_fast_rows, iq3s_tile_dec)
-KQ_FORMAT_GS(iq4_xs, K_IQ, 136, 128, dec_iq4_xs, 1.f, mm_span_iq, 32)
+KQ_FORMAT_GSR(iq4_xs, K_IQ, 136, 128, dec_iq4_xs, 1.f, mm_span_iq, 32, iq4xs_fast_rows_t(), iq4xs_fast_rows, iq4xs_tile_dec)
 KQ_FORMAT(iq1_s, K_IQ1S, 50, 128, dec_iq1_s, 1.f, mm_span_iq)
 KQ_FORMAT(iq1_m, K_IQ1M, 56, 128, dec_iq1_m, 1.f, mm_span_iq)

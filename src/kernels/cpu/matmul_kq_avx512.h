@@ -252,10 +252,12 @@ static inline size_t kq_tmp_bytes(int64_t K) {
 /* 16×16 int32 transpose: out[c] lane r = in[r] lane c */
 KQ_INLINE void kq_transpose16(__m512i *r) {
     __m512i t[16];
+#pragma GCC unroll 8
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
         t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 16; i += 4) {
         r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
         r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
@@ -263,12 +265,14 @@ KQ_INLINE void kq_transpose16(__m512i *r) {
         r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
     }
     /* r[4g + k], 128-bit block b: rows 4g..4g+3 of column 4b + k */
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         t[i] = _mm512_shuffle_i32x4(r[i], r[4 + i], 0x88);
         t[4 + i] = _mm512_shuffle_i32x4(r[i], r[4 + i], 0xDD);
         t[8 + i] = _mm512_shuffle_i32x4(r[8 + i], r[12 + i], 0x88);
         t[12 + i] = _mm512_shuffle_i32x4(r[8 + i], r[12 + i], 0xDD);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         r[i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0x88);
         r[8 + i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0xDD);
