@@ -225,7 +225,8 @@ static void check_format_pass(const Format *f, Pool *pool2, Isa isa, const char 
 static void check_format(const Format *f, Pool *pool2) {
     for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++) {
         if (!isa_supported((Isa)isa)) continue;
-        if (isa == ISA_AVX512 && isa_has_avx512_vbmi() && (f->id == FMT_IQ2_XXS || f->id == FMT_IQ3_XXS || f->id == FMT_IQ3_S || f->id == FMT_IQ4_XS)) {
+        if (isa == ISA_AVX512 && isa_has_avx512_vbmi() && (f->id == FMT_IQ2_XXS || f->id == FMT_IQ2_XS || f->id == FMT_IQ2_S || f->id == FMT_IQ3_XXS || f->id == FMT_IQ3_S ||
+                                                           f->id == FMT_IQ4_XS)) {
             /* the CPU has VBMI: its variant, then the plain one (mm_set_vbmi) */
             check_format_pass(f, pool2, (Isa)isa, "avx512+vbmi");
             mm_set_vbmi(false);
