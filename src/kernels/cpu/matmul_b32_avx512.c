@@ -296,8 +296,47 @@ B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
                               mm[4], mm[3], mm[2], mm[1], mm[0]);                                                  \
     } while (0)
 
-#define DEC16_Q5_0(w, i, q, dwv, mwv) B_DECODE16(dec_q5_0, 22, w, i, q, dwv, mwv)
-#define DEC16_Q5_1(w, i, q, dwv, mwv) B_DECODE16(dec_q5_1, 24, w, i, q, dwv, mwv)
+/* Q5_0 / Q5_1: nib16's codes, then each group's fifth bits (bits 4g … 4g + 3 of the row's qh word) into bit 4 of
+ * its bytes: the 16 rows' qh in the lanes, shifted so the group's bits are in byte 0, that byte copied to the dword's
+ * four (vpshufb), one bit tested per byte and 16 added where set. The first 8 bytes of each row's block (Q5_0: d,
+ * qh, 2 quant bytes; Q5_1: d, m, qh) come into the lanes as two dword vectors (x0: bytes 0-3, x1: 4-7) through a
+ * 128-byte buffer, instead of 16 scalar inserts per field. (They decoded each row and transposed the result.) */
+B_INLINE void hdr16(const uint8_t *const *w, size_t off, __m512i *x0, __m512i *x1) {
+    uint64_t hd[16] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) memcpy(&hd[r], w[r] + off, 8);
+    const __m512i h0 = _mm512_load_si512(hd), h1 = _mm512_load_si512(hd + 8);
+    *x0 = _mm512_permutex2var_epi32(h0, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), h1);
+    *x1 = _mm512_permutex2var_epi32(h0, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), h1);
+}
+B_INLINE void fifth16(__m512i qh, __m512i *q) {
+    const __m512i b0 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12));
+    const __m512i bit = _mm512_set1_epi32(0x08040201), sixteen = _mm512_set1_epi8(16);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        const __mmask64 m = _mm512_test_epi8_mask(_mm512_shuffle_epi8(_mm512_srli_epi32(qh, 4 * g), b0), bit);
+        q[g] = _mm512_mask_add_epi8(q[g], m, q[g], sixteen);
+    }
+}
+B_INLINE __m512 f16lo(__m512i x) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(x)); }
+#define DEC16_Q5_0(w, i, q, dwv, mwv)                                                                              \
+    do {                                                                                                           \
+        __m512i x0_, x1_;                                                                                          \
+        hdr16((w), (size_t)(i) * 22, &x0_, &x1_);                                                                  \
+        nib16((w), (size_t)(i) * 22 + 6, NULL, (q));                                                               \
+        fifth16(_mm512_or_si512(_mm512_srli_epi32(x0_, 16), _mm512_slli_epi32(x1_, 16)), (q));                    \
+        (dwv) = f16lo(x0_);                                                                                        \
+        (mwv) = _mm512_setzero_ps();                                                                               \
+    } while (0)
+#define DEC16_Q5_1(w, i, q, dwv, mwv)                                                                              \
+    do {                                                                                                           \
+        __m512i x0_, x1_;                                                                                          \
+        hdr16((w), (size_t)(i) * 24, &x0_, &x1_);                                                                  \
+        nib16((w), (size_t)(i) * 24 + 8, NULL, (q));                                                               \
+        fifth16(x1_, (q));                                                                                         \
+        (dwv) = f16lo(x0_);                                                                                        \
+        (mwv) = f16lo(_mm512_srli_epi32(x0_, 16));                                                                 \
+    } while (0)
 
 /* B32_FORMAT(NAME, DEC16, DECP, BYTES, OFF, ACT, ORDER_OF): compute_<NAME> and mm_<NAME>_avx512; DEC16(w, i, q,
  * dwv, mwv) decodes block i of 16 rows, DECP(pan, i, nb, …) the same from a P16 panel; ORDER_OF(path) → BOrder. */
