@@ -60,11 +60,14 @@ B_INLINE __m256i dec_q5_1(const uint8_t *b, float *d, float *m) {
 /* 16 rows' 8 dwords → 8 vectors of 16 rows: out[g] lane r = rows[r] dword g */
 B_INLINE void transpose16x8(const __m256i *rows, __m512i *out) {
     __m512i v[8], t[8], u[8];
+#pragma GCC unroll 16
     for (int r = 0; r < 8; r++) v[r] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[r]), rows[r + 8], 1);
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
         t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 8; i += 4) {
         u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
         u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
@@ -73,6 +76,7 @@ B_INLINE void transpose16x8(const __m256i *rows, __m512i *out) {
     }
     /* u[c] (rows 0-3 | 8-11) and u[c+4] (rows 4-7 | 12-15) hold columns c (128-bit lanes 0, 2) and c+4 (1, 3) */
     const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+#pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         out[c] = _mm512_permutex2var_epi64(u[c], lo, u[c + 4]);
         out[c + 4] = _mm512_permutex2var_epi64(u[c], hi, u[c + 4]);
@@ -133,10 +137,14 @@ B_INLINE void b_step(const BOrder o, const bool sgn, const int C, const __m512i 
         const __m512 dv = _mm512_mul_ps(dw, _mm512_set1_ps(tk[c].d[i]));
         if (o == B_SPAN || o == B_FMIN) {
             if (o == B_FMIN) st->summs[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(tk[c].s[i]), st->summs[c]);
-            __m512i S = sgn ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) S = _mm512_dpbusd_epi32(S, q[g], bc32(a + 4 * g));
-            st->s[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), dv, st->s[c]);
+            /* two chains of 4 (one chain of 8 left vpdpbusd's latency exposed); integers, so the same total */
+            __m512i S = sgn ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512(), U = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int g = 0; g < 8; g += 2) {
+                S = _mm512_dpbusd_epi32(S, q[g], bc32(a + 4 * g));
+                U = _mm512_dpbusd_epi32(U, q[g + 1], bc32(a + 4 * g + 4));
+            }
+            st->s[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, U)), dv, st->s[c]);
             continue;
         }
         if (o == B_TWO && (nb & 1) && i == nb - 1) { /* the odd last block: its total, after the hsum */
@@ -181,12 +189,14 @@ B_INLINE __m512 b_result(const BOrder o, int64_t nb, const BState *st, int c) {
  * group k + 4 (high); lut: kvalues table (NULL: codes as they are), the result then offset by 128. */
 B_INLINE void nib_split(const __m512i *u, const int8_t *lut, __m512i *q) {
     const __m512i m4 = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
         q[k] = _mm512_and_si512(u[k], m4);
         q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(u[k], 4), m4);
     }
     if (lut) {
         const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut)), x80 = _mm512_set1_epi8((char)0x80);
+#pragma GCC unroll 8
         for (int g = 0; g < 8; g++) q[g] = _mm512_xor_si512(_mm512_shuffle_epi8(tab, q[g]), x80);
     }
 }
@@ -198,6 +208,7 @@ B_INLINE void nib_split(const __m512i *u, const int8_t *lut, __m512i *q) {
  * are), the result then offset by 128. */
 B_INLINE void nib16(const uint8_t *const *w, size_t off, const int8_t *lut, __m512i *q) {
     __m512i v[4];
+#pragma GCC unroll 4
     for (int m = 0; m < 4; m++) {
         __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w[m] + off)));
         z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(w[4 + m] + off)), 1);
@@ -213,6 +224,7 @@ B_INLINE void nib16(const uint8_t *const *w, size_t off, const int8_t *lut, __m5
 
 B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
     uint16_t h[16];
+#pragma GCC unroll 16
     for (int r = 0; r < 16; r++) memcpy(&h[r], w[r] + off, 2);
     return _mm512_cvtph_ps(_mm256_set_epi16((short)h[15], (short)h[14], (short)h[13], (short)h[12], (short)h[11], (short)h[10],
                                             (short)h[9], (short)h[8], (short)h[7], (short)h[6], (short)h[5], (short)h[4],
@@ -251,11 +263,13 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
  * block i's raw bytes already transposed, so decoding is 4 aligned loads and the nibble split. */
 B_INLINE void nibp(const uint8_t *qb, const int8_t *lut, __m512i *q) {
     __m512i u[4];
+#pragma GCC unroll 4
     for (int k = 0; k < 4; k++) u[k] = _mm512_loadu_si512(qb + 64 * k);
     nib_split(u, lut, q);
 }
 /* a decoded block in the tile layout (B_BLOCK_BYTES: the 8 group vectors, d_w, m_w) */
 B_INLINE void b_store_block(uint8_t *bl, const __m512i *q, __m512 dwv, __m512 mwv) {
+#pragma GCC unroll 8
     for (int g = 0; g < 8; g++) _mm512_store_si512(bl + 64 * g, q[g]);
     _mm512_store_ps((float *)(bl + 512), dwv);
     _mm512_store_ps((float *)(bl + 576), mwv);
@@ -287,7 +301,7 @@ B_INLINE __m512 f16p(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si2
     do {                                                                                                           \
         __m256i rr[16];                                                                                            \
         float dd[16] __attribute__((aligned(64))), mm[16] __attribute__((aligned(64)));                            \
-        for (int r = 0; r < 16; r++) rr[r] = DEC((w)[r] + (size_t)(i) * (BYTES), &dd[r], &mm[r]);                  \
+        _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) rr[r] = DEC((w)[r] + (size_t)(i) * (BYTES), &dd[r], &mm[r]);                  \
         transpose16x8(rr, (q));                                                                                    \
         /* scalar reads (a 64-byte load of 16 scalar stores would miss store forwarding) */                        \
         (dwv) = _mm512_set_ps(dd[15], dd[14], dd[13], dd[12], dd[11], dd[10], dd[9], dd[8], dd[7], dd[6], dd[5],   \
@@ -372,7 +386,7 @@ B_INLINE __m512 f16lo(__m512i x) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
         for (int64_t i = 0; i < nb; i++) {                                                                         \
             const uint8_t *bl = tile + (size_t)i * B_BLOCK_BYTES;                                                  \
             __m512i q[8];                                                                                          \
-            for (int g = 0; g < 8; g++) q[g] = _mm512_load_si512(bl + 64 * g);                                     \
+            _Pragma("GCC unroll 16") for (int g = 0; g < 8; g++) q[g] = _mm512_load_si512(bl + 64 * g);                                     \
             b_step(O, (OFF) != 0, C, q, _mm512_load_ps((const float *)(bl + 512)), _mm512_load_ps((const float *)(bl + 576)), \
                    tk, i, nb, &st);                                                                                \
         }                                                                                                          \

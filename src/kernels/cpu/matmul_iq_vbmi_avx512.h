@@ -559,7 +559,7 @@ VB_INLINE VbtSub vb2s_sub(const VbConst *k, const __m512i *v, const __m512i *x, 
                 _mm512_store_si512(sc + 16 * (2 * s), u.sc);                                                        \
                 _mm512_store_si512(sc + 16 * (2 * s + 1), sc1);                                                     \
                 __m512i ci = k.cbase;                                                                               \
-                for (int g4 = 0; g4 < 4; g4++) {                                                                    \
+                _Pragma("GCC unroll 4") for (int g4 = 0; g4 < 4; g4++) {                                            \
                     __m512i q0, q1;                                                                                 \
                     vbt_group(&k, &u, ci, &q0, &q1);                                                                \
                     _mm512_store_si512(q + 64 * (8 * s + 2 * g4), q0);                                              \
@@ -596,7 +596,7 @@ VB_INLINE VbtSub vb2s_sub(const VbConst *k, const __m512i *v, const __m512i *x, 
                     __m512i sc1;                                                                                    \
                     const VbtSub u = SUB(&k, v, x, s, &sc1);                                                        \
                     __m512i I[2] = {_mm512_set1_epi32(cr[2 * s]), _mm512_set1_epi32(cr[2 * s + 1])}, ci = k.cbase;  \
-                    for (int g4 = 0; g4 < 4; g4++) {                                                                \
+                    _Pragma("GCC unroll 4") for (int g4 = 0; g4 < 4; g4++) {                                        \
                         __m512i q0, q1;                                                                             \
                         vbt_group(&k, &u, ci, &q0, &q1);                                                            \
                         I[g4 / 2] = _mm512_dpbusd_epi32(I[g4 / 2], q0, kq_bcast32(a + 32 * s + 8 * g4));            \
@@ -651,7 +651,7 @@ VB2_KERNELS(iq2s, vb2_s, 82, vb2s_load, vb2s_sub)
                 const __m512i scv = SUB(&k, v, w, x, s, qv);                                                           \
                 _mm512_store_si512(sc + 16 * (2 * s), scv);                                                         \
                 _mm512_store_si512(sc + 16 * (2 * s + 1), scv);                                                     \
-                for (int g = 0; g < 8; g++) _mm512_store_si512(q + 64 * (8 * s + g), qv[g]);                        \
+                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) _mm512_store_si512(q + 64 * (8 * s + g), qv[g]);                        \
             }                                                                                                       \
             int32_t *mp = kt_mp(tl, sb);                                                                            \
             for (int i = 0; i < 8; i++) _mm512_store_si512(mp + 16 * i, _mm512_setzero_si512());                   \
@@ -682,7 +682,7 @@ VB2_KERNELS(iq2s, vb2_s, 82, vb2s_load, vb2s_sub)
                     __m512i qv[8];                                                                                  \
                     const __m512i scv = SUB(&k, v, w, x, s, qv);                                                       \
                     __m512i I = _mm512_set1_epi32(cr[2 * s] + cr[2 * s + 1]);                                       \
-                    for (int g = 0; g < 8; g++) I = _mm512_dpbusd_epi32(I, qv[g], kq_bcast32(a + 32 * s + 4 * g));  \
+                    _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) I = _mm512_dpbusd_epi32(I, qv[g], kq_bcast32(a + 32 * s + 4 * g));  \
                     S = _mm512_add_epi32(S, _mm512_mullo_epi32(I, scv));                                            \
                 }                                                                                                   \
                 const __m512 dw = _mm512_mul_ps(d, _mm512_set1_ps(DFAC));                                           \

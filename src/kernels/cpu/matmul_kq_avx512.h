@@ -286,17 +286,23 @@ static void kq_tile_put(const KTile *t, int64_t sb, const KRow *rows) {
     __m512i v[16];
     uint8_t *q = kt_q(t, sb);
     for (int z = 0; z < 4; z++) {
+#pragma GCC unroll 16
         for (int r = 0; r < 16; r++) v[r] = _mm512_load_si512(rows[r].q + 64 * z);
         kq_transpose16(v);
+#pragma GCC unroll 16
         for (int c = 0; c < 16; c++) _mm512_store_si512(q + (size_t)(16 * z + c) * 64, v[c]);
     }
+#pragma GCC unroll 16
     for (int r = 0; r < 16; r++) v[r] = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)rows[r].sc));
     kq_transpose16(v);
     int32_t *sc = kt_sc(t, sb);
+#pragma GCC unroll 16
     for (int c = 0; c < 16; c++) _mm512_store_si512(sc + 16 * c, v[c]);
+#pragma GCC unroll 16
     for (int r = 0; r < 16; r++) v[r] = _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)rows[r].m));
     kq_transpose16(v); /* columns 0-7: the int16 pairs as dwords */
     int32_t *mp = kt_mp(t, sb);
+#pragma GCC unroll 8
     for (int c = 0; c < 8; c++) _mm512_store_si512(mp + 16 * c, v[c]);
     float *d = kt_d(t, sb), *dm = kt_dmin(t, sb);
     for (int r = 0; r < 16; r++) {
