@@ -39,11 +39,13 @@ void trand_row(const Format *f, uint8_t *dst, int64_t cols) {
     const size_t nbytes = format_row_bytes(f, cols);
     for (size_t i = 0; i < nbytes; i++) dst[i] = (uint8_t)trand_u32();
     const int64_t nb = cols / f->block;
+    /* a quarter of MXFP4's random rows take only the smallest exponents (E8M0 0-3: subnormal scales) */
+    const bool tiny = f->id == FMT_MXFP4 && (trand_u32() & 3) == 0;
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *blk = dst + b * f->bytes;
         const float d = (0.002f + 0.01f * (trand_f() + 1)) * (trand_u32() & 1 ? -1 : 1);
         switch (f->id) {
-        case FMT_MXFP4: blk[0] = (uint8_t)(118 + trand_u32() % 12); break;
+        case FMT_MXFP4: blk[0] = (uint8_t)(tiny ? trand_u32() % 4 : 118 + trand_u32() % 12); break;
         case FMT_IQ1_M: {
             const uint16_t h = fp32_to_fp16(fabsf(d));
             for (int i = 0; i < 4; i++) {

@@ -249,13 +249,21 @@ B_INLINE __m512 f16x16(const uint8_t *const *w, size_t off) {
         (dwv) = f16x16((w), (size_t)(i) * 20);                                                                     \
         (mwv) = f16x16((w), (size_t)(i) * 20 + 2);                                                                 \
     } while (0)
+/* MXFP4's 16 E8M0 scales halved (quant_e8m0_half: 2^(e-128), exact) in the lanes: (e - 1) << 23, or 0x200000 << e
+ * for e < 2 (subnormal) */
+B_INLINE __m512 e8m0x16(const uint8_t *const *w, size_t off) {
+    uint8_t e[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) e[r] = w[r][off];
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
+    const __m512i big = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    const __m512i small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2)), big, small));
+}
 #define DEC16_MXFP4(w, i, q, dwv, mwv)                                                                             \
     do {                                                                                                           \
         nib16((w), (size_t)(i) * 17 + 1, kvalues_mxfp4, (q));                                                      \
-        float e_[16];                                                                                              \
-        for (int r_ = 0; r_ < 16; r_++) e_[r_] = quant_e8m0_half((w)[r_][(size_t)(i) * 17]);                       \
-        (dwv) = _mm512_set_ps(e_[15], e_[14], e_[13], e_[12], e_[11], e_[10], e_[9], e_[8], e_[7], e_[6], e_[5], e_[4], \
-                              e_[3], e_[2], e_[1], e_[0]);                                                         \
+        (dwv) = e8m0x16((w), (size_t)(i) * 17);                                                                    \
         (mwv) = _mm512_setzero_ps();                                                                               \
     } while (0)
 
