@@ -446,7 +446,8 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *q = kt_q(tl, sb);
         const int32_t *sc = kt_sc(tl, sb), *mp = kt_mp(tl, sb);
-        const __m512 dw = _mm512_load_ps(kind == K_IQ ? kt_dmin(tl, sb) : kt_d(tl, sb)); /* IQ: dfac (panel) */
+        /* IQ: dfac (panel); IQ1_S: d/8 */
+        const __m512 dw = _mm512_load_ps(kind == K_IQ || kind == K_IQ1S ? kt_dmin(tl, sb) : kt_d(tl, sb));
         __m512 dv[C], dmv[C];
         const int8_t *a[C];
         const int16_t *bs[C];
@@ -537,16 +538,18 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
 #pragma GCC unroll 8
             for (int c = 0; c < C; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I[c], s));
         }
-        const __m512 dw = _mm512_load_ps(kind == K_IQ ? kt_dmin(tl, sb) : kt_d(tl, sb)); /* IQ: dfac (panel) */
+        /* IQ: dfac (panel); IQ1_S: d/8 */
+        const __m512 dw = _mm512_load_ps(kind == K_IQ || kind == K_IQ1S ? kt_dmin(tl, sb) : kt_d(tl, sb));
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             const int16_t *bs = tk[c].bs + sb * 16;
             const __m512 d8 = _mm512_set1_ps(tk[c].d[sb]);
-            if (kind == K_Q6 || mins) {
+            if (kind == K_Q6 || kind == K_IQ1S || mins) {
                 __m512i M = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int p = 0; p < 8; p++) M = _mm512_dpwssd_epi32(M, _mm512_load_si512(mp + 16 * p), kq_bcast32(bs + 2 * p));
                 if (kind == K_Q6) S[c] = _mm512_sub_epi32(S[c], _mm512_slli_epi32(M, 5));
+                else if (kind == K_IQ1S) S[c] = _mm512_add_epi32(_mm512_slli_epi32(S[c], 3), M); /* 8·Σ q·a + Σ ±a */
                 else accm[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(_mm512_load_ps(kt_dmin(tl, sb)), d8), accm[c]);
             }
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dw, d8), acc[c]);
@@ -705,7 +708,8 @@ KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int6
             ROWS_FN(j, o0, o1, t0, t1, span);                                                                     \
             return;                                                                                               \
         }                                                                                                         \
-        if ((t1 - t0 >= KQ_GEMM_MIN_T || fast_rows_t > 0) && (KIND) != K_IQ1S && (KIND) != K_IQ1M)              \
+        if ((t1 - t0 >= KQ_GEMM_MIN_T || fast_rows_t > 0) && ((KIND) != K_IQ1S || j->path == DOT_FAST) &&        \
+            (KIND) != K_IQ1M)                                                                                     \
             tiles_##NAME(j, o0, o1, t0, t1, span, tmp);                                                           \
         else                                                                                                      \
             rows_##NAME(j, o0, o1, t0, t1, span);                                                                 \
