@@ -35,19 +35,26 @@ typedef struct Iq2xxsVbmiTabs {
 static Iq2xxsVbmiTabs vb_tabs __attribute__((aligned(64)));
 static pthread_once_t vb_once = PTHREAD_ONCE_INIT;
 
-static void vb_init(void) {
+/* The 16-bit level codes (2 bits per magnitude of {8, 25, 43}) of n grid rows of 8 bytes; false if a byte is none */
+static bool vb2_codes(const uint64_t *grid, int n, uint8_t *lo, uint8_t *hi) {
     static const uint8_t mag[3] = {8, 25, 43};
     bool ok = true;
-    for (int e = 0; e < 256; e++) {
+    for (int e = 0; e < n; e++) {
         unsigned code = 0;
         for (int i = 0; i < 8; i++) {
-            const uint8_t v = (uint8_t)(iq2xxs_grid[e] >> (8 * i));
+            const uint8_t v = (uint8_t)(grid[e] >> (8 * i));
             const unsigned lv = v == mag[0] ? 0u : v == mag[1] ? 1u : 2u;
             ok = ok && v == mag[lv];
             code |= lv << (2 * i);
         }
-        vb_tabs.lo[e] = (uint8_t)code, vb_tabs.hi[e] = (uint8_t)(code >> 8);
+        lo[e] = (uint8_t)code, hi[e] = (uint8_t)(code >> 8);
     }
+    return ok;
+}
+
+static void vb_init(void) {
+    static const uint8_t mag[3] = {8, 25, 43};
+    const bool ok = vb2_codes(iq2xxs_grid, 256, vb_tabs.lo, vb_tabs.hi);
     memcpy(vb_tabs.ks, ksigns_iq2xs, 128);
     for (int x = 0; x < 64; x++) {
         const int m = (x & 3) < 3 ? mag[x & 3] : 0;
@@ -92,6 +99,7 @@ VB_INLINE void vb_const(VbConst *k) {
  * its sign / scale words) and the fp16 d of each row */
 VB_INLINE void vbt_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512 *d) {
     uint16_t dh[16];
+#pragma GCC unroll 16
     for (int r = 0; r < 16; r++) {
         const uint8_t *b = row[r] + sb * 66;
         v[r] = _mm512_loadu_si512(b + 2);
@@ -124,86 +132,6 @@ VB_INLINE void vbt_group(const VbConst *k, const VbtSub *u, __m512i ci, __m512i 
     const __mmask64 n0 = _mm512_test_epi8_mask(sgn, k->sb0), n1 = _mm512_test_epi8_mask(sgn, k->sb1);
     *q0 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv0, k->pos), n0, lv0, k->neg);
     *q1 = _mm512_mask_permutexvar_epi8(_mm512_permutexvar_epi8(lv1, k->pos), n1, lv1, k->neg);
-}
-
-/* The GEMM's tile decode: rows o … o+nr-1 (the last repeated to 16), every super-block */
-VB_TARGET static void iq2xxs_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {
-    VbConst k;
-    vb_const(&k);
-    const uint8_t *row[16];
-    for (int r = 0; r < 16; r++) row[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
-    const __m512i zero = _mm512_setzero_si512();
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        __m512i v[16];
-        __m512 d;
-        vbt_load(row, sb, v, &d);
-        uint8_t *q = kt_q(tl, sb);
-        int32_t *sc = kt_sc(tl, sb);
-        for (int s = 0; s < 8; s++) {
-            const VbtSub u = vbt_sub(&k, v[2 * s], v[2 * s + 1]);
-            _mm512_store_si512(sc + 16 * (2 * s), u.sc);
-            _mm512_store_si512(sc + 16 * (2 * s + 1), u.sc);
-            __m512i ci = k.cbase;
-#pragma GCC unroll 4
-            for (int g4 = 0; g4 < 4; g4++) {
-                __m512i q0, q1;
-                vbt_group(&k, &u, ci, &q0, &q1);
-                _mm512_store_si512(q + 64 * (8 * s + 2 * g4), q0);
-                _mm512_store_si512(q + 64 * (8 * s + 2 * g4 + 1), q1);
-                ci = _mm512_add_epi8(ci, k.cstep);
-            }
-        }
-        int32_t *mp = kt_mp(tl, sb);
-        for (int i = 0; i < 8; i++) _mm512_store_si512(mp + 16 * i, zero);
-        _mm512_store_ps(kt_d(tl, sb), d);
-        _mm512_store_ps(kt_dmin(tl, sb), _mm512_mul_ps(d, _mm512_set1_ps(0.125f)));
-    }
-}
-
-/* The decode GEMV (one token t) with the same decoder, 16 rows at a time, its vectors going straight into
- * vpdpbusd instead of through a tile: kq_p16_fast's integers and float steps with C = 1 (a 32-element group's
- * total from its correction, one vpmulld by the rows' scales, one fma per super-block), so the bits of the row
- * kernel and the tiles. The rows of a group are contiguous (row_bytes apart): the next group is prefetched
- * 16 · 66 bytes per super-block. */
-VB_TARGET static void iq2xxs_vbmi_gemv(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {
-    VbConst k;
-    vb_const(&k);
-    const int64_t nsb = j->K / QK_K;
-    const KTok tk = kq_tok(j, t);
-    for (int64_t o = o0; o < o1; o += 16) {
-        const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;
-        const uint8_t *row[16];
-        for (int r = 0; r < 16; r++) row[r] = mm_w_row(j, o + (r < nr ? r : nr - 1));
-        const uint8_t *next = mm_w_row(j, o) + 16 * j->w->row_bytes;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t sb = 0; sb < nsb; sb++) {
-            for (int l = 0; l < 16 * 66; l += 64) _mm_prefetch((const char *)next + sb * 16 * 66 + l, _MM_HINT_T0);
-            __m512i v[16];
-            __m512 d;
-            vbt_load(row, sb, v, &d);
-            const int8_t *a = tk.qs + sb * QK_K;
-            const int32_t *cr = tk.corr16 + sb * 16;
-            __m512i S = _mm512_setzero_si512();
-            for (int s = 0; s < 8; s++) {
-                const VbtSub u = vbt_sub(&k, v[2 * s], v[2 * s + 1]);
-                __m512i I = _mm512_set1_epi32(cr[2 * s] + cr[2 * s + 1]), ci = k.cbase;
-#pragma GCC unroll 4
-                for (int g4 = 0; g4 < 4; g4++) {
-                    __m512i q0, q1;
-                    vbt_group(&k, &u, ci, &q0, &q1);
-                    I = _mm512_dpbusd_epi32(I, q0, kq_bcast32(a + 32 * s + 8 * g4));
-                    I = _mm512_dpbusd_epi32(I, q1, kq_bcast32(a + 32 * s + 8 * g4 + 4));
-                    ci = _mm512_add_epi8(ci, k.cstep);
-                }
-                S = _mm512_add_epi32(S, _mm512_mullo_epi32(I, u.sc));
-            }
-            const __m512 dw = _mm512_mul_ps(d, _mm512_set1_ps(0.125f));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(dw, _mm512_set1_ps(tk.d[sb])), acc);
-        }
-        float out[16];
-        _mm512_storeu_ps(out, acc);
-        for (int r = 0; r < nr; r++) j->y[t * j->O + o + r] = out[r];
-    }
 }
 
 /* the VBMI decoder can run here: the CPU has VBMI and the grid holds only its three magnitudes */
@@ -421,24 +349,9 @@ typedef struct Vb2Tabs {
 static Vb2Tabs vb2_xs __attribute__((aligned(64))), vb2_s __attribute__((aligned(64)));
 static pthread_once_t vb2_once = PTHREAD_ONCE_INIT;
 
-static void vb2_build(Vb2Tabs *t, const uint64_t *grid, int n) {
-    static const uint8_t mag[3] = {8, 25, 43};
-    bool ok = true;
-    for (int e = 0; e < n; e++) {
-        unsigned code = 0;
-        for (int i = 0; i < 8; i++) {
-            const uint8_t v = (uint8_t)(grid[e] >> (8 * i));
-            const unsigned lv = v == mag[0] ? 0u : v == mag[1] ? 1u : 2u;
-            ok = ok && v == mag[lv];
-            code |= lv << (2 * i);
-        }
-        t->lo[e] = (uint8_t)code, t->hi[e] = (uint8_t)(code >> 8);
-    }
-    t->ok = ok;
-}
 static void vb2_init(void) {
-    vb2_build(&vb2_xs, iq2xs_grid, 512);
-    vb2_build(&vb2_s, iq2s_grid, 1024);
+    vb2_xs.ok = vb2_codes(iq2xs_grid, 512, vb2_xs.lo, vb2_xs.hi);
+    vb2_s.ok = vb2_codes(iq2s_grid, 1024, vb2_s.lo, vb2_s.hi);
 }
 
 /* entry ix (low 8 bits per byte; b8, b9: bits 8 and 9) of a table of n = 512 or 1024 bytes, 64 at a time */
@@ -540,118 +453,32 @@ VB_INLINE VbtSub vb2s_sub(const VbConst *k, const __m512i *v, const __m512i *x, 
     return u;
 }
 
-/* A format's tile decoder and decode GEMV (iq2xxs_vbmi_gemv's integers and float steps, scales per 16) */
-#define VB2_KERNELS(NAME, TABS, BYTES, LOAD, SUB)                                                                   \
+/* ---- the kernels of every format, from its LOAD and SUB ------------------------------------------------------
+ * LOAD(row, sb, v, w, x, &d): super-block sb of the 16 rows into registers (and the rows' fp16 d); SUB(&k, v, w, x,
+ * s, q, &sc0, &sc1): sub-block s's 8 tile vectors (elements 4g … 4g + 3 of the rows, q + 128) and the scales of its
+ * two 16-element halves (the same vector twice where the format's scales are per 32). The tile decoder stores
+ * them (kq_tile_put's bytes); the decode GEMV takes them straight into vpdpbusd: each half's chain starts at its
+ * correction, one vpmulld by its scales, one fma per super-block with (d · DFAC) · d8 — kq_p16_fast's integers and
+ * float steps with one token, so the bits of the per-row kernel and of the tiles. The rows of a group are
+ * contiguous (row_bytes apart): the next group is prefetched 16 · BYTES per super-block. */
+#define VB_KERNELS(NAME, CONST_T, CONST_INIT, BYTES, LOAD, SUB, DFAC)                                               \
     VB_TARGET static void NAME##_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {       \
-        VbConst k;                                                                                                  \
-        vb_const(&k);                                                                                               \
+        CONST_T k;                                                                                                  \
+        CONST_INIT(&k);                                                                                             \
         const uint8_t *row[16];                                                                                     \
         vb_rows(j, o, nr, row);                                                                                     \
         for (int64_t sb = 0; sb < nsb; sb++) {                                                                      \
-            __m512i v[16], x[4];                                                                                    \
+            __m512i v[16], w[16], x[4];                                                                             \
             __m512 d;                                                                                               \
-            LOAD(row, sb, v, x, &d);                                                                                \
+            LOAD(row, sb, v, w, x, &d);                                                                             \
             uint8_t *q = kt_q(tl, sb);                                                                              \
             int32_t *sc = kt_sc(tl, sb);                                                                            \
             for (int s = 0; s < 8; s++) {                                                                           \
-                __m512i sc1;                                                                                        \
-                const VbtSub u = SUB(&k, v, x, s, &sc1);                                                            \
-                _mm512_store_si512(sc + 16 * (2 * s), u.sc);                                                        \
+                __m512i qv[8], sc0, sc1;                                                                            \
+                SUB(&k, v, w, x, s, qv, &sc0, &sc1);                                                                \
+                _mm512_store_si512(sc + 16 * (2 * s), sc0);                                                         \
                 _mm512_store_si512(sc + 16 * (2 * s + 1), sc1);                                                     \
-                __m512i ci = k.cbase;                                                                               \
-                _Pragma("GCC unroll 4") for (int g4 = 0; g4 < 4; g4++) {                                            \
-                    __m512i q0, q1;                                                                                 \
-                    vbt_group(&k, &u, ci, &q0, &q1);                                                                \
-                    _mm512_store_si512(q + 64 * (8 * s + 2 * g4), q0);                                              \
-                    _mm512_store_si512(q + 64 * (8 * s + 2 * g4 + 1), q1);                                          \
-                    ci = _mm512_add_epi8(ci, k.cstep);                                                              \
-                }                                                                                                   \
-            }                                                                                                       \
-            int32_t *mp = kt_mp(tl, sb);                                                                            \
-            for (int i = 0; i < 8; i++) _mm512_store_si512(mp + 16 * i, _mm512_setzero_si512());                   \
-            _mm512_store_ps(kt_d(tl, sb), d);                                                                       \
-            _mm512_store_ps(kt_dmin(tl, sb), _mm512_mul_ps(d, _mm512_set1_ps(0.125f)));                             \
-        }                                                                                                           \
-    }                                                                                                               \
-    VB_TARGET static void NAME##_vbmi_gemv(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {                     \
-        VbConst k;                                                                                                  \
-        vb_const(&k);                                                                                               \
-        const int64_t nsb = j->K / QK_K;                                                                            \
-        const KTok tk = kq_tok(j, t);                                                                               \
-        for (int64_t o = o0; o < o1; o += 16) {                                                                     \
-            const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;                                                        \
-            const uint8_t *row[16];                                                                                 \
-            vb_rows(j, o, nr, row);                                                                                 \
-            const uint8_t *next = mm_w_row(j, o) + 16 * j->w->row_bytes;                                            \
-            __m512 acc = _mm512_setzero_ps();                                                                       \
-            for (int64_t sb = 0; sb < nsb; sb++) {                                                                  \
-                for (int l = 0; l < 16 * (BYTES); l += 64) _mm_prefetch((const char *)next + sb * 16 * (BYTES) + l, _MM_HINT_T0); \
-                __m512i v[16], x[4];                                                                                \
-                __m512 d;                                                                                           \
-                LOAD(row, sb, v, x, &d);                                                                            \
-                const int8_t *a = tk.qs + sb * QK_K;                                                                \
-                const int32_t *cr = tk.corr16 + sb * 16;                                                            \
-                __m512i S = _mm512_setzero_si512();                                                                 \
-                for (int s = 0; s < 8; s++) {                                                                       \
-                    __m512i sc1;                                                                                    \
-                    const VbtSub u = SUB(&k, v, x, s, &sc1);                                                        \
-                    __m512i I[2] = {_mm512_set1_epi32(cr[2 * s]), _mm512_set1_epi32(cr[2 * s + 1])}, ci = k.cbase;  \
-                    _Pragma("GCC unroll 4") for (int g4 = 0; g4 < 4; g4++) {                                        \
-                        __m512i q0, q1;                                                                             \
-                        vbt_group(&k, &u, ci, &q0, &q1);                                                            \
-                        I[g4 / 2] = _mm512_dpbusd_epi32(I[g4 / 2], q0, kq_bcast32(a + 32 * s + 8 * g4));            \
-                        I[g4 / 2] = _mm512_dpbusd_epi32(I[g4 / 2], q1, kq_bcast32(a + 32 * s + 8 * g4 + 4));        \
-                        ci = _mm512_add_epi8(ci, k.cstep);                                                          \
-                    }                                                                                               \
-                    S = _mm512_add_epi32(S, _mm512_mullo_epi32(I[0], u.sc));                                        \
-                    S = _mm512_add_epi32(S, _mm512_mullo_epi32(I[1], sc1));                                         \
-                }                                                                                                   \
-                const __m512 dw = _mm512_mul_ps(d, _mm512_set1_ps(0.125f));                                         \
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(dw, _mm512_set1_ps(tk.d[sb])), acc);     \
-            }                                                                                                       \
-            float out[16];                                                                                          \
-            _mm512_storeu_ps(out, acc);                                                                             \
-            for (int r = 0; r < nr; r++) j->y[t * j->O + o + r] = out[r];                                           \
-        }                                                                                                           \
-    }                                                                                                               \
-    static bool NAME##_ready(void) {                                                                                \
-        if (!vbmi_ready()) return false; /* vbt_group's level tables */                                             \
-        pthread_once(&vb2_once, vb2_init);                                                                          \
-        return TABS.ok;                                                                                             \
-    }                                                                                                               \
-    static bool NAME##_tile_dec(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {                  \
-        if (!NAME##_ready()) return false;                                                                          \
-        NAME##_vbmi_tile(j, o, nr, nsb, tl);                                                                        \
-        return true;                                                                                                \
-    }                                                                                                               \
-    static void NAME##_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, int span) {        \
-        (void)span;                                                                                                 \
-        for (int64_t t = t0; t < t1; t++) NAME##_vbmi_gemv(j, o0, o1, t);                                           \
-    }                                                                                                               \
-    static int NAME##_fast_rows_t(void) { return NAME##_ready() ? 2 : 0; }
-
-VB2_KERNELS(iq2xs, vb2_xs, 74, vb2x_load, vb2x_sub)
-VB2_KERNELS(iq2s, vb2_s, 82, vb2s_load, vb2s_sub)
-
-/* A format's tile decoder and decode GEMV (iq2xxs_vbmi_gemv's integers and float steps); DFAC: d's factor */
-#define VB3_KERNELS(NAME, TABS, N, BYTES, LOAD, SUB, DFAC)                                                          \
-    VB_TARGET static void NAME##_vbmi_tile(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {       \
-        Vb3Const k;                                                                                                 \
-        vb3_const(&k, &TABS, N);                                                                                    \
-        const uint8_t *row[16];                                                                                     \
-        vb_rows(j, o, nr, row);                                                                                     \
-        for (int64_t sb = 0; sb < nsb; sb++) {                                                                      \
-            __m512i v[16], w[16], x[2];                                                                             \
-            __m512 d;                                                                                               \
-            LOAD(row, sb, v, w, x, &d);                                                                                \
-            uint8_t *q = kt_q(tl, sb);                                                                              \
-            int32_t *sc = kt_sc(tl, sb);                                                                            \
-            for (int s = 0; s < 8; s++) {                                                                           \
-                __m512i qv[8];                                                                                      \
-                const __m512i scv = SUB(&k, v, w, x, s, qv);                                                           \
-                _mm512_store_si512(sc + 16 * (2 * s), scv);                                                         \
-                _mm512_store_si512(sc + 16 * (2 * s + 1), scv);                                                     \
-                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) _mm512_store_si512(q + 64 * (8 * s + g), qv[g]);                        \
+                _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) _mm512_store_si512(q + 64 * (8 * s + g), qv[g]); \
             }                                                                                                       \
             int32_t *mp = kt_mp(tl, sb);                                                                            \
             for (int i = 0; i < 8; i++) _mm512_store_si512(mp + 16 * i, _mm512_setzero_si512());                   \
@@ -660,8 +487,8 @@ VB2_KERNELS(iq2s, vb2_s, 82, vb2s_load, vb2s_sub)
         }                                                                                                           \
     }                                                                                                               \
     VB_TARGET static void NAME##_vbmi_gemv(const MmJob *j, int64_t o0, int64_t o1, int64_t t) {                     \
-        Vb3Const k;                                                                                                 \
-        vb3_const(&k, &TABS, N);                                                                                    \
+        CONST_T k;                                                                                                  \
+        CONST_INIT(&k);                                                                                             \
         const int64_t nsb = j->K / QK_K;                                                                            \
         const KTok tk = kq_tok(j, t);                                                                               \
         for (int64_t o = o0; o < o1; o += 16) {                                                                     \
@@ -672,18 +499,21 @@ VB2_KERNELS(iq2s, vb2_s, 82, vb2s_load, vb2s_sub)
             __m512 acc = _mm512_setzero_ps();                                                                       \
             for (int64_t sb = 0; sb < nsb; sb++) {                                                                  \
                 for (int l = 0; l < 16 * (BYTES); l += 64) _mm_prefetch((const char *)next + sb * 16 * (BYTES) + l, _MM_HINT_T0); \
-                __m512i v[16], w[16], x[2];                                                                         \
+                __m512i v[16], w[16], x[4];                                                                         \
                 __m512 d;                                                                                           \
-                LOAD(row, sb, v, w, x, &d);                                                                            \
+                LOAD(row, sb, v, w, x, &d);                                                                         \
                 const int8_t *a = tk.qs + sb * QK_K;                                                                \
                 const int32_t *cr = tk.corr16 + sb * 16;                                                            \
                 __m512i S = _mm512_setzero_si512();                                                                 \
                 for (int s = 0; s < 8; s++) {                                                                       \
-                    __m512i qv[8];                                                                                  \
-                    const __m512i scv = SUB(&k, v, w, x, s, qv);                                                       \
-                    __m512i I = _mm512_set1_epi32(cr[2 * s] + cr[2 * s + 1]);                                       \
-                    _Pragma("GCC unroll 8") for (int g = 0; g < 8; g++) I = _mm512_dpbusd_epi32(I, qv[g], kq_bcast32(a + 32 * s + 4 * g));  \
-                    S = _mm512_add_epi32(S, _mm512_mullo_epi32(I, scv));                                            \
+                    __m512i qv[8], sc0, sc1;                                                                        \
+                    SUB(&k, v, w, x, s, qv, &sc0, &sc1);                                                            \
+                    __m512i I0 = _mm512_set1_epi32(cr[2 * s]), I1 = _mm512_set1_epi32(cr[2 * s + 1]);               \
+                    _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                                           \
+                        I0 = _mm512_dpbusd_epi32(I0, qv[g], kq_bcast32(a + 32 * s + 4 * g));                        \
+                        I1 = _mm512_dpbusd_epi32(I1, qv[4 + g], kq_bcast32(a + 32 * s + 16 + 4 * g));               \
+                    }                                                                                               \
+                    S = _mm512_add_epi32(S, _mm512_add_epi32(_mm512_mullo_epi32(I0, sc0), _mm512_mullo_epi32(I1, sc1))); \
                 }                                                                                                   \
                 const __m512 dw = _mm512_mul_ps(d, _mm512_set1_ps(DFAC));                                           \
                 acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(dw, _mm512_set1_ps(tk.d[sb])), acc);     \
@@ -692,27 +522,99 @@ VB2_KERNELS(iq2s, vb2_s, 82, vb2s_load, vb2s_sub)
             _mm512_storeu_ps(out, acc);                                                                             \
             for (int r = 0; r < nr; r++) j->y[t * j->O + o + r] = out[r];                                           \
         }                                                                                                           \
-    }                                                                                                               \
-    static bool NAME##_ready(void) {                                                                                \
-        if (!mm_vbmi()) return false;                                                                               \
-        pthread_once(&vb3_once, vb3_init);                                                                          \
-        return TABS.ok;                                                                                             \
-    }                                                                                                               \
+    }
+
+/* The KQ_FORMAT_GSR hooks of a format whose decoders run when READY() says so: the GEMV for one token, the tiles
+ * (decoded here) from two; without VBMI the plain kernels (fast_rows_t 0). IQ2_XXS has its own hooks
+ * (matmul_iq_avx512.c: a plain two-token row kernel where VBMI is missing). */
+#define VB_HOOKS(NAME, READY)                                                                                       \
     static bool NAME##_tile_dec(const MmJob *j, int64_t o, int nr, int64_t nsb, const KTile *tl) {                  \
-        if (!NAME##_ready()) return false;                                                                          \
+        if (!READY()) return false;                                                                                 \
         NAME##_vbmi_tile(j, o, nr, nsb, tl);                                                                        \
         return true;                                                                                                \
     }                                                                                                               \
-    /* only called when NAME##_fast_rows_t() > 0, i.e. with VBMI */                                                 \
     static void NAME##_fast_rows(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, int span) {        \
         (void)span;                                                                                                 \
         for (int64_t t = t0; t < t1; t++) NAME##_vbmi_gemv(j, o0, o1, t);                                           \
     }                                                                                                               \
-    /* with VBMI the GEMV for one token, the tiles from two; without, the plain kernels */                          \
-    static int NAME##_fast_rows_t(void) { return NAME##_ready() ? 2 : 0; }
+    static int NAME##_fast_rows_t(void) { return READY() ? 2 : 0; }
 
-VB3_KERNELS(iq3xxs, vb3_xxs, 256, 98, vb3x_load, vb3x_sub, 0.25f)
-VB3_KERNELS(iq3s, vb3_s, 512, 110, vb3s_load, vb3s_sub, 1.f)
-VB3_KERNELS(iq4xs, vb4_xs, 0, 136, vb4_load, vb4_sub, 1.f)
+/* each format's LOAD and SUB in the macro's shape */
+VB_INLINE void iq2xxs_ld(const uint8_t *const *row, int64_t sb, __m512i *v, __m512i *w, __m512i *x, __m512 *d) {
+    (void)w, (void)x;
+    vbt_load(row, sb, v, d);
+}
+VB_INLINE void vb2_groups(const VbConst *k, const VbtSub *u, __m512i q[8]) {
+    __m512i ci = k->cbase;
+#pragma GCC unroll 4
+    for (int g4 = 0; g4 < 4; g4++) {
+        vbt_group(k, u, ci, &q[2 * g4], &q[2 * g4 + 1]);
+        ci = _mm512_add_epi8(ci, k->cstep);
+    }
+}
+VB_INLINE void iq2xxs_sb(const VbConst *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8],
+                         __m512i *sc0, __m512i *sc1) {
+    (void)w, (void)x;
+    const VbtSub u = vbt_sub(k, v[2 * s], v[2 * s + 1]);
+    vb2_groups(k, &u, q);
+    *sc0 = *sc1 = u.sc;
+}
+VB_INLINE void iq2xs_ld(const uint8_t *const *row, int64_t sb, __m512i *v, __m512i *w, __m512i *x, __m512 *d) {
+    (void)w;
+    vb2x_load(row, sb, v, x, d);
+}
+VB_INLINE void iq2xs_sb(const VbConst *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8],
+                        __m512i *sc0, __m512i *sc1) {
+    (void)w;
+    const VbtSub u = vb2x_sub(k, v, x, s, sc1);
+    vb2_groups(k, &u, q);
+    *sc0 = u.sc;
+}
+VB_INLINE void iq2s_ld(const uint8_t *const *row, int64_t sb, __m512i *v, __m512i *w, __m512i *x, __m512 *d) {
+    (void)w;
+    vb2s_load(row, sb, v, x, d);
+}
+VB_INLINE void iq2s_sb(const VbConst *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8],
+                       __m512i *sc0, __m512i *sc1) {
+    (void)w;
+    const VbtSub u = vb2s_sub(k, v, x, s, sc1);
+    vb2_groups(k, &u, q);
+    *sc0 = u.sc;
+}
+#define VB3_SUB(NAME, SUB)                                                                                          \
+    VB_INLINE void NAME(const Vb3Const *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8], \
+                        __m512i *sc0, __m512i *sc1) {                                                               \
+        *sc0 = *sc1 = SUB(k, v, w, x, s, q);                                                                        \
+    }
+VB3_SUB(iq3xxs_sb, vb3x_sub)
+VB3_SUB(iq3s_sb, vb3s_sub)
+VB3_SUB(iq4xs_sb, vb4_sub)
+#define VB_CONST_IQ2(k) vb_const(k)
+#define VB_CONST_IQ3XXS(k) vb3_const((k), &vb3_xxs, 256)
+#define VB_CONST_IQ3S(k) vb3_const((k), &vb3_s, 512)
+#define VB_CONST_IQ4XS(k) vb3_const((k), &vb4_xs, 0)
+
+static bool vb2_ready(void) {
+    if (!vbmi_ready()) return false; /* vbt_group's level tables */
+    pthread_once(&vb2_once, vb2_init);
+    return vb2_xs.ok && vb2_s.ok;
+}
+static bool vb3_ready(void) {
+    if (!mm_vbmi()) return false;
+    pthread_once(&vb3_once, vb3_init);
+    return vb3_xxs.ok && vb3_s.ok;
+}
+
+VB_KERNELS(iq2xxs, VbConst, VB_CONST_IQ2, 66, iq2xxs_ld, iq2xxs_sb, 0.125f)
+VB_KERNELS(iq2xs, VbConst, VB_CONST_IQ2, 74, iq2xs_ld, iq2xs_sb, 0.125f)
+VB_KERNELS(iq2s, VbConst, VB_CONST_IQ2, 82, iq2s_ld, iq2s_sb, 0.125f)
+VB_KERNELS(iq3xxs, Vb3Const, VB_CONST_IQ3XXS, 98, vb3x_load, iq3xxs_sb, 0.25f)
+VB_KERNELS(iq3s, Vb3Const, VB_CONST_IQ3S, 110, vb3s_load, iq3s_sb, 1.f)
+VB_KERNELS(iq4xs, Vb3Const, VB_CONST_IQ4XS, 136, vb4_load, iq4xs_sb, 1.f)
+VB_HOOKS(iq2xs, vb2_ready)
+VB_HOOKS(iq2s, vb2_ready)
+VB_HOOKS(iq3xxs, vb3_ready)
+VB_HOOKS(iq3s, vb3_ready)
+VB_HOOKS(iq4xs, vb3_ready)
 
 #endif
