@@ -23,7 +23,7 @@ const SHOT = resolve(root, process.env.DELTALLM_WEB_SCREENSHOT || join(TMP, 'web
 const MODEL = join(root, 'tests/data/models/m3-qwen35-dense-bf16.gguf');
 const TEMPLATE = join(root, 'tests/data/chat/Qwen3.5-4B.jinja');
 const KEY = `web-test-key-${process.pid}`;
-const N_FIRST = 600; // tokens of the first reply: enough to arrive over several frames even at 5000 tokens/s
+const N_FIRST = 600; // tokens of the first reply: enough to arrive over more than one frame even at 10000 tokens/s
 const NO_EOG = { 1000: -100, 1001: -100, 1002: -100 }; // the test model's end-of-generation tokens
 
 let failures = 0;
@@ -165,7 +165,9 @@ async function main() {
     check(got.reasoning === (wm.reasoning_content || '') && words(got.content) === words(wm.content) &&
       got.reasoningOpen === false && (wm.reasoning_content ? got.reasoningHidden === false : true),
       'web: shown with the reasoning folded', JSON.stringify(got));
-    check(lengths.length >= 3 && got.meta.includes(`${N_FIRST} tokens`), 'web: streamed into the page',
+    // two lengths at least: one shown before the last (at ~10,000 tokens/s on a quiet machine the 600 tokens
+    // arrive within 3-4 frames, and a run saw [1078, 1621] — streamed, but only one frame before the end)
+    check(lengths.length >= 2 && got.meta.includes(`${N_FIRST} tokens`), 'web: streamed into the page',
       `lengths on screen ${JSON.stringify(lengths)}, meta '${got.meta}'`);
     ok('web: reply time', `${N_FIRST} tokens in ${ms} ms, shown at ${lengths.length} lengths`);
 
