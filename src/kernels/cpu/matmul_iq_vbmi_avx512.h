@@ -234,20 +234,33 @@ VB_INLINE void vb3_groups(const Vb3Const *k, const __m512i lo[2], const __m512i 
     }
 }
 
-/* IQ3_XXS (98-byte blocks: d, 64 index bytes, 8 sign / scale words) */
-VB_INLINE void vb3x_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512i x[2], __m512 *d) {
-    (void)x;
+/* entry ix (low 8 bits per byte; b8: bit 8) of a code table of n = 256 or 512 bytes held in t[0 … n / 64 − 1] */
+VB_INLINE __m512i vb3_look(const __m512i *t, int n, __m512i ix, __mmask64 b8) {
+    const __mmask64 top = _mm512_movepi8_mask(ix);
+    const __m512i p0 = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t[0], ix, t[1]), _mm512_permutex2var_epi8(t[2], ix, t[3]));
+    if (n == 256) return p0;
+    const __m512i p1 = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t[4], ix, t[5]), _mm512_permutex2var_epi8(t[6], ix, t[7]));
+    return _mm512_mask_blend_epi8(b8, p0, p1);
+}
+
+/* IQ3_XXS and IQ3_S blocks (bytes apart): d, 64 index bytes (transposed into v), the next nw bytes (into w) */
+VB_INLINE void vb3_load(const uint8_t *const *row, int64_t sb, int bytes, int nw, __m512i v[16], __m512i w[16], __m512 *d) {
     uint16_t dh[16];
 #pragma GCC unroll 16
     for (int r = 0; r < 16; r++) {
-        const uint8_t *b = row[r] + sb * 98;
+        const uint8_t *b = row[r] + sb * bytes;
         v[r] = _mm512_loadu_si512(b + 2);
-        w[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(b + 66)));
+        w[r] = _mm512_maskz_loadu_epi8(((__mmask64)1 << nw) - 1, b + 66); /* no read past the block */
         memcpy(&dh[r], b, 2);
     }
     kq_transpose16(v);
     kq_transpose16(w);
     *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+}
+/* IQ3_XXS (98-byte blocks: d, 64 index bytes, 8 sign / scale words) */
+VB_INLINE void vb3x_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512i x[2], __m512 *d) {
+    (void)x;
+    vb3_load(row, sb, 98, 32, v, w, d);
 }
 /* sub-block s: its tile vectors and scales (dword r: row r's) */
 VB_INLINE __m512i vb3x_sub(const Vb3Const *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8]) {
@@ -255,10 +268,8 @@ VB_INLINE __m512i vb3x_sub(const Vb3Const *k, const __m512i *v, const __m512i *w
     __m512i lo[2], hi[2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
-        const __m512i ix = v[2 * s + h];
-        const __mmask64 top = _mm512_movepi8_mask(ix);
-        lo[h] = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo[0], ix, k->lo[1]), _mm512_permutex2var_epi8(k->lo[2], ix, k->lo[3]));
-        hi[h] = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi[0], ix, k->hi[1]), _mm512_permutex2var_epi8(k->hi[2], ix, k->hi[3]));
+        lo[h] = vb3_look(k->lo, 256, v[2 * s + h], 0);
+        hi[h] = vb3_look(k->hi, 256, v[2 * s + h], 0);
     }
     vb3_groups(k, lo, hi, _mm512_permutex2var_epi8(k->ks0, _mm512_multishift_epi64_epi8(k->fctl, w[s]), k->ks1), q);
     return _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(w[s], 28), 1), _mm512_set1_epi32(1));
@@ -268,17 +279,7 @@ VB_INLINE __m512i vb3x_sub(const Vb3Const *k, const __m512i *v, const __m512i *w
  * high bits, w[2 + s] sub-block s's signs, w[10] the scales */
 VB_INLINE void vb3s_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i w[16], __m512i x[2], __m512 *d) {
     (void)x;
-    uint16_t dh[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; r++) {
-        const uint8_t *b = row[r] + sb * 110;
-        v[r] = _mm512_loadu_si512(b + 2);
-        w[r] = _mm512_maskz_loadu_epi8((__mmask64)0xfffffffffffull, b + 66); /* 44 bytes: no read past the block */
-        memcpy(&dh[r], b, 2);
-    }
-    kq_transpose16(v);
-    kq_transpose16(w);
-    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+    vb3_load(row, sb, 110, 44, v, w, d);
 }
 VB_INLINE __m512i vb3s_sub(const Vb3Const *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8]) {
     (void)x;
@@ -287,13 +288,9 @@ VB_INLINE __m512i vb3s_sub(const Vb3Const *k, const __m512i *v, const __m512i *w
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m512i ix = v[2 * s + h];
-        const __mmask64 top = _mm512_movepi8_mask(ix), b8 = _mm512_test_epi8_mask(qh, h ? k->sb1 : k->sb0);
-        lo[h] = _mm512_mask_blend_epi8(
-            b8, _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo[0], ix, k->lo[1]), _mm512_permutex2var_epi8(k->lo[2], ix, k->lo[3])),
-            _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->lo[4], ix, k->lo[5]), _mm512_permutex2var_epi8(k->lo[6], ix, k->lo[7])));
-        hi[h] = _mm512_mask_blend_epi8(
-            b8, _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi[0], ix, k->hi[1]), _mm512_permutex2var_epi8(k->hi[2], ix, k->hi[3])),
-            _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(k->hi[4], ix, k->hi[5]), _mm512_permutex2var_epi8(k->hi[6], ix, k->hi[7])));
+        const __mmask64 b8 = _mm512_test_epi8_mask(qh, h ? k->sb1 : k->sb0);
+        lo[h] = vb3_look(k->lo, 512, ix, b8);
+        hi[h] = vb3_look(k->hi, 512, ix, b8);
     }
     vb3_groups(k, lo, hi, w[2 + s], q);
     const __m512i nib = _mm512_and_si512(_mm512_srli_epi32(w[10], 4 * s), _mm512_set1_epi32(15));
@@ -394,22 +391,25 @@ VB_INLINE void vb_headers(const uint8_t *const *p, int nq, __m512i *x) {
     }
 }
 
-/* IQ2_XS (74-byte blocks: d, 32 u16 of 9-bit index | 7-bit sign index, 8 scale bytes): v the 64 quant bytes
- * transposed (v[2s], v[2s + 1]: sub-block s's grid rows 0-1 and 2-3), x the scale bytes */
-VB_INLINE void vb2x_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i x[4], __m512 *d) {
+/* IQ2_XS and IQ2_S blocks (BYTES apart): d, 64 quant bytes (transposed into v), then 4 · nq bytes from +66 (into
+ * the lanes of x[0 … nq − 1]) */
+VB_INLINE void vb2_load(const uint8_t *const *row, int64_t sb, int bytes, int nq, __m512i v[16], __m512i x[4], __m512 *d) {
     uint16_t dh[16];
     const uint8_t *hp[16];
 #pragma GCC unroll 16
     for (int r = 0; r < 16; r++) {
-        const uint8_t *b = row[r] + sb * 74;
+        const uint8_t *b = row[r] + sb * bytes;
         v[r] = _mm512_loadu_si512(b + 2);
         memcpy(&dh[r], b, 2);
         hp[r] = b + 66;
     }
     kq_transpose16(v);
-    vb_headers(hp, 2, x);
+    vb_headers(hp, nq, x);
     *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
 }
+
+/* IQ2_XS (74-byte blocks: d, 32 u16 of 9-bit index | 7-bit sign index, 8 scale bytes): v the 64 quant bytes
+ * transposed (v[2s], v[2s + 1]: sub-block s's grid rows 0-1 and 2-3), x the scale bytes */
 VB_INLINE VbtSub vb2x_sub(const VbConst *k, const __m512i *v, const __m512i *x, int s, __m512i *sc1) {
     /* byte 4r + i: grid row i's low (high) byte; rows 0-1 from v[2s], 2-3 from v[2s + 1] */
     const __m512i il = _mm512_add_epi8(_mm512_set1_epi32(0x42400200), _mm512_and_si512(k->cbase, _mm512_set1_epi32(0x3f3f3f3f)));
@@ -426,20 +426,6 @@ VB_INLINE VbtSub vb2x_sub(const VbConst *k, const __m512i *v, const __m512i *x, 
 
 /* IQ2_S (82-byte blocks: d, 32 index low bytes, 32 sign bytes, 8 bytes of the indices' 2 high bits, 8 scale
  * bytes): v[s] sub-block s's 4 index bytes, v[8 + s] its 4 sign bytes; x[0..1] the high bits, x[2..3] the scales */
-VB_INLINE void vb2s_load(const uint8_t *const *row, int64_t sb, __m512i v[16], __m512i x[4], __m512 *d) {
-    uint16_t dh[16];
-    const uint8_t *hp[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; r++) {
-        const uint8_t *b = row[r] + sb * 82;
-        v[r] = _mm512_loadu_si512(b + 2);
-        memcpy(&dh[r], b, 2);
-        hp[r] = b + 66;
-    }
-    kq_transpose16(v);
-    vb_headers(hp, 4, x);
-    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
-}
 VB_INLINE VbtSub vb2s_sub(const VbConst *k, const __m512i *v, const __m512i *x, int s, __m512i *sc1) {
     /* qh byte s of each row in its 4 bytes; grid row i's bits 8, 9: bits 2i, 2i + 1 */
     const __m512i qh = _mm512_permutexvar_epi8(_mm512_add_epi8(_mm512_and_si512(k->cbase, _mm512_set1_epi32(0x3c3c3c3c)),
@@ -559,28 +545,21 @@ VB_INLINE void iq2xxs_sb(const VbConst *k, const __m512i *v, const __m512i *w, c
     vb2_groups(k, &u, q);
     *sc0 = *sc1 = u.sc;
 }
-VB_INLINE void iq2xs_ld(const uint8_t *const *row, int64_t sb, __m512i *v, __m512i *w, __m512i *x, __m512 *d) {
-    (void)w;
-    vb2x_load(row, sb, v, x, d);
-}
-VB_INLINE void iq2xs_sb(const VbConst *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8],
-                        __m512i *sc0, __m512i *sc1) {
-    (void)w;
-    const VbtSub u = vb2x_sub(k, v, x, s, sc1);
-    vb2_groups(k, &u, q);
-    *sc0 = u.sc;
-}
-VB_INLINE void iq2s_ld(const uint8_t *const *row, int64_t sb, __m512i *v, __m512i *w, __m512i *x, __m512 *d) {
-    (void)w;
-    vb2s_load(row, sb, v, x, d);
-}
-VB_INLINE void iq2s_sb(const VbConst *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8],
-                       __m512i *sc0, __m512i *sc1) {
-    (void)w;
-    const VbtSub u = vb2s_sub(k, v, x, s, sc1);
-    vb2_groups(k, &u, q);
-    *sc0 = u.sc;
-}
+/* IQ2_XS, IQ2_S: vb2_load with the block's size and header length, SUB's VbtSub through the groups */
+#define VB2_ADAPT(NAME, BYTES, NQ, SUB)                                                                             \
+    VB_INLINE void NAME##_ld(const uint8_t *const *row, int64_t sb, __m512i *v, __m512i *w, __m512i *x, __m512 *d) { \
+        (void)w;                                                                                                    \
+        vb2_load(row, sb, BYTES, NQ, v, x, d);                                                                      \
+    }                                                                                                               \
+    VB_INLINE void NAME##_sb(const VbConst *k, const __m512i *v, const __m512i *w, const __m512i *x, int s,         \
+                             __m512i q[8], __m512i *sc0, __m512i *sc1) {                                            \
+        (void)w;                                                                                                    \
+        const VbtSub u = SUB(k, v, x, s, sc1);                                                                      \
+        vb2_groups(k, &u, q);                                                                                       \
+        *sc0 = u.sc;                                                                                                \
+    }
+VB2_ADAPT(iq2xs, 74, 2, vb2x_sub)
+VB2_ADAPT(iq2s, 82, 4, vb2s_sub)
 #define VB3_SUB(NAME, SUB)                                                                                          \
     VB_INLINE void NAME(const Vb3Const *k, const __m512i *v, const __m512i *w, const __m512i *x, int s, __m512i q[8], \
                         __m512i *sc0, __m512i *sc1) {                                                               \
