@@ -5,10 +5,10 @@
  * Values go to vpdpbusd as q + 128 (the grids are signed after their sign bits), with the activation
  * correction -128·Σa. Grid entries come by scalar loads (see grid8); sign bits become a 64-bit lane
  * mask (masked negation; ksigns_iq2xs by pdep and a parity fold). IQ1_S and IQ1_M also decode their
- * offset signs into KRow.qd (a second set of lanes) for the per-row kernel; IQ1_S's products of 4+ tokens in the
- * fast arithmetic run the tiles instead, its offset term sc·(±1)·Σa from the activations' bsums (KRow.m holds
- * sc·(±1) per 16 elements, kq_p16_fast adds it to 8·Σ q·a). IQ1_M's offset signs are per 8 elements, finer
- * than the bsums: per row on every path. Where the CPU has
+ * offset signs into KRow.qd (a second set of lanes) for the per-row kernel; their products of 4+ tokens in the
+ * fast arithmetic run the tiles instead: IQ1_S's offset term sc·(±1)·Σa from the activations' bsums (KRow.m holds
+ * sc·(±1) per 16 elements, kq_p16_fast adds it to 8·Σ q·a), IQ1_M's (signs per 8 elements, finer than the bsums)
+ * folded into the values (8q ± 1: kq_iq1m_fold). Where the CPU has
  * AVX512_VBMI, the tiles and the decode GEMV of all but IQ1_S / IQ1_M decode 16 rows at once instead
  * (matmul_iq_vbmi_avx512.h). */
 #include "kernels/cpu/matmul_kq_avx512.h"

@@ -446,8 +446,8 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *q = kt_q(tl, sb);
         const int32_t *sc = kt_sc(tl, sb), *mp = kt_mp(tl, sb);
-        /* IQ: dfac (panel); IQ1_S: d/8 */
-        const __m512 dw = _mm512_load_ps(kind == K_IQ || kind == K_IQ1S ? kt_dmin(tl, sb) : kt_d(tl, sb));
+        /* IQ: dfac (panel); IQ1_S, IQ1_M: d/8 */
+        const __m512 dw = _mm512_load_ps(kind == K_IQ || kind == K_IQ1S || kind == K_IQ1M ? kt_dmin(tl, sb) : kt_d(tl, sb));
         __m512 dv[C], dmv[C];
         const int8_t *a[C];
         const int16_t *bs[C];
@@ -538,8 +538,8 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
 #pragma GCC unroll 8
             for (int c = 0; c < C; c++) S[c] = _mm512_add_epi32(S[c], _mm512_mullo_epi32(I[c], s));
         }
-        /* IQ: dfac (panel); IQ1_S: d/8 */
-        const __m512 dw = _mm512_load_ps(kind == K_IQ || kind == K_IQ1S ? kt_dmin(tl, sb) : kt_d(tl, sb));
+        /* IQ: dfac (panel); IQ1_S, IQ1_M: d/8 */
+        const __m512 dw = _mm512_load_ps(kind == K_IQ || kind == K_IQ1S || kind == K_IQ1M ? kt_dmin(tl, sb) : kt_d(tl, sb));
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             const int16_t *bs = tk[c].bs + sb * 16;
@@ -557,6 +557,19 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
     }
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], mins ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);
+}
+
+/* IQ1_M in a tile (the fast arithmetic only): 8q + s as one value, s the ±1 offset sign of its 8 elements (|8q + s|
+ * ≤ 9), so one vpdpbusd pass sums Σ sc·(8q + s)·a = 8·T + TD, the per-row kernel's integer; its offset signs are per
+ * 8 elements, finer than the activations' bsums that IQ1_S's tiles use. */
+KQ_INLINE void kq_iq1m_fold(KRow *k) {
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+#pragma GCC unroll 4
+    for (int z = 0; z < 4; z++) {
+        const __m512i q = _mm512_xor_si512(_mm512_load_si512(k->q + 64 * z), x80), s = _mm512_xor_si512(_mm512_load_si512(k->qd + 64 * z), x80);
+        const __m512i q8 = _mm512_and_si512(_mm512_slli_epi16(q, 3), _mm512_set1_epi8((char)0xf8)); /* 8q per byte */
+        _mm512_store_si512(k->q + 64 * z, _mm512_xor_si512(_mm512_add_epi8(q8, s), x80));
+    }
 }
 
 /* ---- the compute function of a format ------------------------------------------------------------------
@@ -673,7 +686,10 @@ KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int6
             const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;                                                      \
             if (!TILE_DEC(j, o, nr, nsb, &tl))                                                                    \
                 for (int64_t sb = 0; sb < nsb; sb++) {                                                            \
-                    for (int r = 0; r < 16; r++) DECODE(mm_w_row(j, o + (r < nr ? r : nr - 1)) + sb * (BYTES), &rows[r]); \
+                    for (int r = 0; r < 16; r++) {                                                                \
+                        DECODE(mm_w_row(j, o + (r < nr ? r : nr - 1)) + sb * (BYTES), &rows[r]);                   \
+                        if ((KIND) == K_IQ1M) kq_iq1m_fold(&rows[r]);                                              \
+                    }                                                                                             \
                     kq_tile_put(&tl, sb, rows);                                                                   \
                 }                                                                                                 \
             const bool fast = j->path == DOT_FAST;                                                                \
@@ -708,8 +724,8 @@ KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int6
             ROWS_FN(j, o0, o1, t0, t1, span);                                                                     \
             return;                                                                                               \
         }                                                                                                         \
-        if ((t1 - t0 >= KQ_GEMM_MIN_T || fast_rows_t > 0) && ((KIND) != K_IQ1S || j->path == DOT_FAST) &&        \
-            (KIND) != K_IQ1M)                                                                                     \
+        if ((t1 - t0 >= KQ_GEMM_MIN_T || fast_rows_t > 0) &&                                                    \
+            (((KIND) != K_IQ1S && (KIND) != K_IQ1M) || j->path == DOT_FAST))                                      \
             tiles_##NAME(j, o0, o1, t0, t1, span, tmp);                                                           \
         else                                                                                                      \
             rows_##NAME(j, o0, o1, t0, t1, span);                                                                 \
