@@ -137,14 +137,10 @@ B_INLINE void b_step(const BOrder o, const bool sgn, const int C, const __m512i 
         const __m512 dv = _mm512_mul_ps(dw, _mm512_set1_ps(tk[c].d[i]));
         if (o == B_SPAN || o == B_FMIN) {
             if (o == B_FMIN) st->summs[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(tk[c].s[i]), st->summs[c]);
-            /* two chains of 4 (one chain of 8 left vpdpbusd's latency exposed); integers, so the same total */
-            __m512i S = sgn ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512(), U = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int g = 0; g < 8; g += 2) {
-                S = _mm512_dpbusd_epi32(S, q[g], bc32(a + 4 * g));
-                U = _mm512_dpbusd_epi32(U, q[g + 1], bc32(a + 4 * g + 4));
-            }
-            st->s[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, U)), dv, st->s[c]);
+            __m512i S = sgn ? _mm512_set1_epi32(tk[c].corr32[i]) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) S = _mm512_dpbusd_epi32(S, q[g], bc32(a + 4 * g));
+            st->s[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), dv, st->s[c]);
             continue;
         }
         if (o == B_TWO && (nb & 1) && i == nb - 1) { /* the odd last block: its total, after the hsum */

@@ -6,9 +6,7 @@
  * correction -128·Σa. Grid entries come by scalar loads (see grid8); sign bits become a 64-bit lane
  * mask (masked negation; ksigns_iq2xs by pdep and a parity fold). IQ1_S and IQ1_M also decode their
  * offset signs into KRow.qd (a second set of lanes) for the per-row kernel; their products of 4+ tokens in the
- * fast arithmetic run the tiles instead: IQ1_S's offset term sc·(±1)·Σa from the activations' bsums (KRow.m holds
- * sc·(±1) per 16 elements, kq_p16_fast adds it to 8·Σ q·a), IQ1_M's (signs per 8 elements, finer than the bsums)
- * folded into the values (8q ± 1: kq_iq1m_fold). Where the CPU has
+ * fast arithmetic run the tiles instead, the offset signs folded into the values (8q ± 1: kq_iq1_fold). Where the CPU has
  * AVX512_VBMI, the tiles and the decode GEMV of all but IQ1_S / IQ1_M decode 16 rows at once instead
  * (matmul_iq_vbmi_avx512.h). */
 #include "kernels/cpu/matmul_kq_avx512.h"
@@ -210,7 +208,6 @@ KQ_INLINE void dec_iq4_xs(const uint8_t *p, KRow *k) {
 KQ_INLINE void dec_iq1_s(const uint8_t *p, KRow *k) {
     const BlockIQ1_S *b = (const BlockIQ1_S *)p;
     uint8_t sc[16] __attribute__((aligned(16)));
-    int16_t m[16] __attribute__((aligned(32))); /* per 16 elements sc·(±1): the offset term from bsums (tiles) */
 #pragma GCC unroll 4
     for (int s2 = 0; s2 < 4; s2++) {
         unsigned ix[8];
@@ -221,13 +218,12 @@ KQ_INLINE void dec_iq1_s(const uint8_t *p, KRow *k) {
             for (int l = 0; l < 4; l++) ix[4 * h + l] = b->qs[4 * sb + l] | ((qh >> (3 * l)) & 7u) << 8;
             dm |= (uint64_t)(0xffffffffu & -(uint32_t)(qh >> 15)) << (32 * h); /* branch-free: random bits */
             sc[2 * sb] = sc[2 * sb + 1] = (uint8_t)(2 * ((qh >> 12) & 7) + 1);
-            m[2 * sb] = m[2 * sb + 1] = (int16_t)(qh >> 15 ? -sc[2 * sb] : sc[2 * sb]);
         }
         _mm512_store_si512(k->q + 64 * s2, _mm512_xor_si512(grid8(iq1s_grid, ix), _mm512_set1_epi8((char)0x80)));
         iq_store64(k->qd + 64 * s2, _mm512_set1_epi8(1), (__mmask64)dm);
     }
     _mm_store_si128((__m128i *)k->sc, _mm_load_si128((const __m128i *)sc));
-    _mm256_store_si256((__m256i *)k->m, _mm256_load_si256((const __m256i *)m));
+    _mm256_store_si256((__m256i *)k->m, _mm256_setzero_si256());
     k->d = kq_f16(&b->d);
     k->dmin = k->d * 0.125f;
 }

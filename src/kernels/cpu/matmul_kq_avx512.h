@@ -446,8 +446,7 @@ KQ_INLINE void kq_p16_span(const KKind kind, const bool sgn, const int span, con
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *q = kt_q(tl, sb);
         const int32_t *sc = kt_sc(tl, sb), *mp = kt_mp(tl, sb);
-        /* IQ: dfac (panel); IQ1_S, IQ1_M: d/8 */
-        const __m512 dw = _mm512_load_ps(kind == K_IQ || kind == K_IQ1S || kind == K_IQ1M ? kt_dmin(tl, sb) : kt_d(tl, sb));
+        const __m512 dw = _mm512_load_ps(kind == K_IQ ? kt_dmin(tl, sb) : kt_d(tl, sb)); /* IQ: dfac (panel) */
         __m512 dv[C], dmv[C];
         const int8_t *a[C];
         const int16_t *bs[C];
@@ -544,12 +543,11 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
         for (int c = 0; c < C; c++) {
             const int16_t *bs = tk[c].bs + sb * 16;
             const __m512 d8 = _mm512_set1_ps(tk[c].d[sb]);
-            if (kind == K_Q6 || kind == K_IQ1S || mins) {
+            if (kind == K_Q6 || mins) {
                 __m512i M = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int p = 0; p < 8; p++) M = _mm512_dpwssd_epi32(M, _mm512_load_si512(mp + 16 * p), kq_bcast32(bs + 2 * p));
                 if (kind == K_Q6) S[c] = _mm512_sub_epi32(S[c], _mm512_slli_epi32(M, 5));
-                else if (kind == K_IQ1S) S[c] = _mm512_add_epi32(_mm512_slli_epi32(S[c], 3), M); /* 8·Σ q·a + Σ ±a */
                 else accm[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(_mm512_load_ps(kt_dmin(tl, sb)), d8), accm[c]);
             }
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(dw, d8), acc[c]);
@@ -559,10 +557,9 @@ KQ_INLINE void kq_p16_fast(const KKind kind, const bool sgn, const int GS, const
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], mins ? _mm512_sub_ps(acc[c], accm[c]) : acc[c]);
 }
 
-/* IQ1_M in a tile (the fast arithmetic only): 8q + s as one value, s the ±1 offset sign of its 8 elements (|8q + s|
- * ≤ 9), so one vpdpbusd pass sums Σ sc·(8q + s)·a = 8·T + TD, the per-row kernel's integer; its offset signs are per
- * 8 elements, finer than the activations' bsums that IQ1_S's tiles use. */
-KQ_INLINE void kq_iq1m_fold(KRow *k) {
+/* IQ1_S / IQ1_M in a tile (the fast arithmetic only): 8q + s as one value, s the ±1 offset sign of the element
+ * (|8q + s| ≤ 9), so one vpdpbusd pass sums Σ sc·(8q + s)·a = 8·T + TD, the per-row kernel's integer. */
+KQ_INLINE void kq_iq1_fold(KRow *k) {
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
 #pragma GCC unroll 4
     for (int z = 0; z < 4; z++) {
@@ -688,7 +685,7 @@ KQ_INLINE void kq_row_prefetch(const MmJob *j, const uint8_t *w, int64_t o, int6
                 for (int64_t sb = 0; sb < nsb; sb++) {                                                            \
                     for (int r = 0; r < 16; r++) {                                                                \
                         DECODE(mm_w_row(j, o + (r < nr ? r : nr - 1)) + sb * (BYTES), &rows[r]);                   \
-                        if ((KIND) == K_IQ1M) kq_iq1m_fold(&rows[r]);                                              \
+                        if ((KIND) == K_IQ1S || (KIND) == K_IQ1M) kq_iq1_fold(&rows[r]);                             \
                     }                                                                                             \
                     kq_tile_put(&tl, sb, rows);                                                                   \
                 }                                                                                                 \
