@@ -96,6 +96,8 @@ static void bench_deltanet(Pool *pool, Isa isa) {
         float *v = frandn((size_t)Tmax * Hv * D, 1), *g = falloc((size_t)Tmax * Hv), *beta = falloc((size_t)Tmax * Hv);
         for (size_t i = 0; i < (size_t)Tmax * Hv; i++) g[i] = -0.1f * (frand() + 1.0f), beta[i] = 0.5f * (frand() + 1.0f);
         float *state = frandn((size_t)Hv * D * D, 0.1f), *out = falloc((size_t)Tmax * Hv * D);
+        float *fstate = falloc(DELTANET_FUSED_FLOATS(Hv, D, D)); /* the fused form's own layout */
+        deltanet_state_to_fused(state, fstate, Hv, D, D);
         printf("delta-net %s, Hk=%d Hv=%d d=%d, %d thread(s): us/token\n", ops->name, Hk, Hv, D, nth);
         printf("  %6s %12s %12s %12s %8s %8s\n", "T", "recurrent", "fused", "chunked", "rec/fus", "rec/chk");
         for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0] && Ts[ti] <= Tmax; ti++) {
@@ -103,17 +105,18 @@ static void bench_deltanet(Pool *pool, Isa isa) {
             DnBench b = {ops->deltanet_recurrent, {MATMUL_GGML, pool, scratch, sb},
                          {T, Hk, Hv, D, D, Hv != Hk, q, k, v, g, beta, state, out, NULL, NULL}};
             const double tr = timeit(dn_call, &b, 0.3) / T * 1e6;
-            b.fn = ops->deltanet_fused;
+            b.fn = ops->deltanet_fused, b.a.state = fstate;
             const double tw = timeit(dn_call, &b, 0.3) / T * 1e6;
-            b.fn = ops->deltanet_chunked;
+            b.fn = ops->deltanet_chunked, b.a.state = state;
             const double tc = timeit(dn_call, &b, 0.3) / T * 1e6;
             printf("  %6d %12.2f %12.2f %12.2f %8.2f %8.2f\n", T, tr, tw, tc, tr / tw, tr / tc);
             fflush(stdout);
             /* keep the state bounded: the benchmark loops on it */
             for (size_t i = 0; i < (size_t)Hv * D * D; i++)
                 if (!isfinite(state[i]) || fabsf(state[i]) > 10.0f) state[i] = 0.1f;
+            deltanet_state_to_fused(state, fstate, Hv, D, D);
         }
-        free(q), free(k), free(v), free(g), free(beta), free(state), free(out);
+        free(q), free(k), free(v), free(g), free(beta), free(state), free(fstate), free(out);
     }
     free(scratch);
 }

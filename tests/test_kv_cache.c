@@ -234,8 +234,8 @@ TEST(kv_cache, snapshot_round_trip) {
     /* a snapshot without the types (flags bits 8-23 clear): accepted where the sizes agree */
     uint32_t flags;
     memcpy(&flags, (char *)buf + 28, 4);
-    CHECK(flags >> 8 != 0);
-    flags &= 0xffu;
+    CHECK((flags & 0xffff00u) != 0);
+    flags &= ~0xffff00u;
     memcpy((char *)buf + 28, &flags, 4);
     REQUIRE(dl_session_restore(t, buf, n, &err) == 0);
     REQUIRE(dl_session_eval(t, ids + 20, 21, &err) == 0);
@@ -244,6 +244,33 @@ TEST(kv_cache, snapshot_round_trip) {
     dl_session_free(ss), dl_session_free(sf), dl_engine_close(sw), dl_engine_close(f16);
     dl_session_free(s), dl_session_free(t), dl_session_free(u);
     dl_engine_close(e);
+}
+
+/* The delta-net states' layout is recorded too (the fast arithmetic keeps them in the fused form's): a snapshot
+ * of a fast session restored into a llama one of the same size (F32 caches both) is refused in one line, and
+ * the other way round; into another fast session it restores. */
+TEST(kv_cache, snapshot_arith_layout) {
+    const char *model = "models/m2-qwen3next-new-mixed.gguf";
+    DlError err = {{0}};
+    DlEngine *fe = open_kv(model, "f32", "f32", "fast", false, &err), *le = open_kv(model, "f32", "f32", "llama", false, &err);
+    REQUIRE_MSG(fe && le, "%s", err.msg);
+    DlSession *fs = dl_session_new(fe, &err), *ft = dl_session_new(fe, &err), *ls = dl_session_new(le, &err);
+    REQUIRE(fs && ft && ls);
+    int32_t ids[9] = {11, 48, 85, 122, 159, 196, 233, 270, 307};
+    REQUIRE(dl_session_eval(fs, ids, 9, &err) == 0 && dl_session_eval(ls, ids, 9, &err) == 0);
+    const size_t n = dl_session_snapshot_size(fs);
+    REQUIRE(n == dl_session_snapshot_size(ls));
+    void *fb = malloc(n), *lb = malloc(n);
+    REQUIRE(dl_session_snapshot(fs, fb, n, &err) == 0 && dl_session_snapshot(ls, lb, n, &err) == 0);
+    CHECK(dl_session_restore(ls, fb, n, &err) == -1);
+    CHECK_MSG(strstr(err.msg, "snapshot of the fast arithmetic's delta-net states; this session keeps the llama or exact one's"),
+              "got: %s", err.msg);
+    CHECK(dl_session_restore(fs, lb, n, &err) == -1);
+    CHECK_MSG(strstr(err.msg, "snapshot of the llama or exact arithmetic's"), "got: %s", err.msg);
+    CHECK(dl_session_restore(ft, fb, n, &err) == 0 && dl_session_n_past(ft) == 9);
+    free(fb), free(lb);
+    dl_session_free(fs), dl_session_free(ft), dl_session_free(ls);
+    dl_engine_close(fe), dl_engine_close(le);
 }
 
 /* One line for each way a KV type cannot be had. */

@@ -178,8 +178,8 @@ static void parity_model_lens(const char *name, const int *lens, size_t n_lens) 
         }
         if (fast && npref && pre) {
             const LogitMetrics rf = logits_compare(npref, fast, T, V, 1e-3), rl = logits_compare(npref, pre, T, V, 1e-3);
-            test_note("len%-3d vs float64: fast KL %.3g top1 %.4f | llama.cpp KL %.3g top1 %.4f", len, rf.kl_mean, rf.top1,
-                      rl.kl_mean, rl.top1);
+            test_note("len%-3d vs float64: fast KL %.3g top1 %.4f (decisive %.4f) | llama.cpp KL %.3g top1 %.4f (decisive %.4f)",
+                      len, rf.kl_mean, rf.top1, rf.top1_decisive, rl.kl_mean, rl.top1, rl.top1_decisive);
             CHECK_MSG(rf.kl_mean <= 2 * rl.kl_mean + 1e-9, "len%d: fast mode's KL to float64 %.3g, llama.cpp's %.3g", len,
                       rf.kl_mean, rl.kl_mean);
             kl_fast += rf.kl_mean, kl_llama += rl.kl_mean;

@@ -104,11 +104,14 @@ typedef struct SnapHeader {
     uint32_t n_layer, n_embd, n_vocab, n_ctx;
     int32_t n_past;
     /* bit 0: the logits are valid; bits 8-15 and 16-23: the K and V cache formats (DlEngine.kv_k / kv_v) + 1,
-     * or 0 in snapshots written before they were recorded (whose sizes tell F32 from F16) */
+     * or 0 in snapshots written before they were recorded (whose sizes tell F32 from F16); bit 24: the
+     * delta-net states are in the fused form's layout (the fast arithmetic on the CPU, Backend.dn_fused_state) */
     uint32_t flags;
 } SnapHeader;
 
 static uint32_t snap_kv_flags(const DlEngine *en) { return (en->kv_k + 1) << 8 | (en->kv_v + 1) << 16; }
+#define SNAP_FUSED (1u << 24)
+static uint32_t snap_layout_flag(const DlSession *s) { return s->states[0]->be->dn_fused_state ? SNAP_FUSED : 0; }
 
 static size_t states_bytes(const DlSession *s, int n_past) {
     size_t n = 0;
@@ -130,7 +133,7 @@ int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err
     if (size < dl_session_snapshot_size(s)) return err_set(&e, "snapshot buffer too small"), fail(err, &e);
     if (s->engine->pipe && pipe_quiesce((DlSession *)s, &e)) return fail(err, &e); /* its batches are done */
     SnapHeader h = {SNAP_MAGIC, (uint32_t)c->n_layer, (uint32_t)c->n_embd, (uint32_t)c->n_vocab, (uint32_t)st->n_ctx,
-                    st->n_past, (s->has_logits ? 1u : 0u) | snap_kv_flags(s->engine)};
+                    st->n_past, (s->has_logits ? 1u : 0u) | snap_kv_flags(s->engine) | snap_layout_flag(s)};
     uint8_t *p = buf;
     memcpy(p, &h, sizeof h), p += sizeof h;
     for (int i = 0; i < s->engine->n_st; i++) { /* layer order: the stages are */
@@ -159,6 +162,10 @@ int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err)
     if (kv && kv != snap_kv_flags(s->engine))
         return err_set(&e, "snapshot of a %s K / %s V cache; this session keeps %s / %s", kv_format_name((kv >> 8 & 255) - 1),
                        kv_format_name((kv >> 16) - 1), kv_format_name(s->engine->kv_k), kv_format_name(s->engine->kv_v)),
+               fail(err, &e);
+    if ((h.flags & SNAP_FUSED) != snap_layout_flag(s))
+        return err_set(&e, "snapshot of the %s arithmetic's delta-net states; this session keeps the %s one's",
+                       h.flags & SNAP_FUSED ? "fast" : "llama or exact", snap_layout_flag(s) ? "fast" : "llama or exact"),
                fail(err, &e);
     if (h.n_past < 0 || h.n_past > st->n_ctx)
         return err_set(&e, "snapshot of %d tokens does not fit a context of %d", h.n_past, st->n_ctx), fail(err, &e);

@@ -12,6 +12,7 @@
 #ifndef DL_KERNELS_OPS_H
 #define DL_KERNELS_OPS_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -112,7 +113,8 @@ size_t attention_fast_scratch_bytes(int n_ctx, int head_dim, int gqa_group, int 
  *   v      [T][n_v_head][d_v]
  *   g      [T][n_v_head]        log-decay (≤ 0); the state decays by exp(g)
  *   beta   [T][n_v_head]        sigmoid(b)
- *   state  [n_v_head][d_v][d_k] in/out, TRANSPOSED: state[h][j][i] = S_h[key i][value j]
+ *   state  [n_v_head][d_v][d_k] in/out, TRANSPOSED: state[h][j][i] = S_h[key i][value j] (the fused
+ *          form: its own layout, DELTANET_FUSED_FLOATS below)
  *   out    [T][n_v_head][d_v]
  * Value head j reads key head j / (n_v_head/n_k_head) when grouped (qwen3next), j % n_k_head otherwise
  * (qwen35, qwen35moe). d_v == d_k. */
@@ -124,9 +126,36 @@ typedef struct DeltaNetArgs {
     /* NULL (or state): in place; otherwise the state before the batch is read from here and the new one
      * written to state (the two do not overlap) */
     const float *state_in;
-    /* NULL, or [T][n_v_head][d_v][d_k]: receives the state after every token (the recurrent form only) */
+    /* NULL, or [T][n_v_head][d_v][d_k]: receives the state after every token (the recurrent and chunked
+     * forms; not the fused one) */
     float *steps;
 } DeltaNetArgs;
+
+/* The fused form (the fast arithmetic's) keeps its state in its own layout, DELTANET_FUSED_FLOATS floats.
+ * The physical state after a token is S = c·(S̃ + Σ_j K_j D_jᵀ): a base S̃ that changes only at absolute
+ * chunk boundaries (every DN_FUSED_C tokens, or when the scale c has to be folded in), and the chunk's
+ * pending keys K_j and scaled updates D_j = δ_j / c_j. Per head: S̃ in math layout (S̃[i][x] for key i,
+ * value x; values in the lanes) in panels of DN_FUSED_PANEL values ([d_v / 64][d_k][64], the last panel
+ * narrower when 64 does not divide d_v) so that a panel is contiguous, then K [DN_FUSED_C][d_k], then
+ * D [DN_FUSED_C][d_v]; after all heads, per head the scale c and the pending count n. A zeroed state is
+ * the zero state (c = 0 folds in at the first token). deltanet_ref.c has the math. */
+#define DN_FUSED_C 10
+#define DN_FUSED_PANEL 64
+#define DN_FUSED_HEAD(d_k, d_v) ((size_t)(d_k) * (size_t)(d_v) + (size_t)DN_FUSED_C * ((size_t)(d_k) + (size_t)(d_v)))
+#define DELTANET_FUSED_FLOATS(n_v_head, d_k, d_v) ((size_t)(n_v_head) * (DN_FUSED_HEAD(d_k, d_v) + 2))
+/* where S̃[i][x] of a head lies in its block */
+static inline size_t dn_fused_at(int d_k, int d_v, int i, int x) {
+    const int c0 = x - x % DN_FUSED_PANEL, w = d_v - c0 < DN_FUSED_PANEL ? d_v - c0 : DN_FUSED_PANEL;
+    return (size_t)c0 * (size_t)d_k + (size_t)i * (size_t)w + (size_t)(x - c0);
+}
+/* the dots with S̃: four partial sums over the key blocks [p·d_k/4, (p+1)·d_k/4), added (0+1)+(2+3) */
+/* the scale range a token keeps c in: outside it (or NaN), the token folds the chunk and c into S̃ */
+#define DN_FUSED_CMIN 0x1p-60f
+#define DN_FUSED_CMAX 0x1p+60f
+static inline bool dn_fused_rescales(float c) { return !(c >= DN_FUSED_CMIN && c <= DN_FUSED_CMAX); }
+/* The physical state ([n_v_head][d_v][d_k], as the other forms keep it) of a fused one, and back (c = 1, n = 0). */
+void deltanet_fused_to_state(const float *fused, float *state, int n_v_head, int d_k, int d_v);
+void deltanet_state_to_fused(const float *state, float *fused, int n_v_head, int d_k, int d_v);
 
 /* ---- attention ---------------------------------------------------------------------------------------- */
 

@@ -232,6 +232,21 @@ void fwd_dump_view(Forward *f, const char *name, int il, BView v, int64_t ne0, i
     dump_tensor(f->dump, name, il, f->dump_host, ne0, ne1, ne2, ne3);
 }
 
+void fwd_dump_dn_state(Forward *f, const char *name, int il, BView v, int Dk, int Dv, int Hv) {
+    if (!f->be->dn_fused_state) {
+        fwd_dump_view(f, name, il, v, Dk, Dv, Hv, 1, false);
+        return;
+    }
+    const size_t n = (size_t)Hv * Dv * Dk;
+    float *fu = malloc(DELTANET_FUSED_FLOATS(Hv, Dk, Dv) * sizeof *fu), *st = malloc(n * sizeof *st);
+    if (fu && st) {
+        f->be->vt->download(f->be, fu, v, DELTANET_FUSED_FLOATS(Hv, Dk, Dv) * 4);
+        deltanet_fused_to_state(fu, st, Hv, Dk, Dv);
+        dump_tensor(f->dump, name, il, st, Dk, Dv, Hv, 1);
+    }
+    free(fu), free(st);
+}
+
 /* ---- the parts -------------------------------------------------------------------------------------------- */
 
 int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {

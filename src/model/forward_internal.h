@@ -152,6 +152,8 @@ static inline VecSet vs_rows(int rows, int n) { return (VecSet){rows, 1, n, n, n
 /* Dumps (whole-batch tensors only for single-sequence batches): downloads the view and records it. */
 void fwd_dump_view(Forward *f, const char *name, int il, BView v, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
                    bool ints);
+/* A delta-net state ([Hv][Dv][Dk] as dumped, converted from the fused layout where the backend keeps that) */
+void fwd_dump_dn_state(Forward *f, const char *name, int il, BView v, int Dk, int Dv, int Hv);
 static inline bool fwd_dumping(const Forward *f, int il) {
     return f->dump && f->n_seqs == 1 && dump_wants_layer(f->dump, il);
 }

@@ -122,7 +122,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         }
         fwd_dump(f, "v_conv_predelta", il, b->v, Dv, Hv, R, 1);
         const SeqState *st = f->seqs[0].state;
-        fwd_dump(f, "state_predelta", il, st->segs[st->seg_ssm[il]].view, Dk, Dv, Hv, 1);
+        fwd_dump_dn_state(f, "state_predelta", il, st->segs[st->seg_ssm[il]].view, Dk, Dv, Hv);
     }
 
     fwd_phase(f, PH_DN_PRE, &t0);
@@ -158,7 +158,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     fwd_phase(f, PH_DN_SCAN, &t0);
     if (fwd_dumping(f, il)) {
         const SeqState *st = f->seqs[0].state;
-        fwd_dump(f, "new_state", il, st->segs[st->seg_ssm[il]].view, Dk, Dv, Hv, 1);
+        fwd_dump_dn_state(f, "new_state", il, st->segs[st->seg_ssm[il]].view, Dk, Dv, Hv);
         fwd_dump(f, "attn_output", il, b->o, Dv, Hv, R, 1);
         fwd_dump(f, "z", il, b->z, val, R, 1, 1);
     }

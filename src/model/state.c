@@ -13,8 +13,9 @@
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
 
 static size_t conv_floats(const ModelConfig *c) { return (size_t)c->ssm_conv_dim * (size_t)(c->ssm_d_conv - 1); }
+/* the delta-net state: [n_v_head][d_v][d_k], or the fused form's layout, which adds a float per head (ops.h) */
 static size_t ssm_floats(const ModelConfig *c) {
-    return (size_t)c->ssm_n_v_head * (size_t)c->ssm_head_v_dim * (size_t)c->ssm_d_state;
+    return DELTANET_FUSED_FLOATS(c->ssm_n_v_head, c->ssm_d_state, c->ssm_head_v_dim);
 }
 static int64_t kv_row_values(const ModelConfig *c) { return (int64_t)c->n_head_kv * c->head_dim; }
 /* floats per token of a rollback log: conv input, q | k | v, g and β */

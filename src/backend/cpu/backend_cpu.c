@@ -283,10 +283,11 @@ static void h_deltanet(Backend *be, const DeltaArgs *a) {
     DeltaNetArgs d = {a->T, a->n_k_head, a->n_v_head, a->d_k, a->d_v, a->grouped,
                       hf(a->q), hf(a->k), hf(a->v), hf(a->g), hf(a->beta), hf(a->state), hf(a->out),
                       a->state_in.buf ? hf(a->state_in) : NULL, a->has_steps ? hf(a->steps) : NULL};
-    /* the fast arithmetic's recurrent form is the fused one (one pass over the state per token; llama.cpp's
-     * order, which the llama arithmetic keeps, takes two) */
-    if (a->chunked) hb->ops->deltanet_chunked(&hb->oc, &d);
-    else if (be->mode == MATMUL_FAST) hb->ops->deltanet_fused(&hb->oc, &d);
+    /* the fast arithmetic's form is the fused one at every length (one pass over the state per token, three
+     * multiply-adds per element; its state has its own layout, Backend.dn_fused_state); llama.cpp's order,
+     * which the llama arithmetic keeps, takes two passes, and the chunked form serves the other two */
+    if (be->dn_fused_state) hb->ops->deltanet_fused(&hb->oc, &d);
+    else if (a->chunked) hb->ops->deltanet_chunked(&hb->oc, &d);
     else hb->ops->deltanet_recurrent(&hb->oc, &d);
 }
 
@@ -369,6 +370,7 @@ Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err) {
     hb->be.vt = &vt_host;
     snprintf(hb->be.name, sizeof hb->be.name, "%s", ref ? "ref" : isa_name(isa));
     hb->be.mode = o->mode;
+    hb->be.dn_fused_state = o->mode == MATMUL_FAST;
     hb->be.kv_k = kv_k;
     hb->be.kv_v = kv_v;
     hb->be.n_threads = pool_size(hb->pool);

@@ -35,6 +35,7 @@
 #include "kernels/cpu/simd16.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static inline int dn_key_head(const DeltaNetArgs *a, int j) {
@@ -192,137 +193,304 @@ void SEQ_FN(deltanet_recurrent)(const OpCtx *c, const DeltaNetArgs *a) {
     pool_for(c->pool, (int64_t)a->n_v_head * job.n_split, 1, rec_items, &job);
 }
 
-/* ---- fused (the fast arithmetic's recurrent form) ---------------------------------------------------------- */
+/* ---- fused (the fast arithmetic's form; deltanet_ref.c has the math) ------------------------------------------ */
 
-/* Rows per register pass: their S·k and S·q accumulators stay in registers (2·FU_SUB V16) while the pass
- * walks the keys in 16-lane steps; a V16 is two of AVX2's 16 YMM registers. The bits do not depend on it. */
+/* Per work item (a head, or a range of its 64-value panels) and panel: the tokens go in segments that share
+ * a base S̃ (up to the end of the chunk, or to a token that folds the scale in); a segment's dots with S̃ are
+ * one GEMM (its k and q rows × the panel, FU_R rows × FU_NG groups of 16 values per register tile, key i
+ * into partial i mod 2), so a panel element is read once per FU_R rows instead of written and read once per
+ * token; then each token's corrections from the pending keys (O(n·d)), and at a chunk's end the fold
+ * S̃ += Σ K_j D_jᵀ (one read and write of the panel per chunk). Values are in the lanes: no reductions
+ * across lanes except the pending keys' dots (16 at once, v16_reduce16x16). */
 #if defined(__AVX512F__)
-#define FU_SUB 8
+#define FU_R 4  /* GEMM tile: token rows */
+#define FU_NG 4 /* GEMM tile: 16-value groups (FU_R × FU_NG accumulators) */
 #else
-#define FU_SUB 2
+#define FU_R 2  /* a V16 is two of AVX2's 16 YMM registers */
+#define FU_NG 1
 #endif
-#define FU_ROWS 64 /* rows per chunk: 4 groups of 16 (32 KiB at d_k = 128: L1) through every token */
-#define FU_PF 2    /* prefetch distance, tokens */
+#define FU_C DN_FUSED_C
+#define FU_COLS DN_FUSED_PANEL
+#define FU_BLK (2 * FU_COLS) /* values per token loop: the pending keys' dots are shared by them */
 
-typedef struct FuPart {
-    float k[16][16], q[16][16]; /* per row of a 16-row group: the 16 lane partials of S·k and S·q */
-} FuPart;
-
-/* NS rows of NV·16 keys at S: with UPD, S = k·δ_r + e·S (dl[r] = δ_r); then the lane partials (deltanet_ref.c's dn_dot16
- * lanes, in order over the keys) of the rows with kn into pk (with DK) and with q into pq (with DQ). */
-SIMD_INLINE void fu_pass(float *S, int dk, const int NV, const int NS, const bool UPD, const bool DK, const bool DQ,
-                         const float *k, const float *dl, V16 ev, const float *kn, const float *q, float (*pk)[16],
-                         float (*pq)[16]) {
-    V16 ak[FU_SUB], aq[FU_SUB];
-#pragma GCC unroll 8
-    for (int r = 0; r < NS; r++) ak[r] = aq[r] = v16_zero();
-#pragma GCC unroll 2
-    for (int c = 0; c < NV; c++) {
-        const V16 kt = UPD ? v16_load(k + 16 * c) : v16_zero();
-        const V16 kb = DK ? v16_load(kn + 16 * c) : v16_zero(), qb = DQ ? v16_load(q + 16 * c) : v16_zero();
-#pragma GCC unroll 8
-        for (int r = 0; r < NS; r++) {
-            float *p = S + (int64_t)r * dk + 16 * c;
-            V16 x = v16_load(p);
-            if (UPD) {
-                x = v16_fmadd(kt, v16_set1(dl[r]), v16_mul(ev, x));
-                v16_store(p, x);
+/* out[r][16g + l] = the dot of panel column 16g + l with y[r], for R rows and NG groups: four partial sums
+ * over the key blocks of dk / 4 (one accumulator each in turn), added (0+1)+(2+3) */
+SIMD_INLINE void fu_tile(const float *S, int64_t ld, int dk, const int R, const int NG, const float *const *y, float *out,
+                         int ldo) {
+    V16 part[2][FU_R][FU_NG];
+    for (int b = 0; b < 4; b++) {
+        V16 acc[FU_R][FU_NG];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int g = 0; g < NG; g++) acc[r][g] = v16_zero();
+        for (int i = b * dk / 4; i < (b + 1) * dk / 4; i++) {
+            const float *row = S + (int64_t)i * ld;
+            V16 x[FU_NG];
+#pragma GCC unroll 4
+            for (int g = 0; g < NG; g++) x[g] = v16_load(row + 16 * g);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const V16 bv = v16_set1(y[r][i]);
+#pragma GCC unroll 4
+                for (int g = 0; g < NG; g++) acc[r][g] = v16_fmadd(x[g], bv, acc[r][g]);
             }
-            if (DK) ak[r] = v16_fmadd(x, kb, ak[r]);
-            if (DQ) aq[r] = v16_fmadd(x, qb, aq[r]);
         }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int g = 0; g < NG; g++) {
+                if (b & 1) part[b >> 1][r][g] = v16_add(part[b >> 1][r][g], acc[r][g]);
+                else part[b >> 1][r][g] = acc[r][g];
+            }
     }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int g = 0; g < NG; g++) v16_store(out + r * ldo + 16 * g, v16_add(part[0][r][g], part[1][r][g]));
+}
+
+/* R rows against the panel's ng groups, FU_NG at a time */
+SIMD_INLINE void fu_rows(const float *S, int64_t ld, int dk, int ng, const int R, const float *const *y, float *out, int ldo) {
+    int g = 0;
+    for (; g + FU_NG <= ng; g += FU_NG) fu_tile(S + 16 * g, ld, dk, R, FU_NG, y, out + 16 * g, ldo);
+    for (; g < ng; g++) fu_tile(S + 16 * g, ld, dk, R, 1, y, out + 16 * g, ldo);
+}
+
+/* rows y[0 … nr) against the panel's ng groups into out[nr][ldo]: tiles of FU_R rows, then the rest */
+static void fu_gemm(const float *S, int64_t ld, int dk, int ng, const float *const *y, int nr, float *out, int ldo) {
+    int r0 = 0;
+    for (; r0 + FU_R <= nr; r0 += FU_R) fu_rows(S, ld, dk, ng, FU_R, y + r0, out + r0 * ldo, ldo);
+    switch (nr - r0) { /* a decode step's two rows (k, q) land here */
+#if FU_R > 3
+    case 3: fu_rows(S, ld, dk, ng, 3, y + r0, out + r0 * ldo, ldo); break;
+#endif
+#if FU_R > 2
+    case 2: fu_rows(S, ld, dk, ng, 2, y + r0, out + r0 * ldo, ldo); break;
+#endif
+    case 1: fu_rows(S, ld, dk, ng, 1, y + r0, out + r0 * ldo, ldo); break;
+    default: break;
+    }
+}
+
+/* The panel's S̃ += Σ_{j<n} K_j D_jᵀ (D_j: the panel's values of row j, stride ldd), then × c when scale. Four
+ * keys × NG groups at a time (independent chains over j). */
+SIMD_INLINE void fu_fold_ng(float *S, int64_t ld, int dk, const int NG, const float *const *kp, const float *D, int64_t ldd,
+                            int n, bool scale, float c) {
+    const V16 cv = v16_set1(c);
+    for (int i0 = 0; i0 < dk; i0 += 4) {
+        V16 x[4][4];
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+#pragma GCC unroll 4
+            for (int g = 0; g < NG; g++) x[u][g] = v16_load(S + (int64_t)(i0 + u) * ld + 16 * g);
+        for (int j = 0; j < n; j++) {
+            V16 d[4];
+#pragma GCC unroll 4
+            for (int g = 0; g < NG; g++) d[g] = v16_load(D + (int64_t)j * ldd + 16 * g);
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                const V16 kb = v16_set1(kp[j][i0 + u]);
+#pragma GCC unroll 4
+                for (int g = 0; g < NG; g++) x[u][g] = v16_fmadd(kb, d[g], x[u][g]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+#pragma GCC unroll 4
+            for (int g = 0; g < NG; g++) v16_store(S + (int64_t)(i0 + u) * ld + 16 * g, scale ? v16_mul(cv, x[u][g]) : x[u][g]);
+    }
+}
+
+static void fu_fold(float *S, int64_t ld, int dk, int ng, const float *const *kp, const float *D, int64_t ldd, int n,
+                    bool scale, float c) {
+#if defined(__AVX512F__)
+    switch (ng) {
+    case 4: fu_fold_ng(S, ld, dk, 4, kp, D, ldd, n, scale, c); return;
+    case 3: fu_fold_ng(S, ld, dk, 3, kp, D, ldd, n, scale, c); return;
+    case 2: fu_fold_ng(S, ld, dk, 2, kp, D, ldd, n, scale, c); return;
+    default: break;
+    }
+#endif
+    for (int g = 0; g < ng; g++) fu_fold_ng(S + 16 * g, ld, dk, 1, kp, D + 16 * g, ldd, n, scale, c);
+}
+
+/* wk[j] = dn_kdot(kp[j], k) for j < n and wq[j] = dn_kdot(kp[j], q) for j ≤ n with kp[n] = k (n < 16): the
+ * pending keys read once for both, 16 rows' sums reduced at once */
+static void fu_kdots(const float *const *kp, int n, const float *k, const float *q, int dk, float *wk, float *wq) {
+    V16 pk[16], pq[16];
+    for (int j = 0; j < 16; j++) pk[j] = pq[j] = v16_zero();
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < dk; i += 16) {
+            const V16 x = v16_load(kp[j] + i);
+            pk[j] = v16_fmadd(x, v16_load(k + i), pk[j]);
+            pq[j] = v16_fmadd(x, v16_load(q + i), pq[j]);
+        }
+    for (int i = 0; i < dk; i += 16) pq[n] = v16_fmadd(v16_load(k + i), v16_load(q + i), pq[n]);
+    v16_store(wk, v16_reduce16x16(pk));
+    v16_store(wq, v16_reduce16x16(pq));
+}
+
+/* u_g = Σ_{i<n} w_i·D_i[16g …] for the block's NG groups (i outer: the groups' chains interleave) */
+SIMD_INLINE void fu_corr_ng(const float *w, const float *D, int64_t ldd, int n, const int NG, V16 *u) {
 #pragma GCC unroll 8
-    for (int r = 0; r < NS; r++) {
-        if (DK) v16_store(pk[r], ak[r]);
-        if (DQ) v16_store(pq[r], aq[r]);
+    for (int g = 0; g < NG; g++) u[g] = v16_zero();
+    for (int i = 0; i < n; i++) {
+        const V16 wv = v16_set1(w[i]);
+#pragma GCC unroll 8
+        for (int g = 0; g < NG; g++) u[g] = v16_fmadd(wv, v16_load(D + (int64_t)i * ldd + 16 * g), u[g]);
     }
 }
-
-/* a 16-row group's pass, FU_SUB rows at a time */
-SIMD_INLINE void fu_group(float *S, int dk, const int NV, const bool UPD, const bool DK, const bool DQ, const float *k,
-                          const float *dl, V16 ev, const float *kn, const float *q, FuPart *pp) {
-    for (int r = 0; r < 16; r += FU_SUB)
-        fu_pass(S + (int64_t)r * dk, dk, NV, FU_SUB, UPD, DK, DQ, k, dl + r, ev, kn, q, pp->k + r, pp->q + r);
+static void fu_corr(const float *w, const float *D, int64_t ldd, int n, int ng, V16 *u) {
+    if (ng == FU_BLK / 16) fu_corr_ng(w, D, ldd, n, FU_BLK / 16, u);
+    else
+        for (int g = 0; g < ng; g++) fu_corr_ng(w, D + 16 * g, ldd, n, 1, u + g);
 }
 
-SIMD_INLINE V16 fu_reduce(float (*p)[16]) {
-    V16 x[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; r++) x[r] = v16_load(p[r]);
-    return v16_reduce16x16(x);
-}
-
-/* Rows c0 … c0 + nr − 1 (nr ≤ FU_ROWS, a multiple of 16) of head j through every token: per token and
- * 16-row group, δ from the S·k partials, then one pass that updates the rows and accumulates S·q of this
- * token and S·k of the next (deltanet_fused_ref's numbers), then o from the S·q partials. */
-SIMD_INLINE void fu_chunk(const DeltaNetArgs *a, int j, int c0, int nr, const int NV) {
-    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head, ng = nr / 16;
+/* A block of values (c0 … c0 + nv − 1, nv ≤ FU_BLK, whole panels) of head j through every token: the head's
+ * S̃ block at Sh (panels from c0), the pending D at D (columns from c0, row stride d_v), the state's pending
+ * keys Kst (n0 of them), the scale c0s before the batch. */
+static void fu_block(const DeltaNetArgs *a, int j, int c0, int nv, float *Sh, float *D, const float *Kst, int n0,
+                     float c0s, float *Kw, float *tailw) {
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head, ng = nv / 16;
     const int64_t ldk = (int64_t)a->n_k_head * dk, ldv = (int64_t)H * dv;
-    const V16 sv = v16_set1(1.0f / sqrtf((float)dk));
+    const float s = 1.0f / sqrtf((float)dk);
     const float *K = a->k + (int64_t)dn_key_head(a, j) * dk, *Q = a->q + (int64_t)dn_key_head(a, j) * dk;
-    float *S = a->state + ((int64_t)j * dv + c0) * dk;
-    FuPart part[FU_ROWS / 16];
-    float dl[16];
-    for (int g = 0; g < ng; g++) /* the starting state's S·k with token 0 */
-        fu_group(S + (int64_t)g * 16 * dk, dk, NV, false, true, false, NULL, NULL, v16_zero(), K, NULL, &part[g]);
-    for (int t = 0; t < a->T; t++) {
-        const float *k = K + t * ldk, *q = Q + t * ldk, *v = a->v + t * ldv + (int64_t)j * dv + c0;
-        float *o = a->out + t * ldv + (int64_t)j * dv + c0;
-        if (t + FU_PF < a->T) { /* pieces 8+ KiB apart, which the hardware prefetchers do not follow */
-            for (int i = 0; i < dk; i += 16) __builtin_prefetch(k + FU_PF * ldk + i), __builtin_prefetch(q + FU_PF * ldk + i);
-            for (int x = 0; x < nr; x += 16) __builtin_prefetch(v + FU_PF * ldv + x), __builtin_prefetch(o + FU_PF * ldv + x, 1);
-        }
-        const V16 ev = v16_set1(expf(a->g[(int64_t)t * H + j])), bv = v16_set1(a->beta[(int64_t)t * H + j]);
-        const bool fuse = t + 1 < a->T && !a->steps;
-        for (int g = 0; g < ng; g++) {
-            v16_store(dl, v16_mul(v16_sub(v16_load(v + 16 * g), v16_mul(ev, fu_reduce(part[g].k))), bv));
-            float *Sg = S + (int64_t)g * 16 * dk;
-            if (fuse) fu_group(Sg, dk, NV, true, true, true, k, dl, ev, k + ldk, q, &part[g]);
-            else fu_group(Sg, dk, NV, true, false, true, k, dl, ev, NULL, q, &part[g]);
-            v16_store(o + 16 * g, v16_mul(fu_reduce(part[g].q), sv));
-        }
-        if (fuse || !a->steps) continue;
-        memcpy(a->steps + (((int64_t)t * H + j) * dv + c0) * dk, S, sizeof(float) * (size_t)nr * (size_t)dk);
-        if (t + 1 < a->T)
-            for (int g = 0; g < ng; g++)
-                fu_group(S + (int64_t)g * 16 * dk, dk, NV, false, true, false, NULL, NULL, v16_zero(), k + ldk, NULL,
-                         &part[g]);
+    const float *kp[FU_C], *rows[2 * FU_C];
+    float AB[2 * FU_C * FU_BLK] __attribute__((aligned(64))), wk[FU_C][16] __attribute__((aligned(64))),
+        wq[FU_C][16] __attribute__((aligned(64))), cts[FU_C];
+    V16 u[FU_BLK / 16];
+    for (int i = 0; i < n0; i++) kp[i] = Kst + (int64_t)i * dk;
+    int n = n0;
+    float c = c0s;
+#define FU_PANELS(CALL)                                                                                                \
+    for (int p0 = 0; p0 < nv; p0 += FU_COLS) {                                                                         \
+        const int pw = nv - p0 < FU_COLS ? nv - p0 : FU_COLS;                                                          \
+        float *S = Sh + (int64_t)(c0 + p0) * dk;                                                                       \
+        CALL;                                                                                                          \
     }
+    for (int t = 0; t < a->T;) {
+        float ct = c * expf(a->g[(int64_t)t * H + j]);
+        if (dn_fused_rescales(ct)) {
+            FU_PANELS(fu_fold(S, pw, dk, pw / 16, kp, D + p0, dv, n, true, ct));
+            n = 0, ct = 1.0f;
+        }
+        /* the segment: tokens t … t + m − 1 up to the chunk's end or a token that folds the scale in */
+        int m = 1;
+        cts[0] = ct;
+        for (; m < FU_C - n && t + m < a->T; m++) {
+            const float cc = cts[m - 1] * expf(a->g[(int64_t)(t + m) * H + j]);
+            if (dn_fused_rescales(cc)) break;
+            cts[m] = cc;
+        }
+        for (int r = 0; r < m; r++) rows[r] = K + (t + r) * ldk, rows[m + r] = Q + (t + r) * ldk;
+        for (int r = t + m; r < t + m + FU_C && r < a->T; r++) { /* the next segment's pieces: 8+ KiB apart,
+                                                                   * which the hardware prefetchers do not follow */
+            for (int i = 0; i < dk; i += 16) __builtin_prefetch(K + r * ldk + i), __builtin_prefetch(Q + r * ldk + i);
+            for (int x = 0; x < nv; x += 16)
+                __builtin_prefetch(a->v + r * ldv + (int64_t)j * dv + c0 + x),
+                    __builtin_prefetch(a->out + r * ldv + (int64_t)j * dv + c0 + x, 1);
+        }
+        for (int r = 0; r < m; r++) { /* the segment's pending-key dots, off the tokens' dependency chain */
+            kp[n + r] = rows[r];
+            fu_kdots(kp, n + r, rows[r], rows[m + r], dk, wk[r], wq[r]);
+        }
+        FU_PANELS(fu_gemm(S, pw, dk, pw / 16, rows, 2 * m, AB + p0, FU_BLK));
+        for (int r = 0; r < m; r++, t++) {
+            ct = cts[r];
+            const float *v = a->v + t * ldv + (int64_t)j * dv + c0;
+            float *o = a->out + t * ldv + (int64_t)j * dv + c0;
+            const V16 ctv = v16_set1(ct), civ = v16_set1(1.0f / ct), bv = v16_set1(a->beta[(int64_t)t * H + j]),
+                      osv = v16_set1(ct * s);
+            fu_corr(wk[r], D, dv, n, ng, u);
+            for (int g = 0; g < ng; g++) {
+                const V16 av = v16_mul(ctv, v16_add(v16_load(AB + r * FU_BLK + 16 * g), u[g]));
+                v16_store(D + (int64_t)n * dv + 16 * g, v16_mul(v16_mul(v16_sub(v16_load(v + 16 * g), av), bv), civ));
+            }
+            if (Kw) memcpy(Kw + (int64_t)n * dk, kp[n], sizeof(float) * (size_t)dk); /* slots ≥ n0 or unread */
+            n++; /* kp[n] = k already */
+            fu_corr(wq[r], D, dv, n, ng, u);
+            for (int g = 0; g < ng; g++)
+                v16_store(o + 16 * g, v16_mul(v16_add(v16_load(AB + (m + r) * FU_BLK + 16 * g), u[g]), osv));
+            c = ct;
+        }
+        if (n == FU_C) {
+            FU_PANELS(fu_fold(S, pw, dk, pw / 16, kp, D + p0, dv, n, false, 0.0f));
+            n = 0;
+        }
+    }
+    if (tailw) tailw[0] = c, tailw[1] = (float)n;
+#undef FU_PANELS
 }
 
-SIMD_INLINE void fu_item(const DeltaNetArgs *a, int j, int c_beg, int c_end, const int NV) {
-    for (int c0 = c_beg; c0 < c_end; c0 += FU_ROWS) fu_chunk(a, j, c0, c_end - c0 < FU_ROWS ? c_end - c0 : FU_ROWS, NV);
-}
+typedef struct FuJob {
+    RecJob r;
+    const float *src; /* the state before the batch (state_in, or state) */
+} FuJob;
 
 static void fu_items(void *ctx, int64_t b, int64_t e, int thread) {
     (void)thread;
-    const RecJob *job = ctx;
-    const DeltaNetArgs *a = job->a;
+    const FuJob *job = ctx;
+    const DeltaNetArgs *a = job->r.a;
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head;
+    const size_t hb = DN_FUSED_HEAD(dk, dv), nS = (size_t)dk * dv;
     for (int64_t it = b; it < e; it++) {
-        int j, c_beg, c_end;
-        dn_item(job, it, &j, &c_beg, &c_end);
-        switch (a->d_k / 16) { /* specialised copies for the head sizes in use */
-        case 4: fu_item(a, j, c_beg, c_end, 4); break;
-        case 8: fu_item(a, j, c_beg, c_end, 8); break;
-        case 16: fu_item(a, j, c_beg, c_end, 16); break;
-        default: fu_item(a, j, c_beg, c_end, a->d_k / 16); break;
+        const int j = (int)(it / job->r.n_split), c_beg = (int)(it % job->r.n_split) * job->r.split_rows;
+        const int c_end = dv - c_beg < job->r.split_rows ? dv : c_beg + job->r.split_rows;
+        float *blk = a->state + (size_t)j * hb;
+        const float *sb = job->src + (size_t)j * hb;
+        float *D = blk + nS + (size_t)FU_C * dk;
+        if (job->src != a->state) { /* out of place: this item's panels and pending values */
+            memcpy(blk + (size_t)c_beg * dk, sb + (size_t)c_beg * dk, sizeof(float) * (size_t)(c_end - c_beg) * dk);
+            for (int i = 0; i < FU_C; i++)
+                memcpy(D + (size_t)i * dv + c_beg, sb + nS + (size_t)FU_C * dk + (size_t)i * dv + c_beg,
+                       sizeof(float) * (size_t)(c_end - c_beg));
         }
+        const float c0s = job->src[(size_t)H * hb + 2 * j];
+        const int n0 = (int)job->src[(size_t)H * hb + 2 * j + 1];
+        const bool own = job->r.n_split == 1; /* the whole head: its keys and scale are this item's to write */
+        if (own && job->src != a->state) memcpy(blk + nS, sb + nS, sizeof(float) * (size_t)FU_C * dk);
+        for (int c0 = c_beg; c0 < c_end; c0 += FU_BLK)
+            fu_block(a, j, c0, c_end - c0 < FU_BLK ? c_end - c0 : FU_BLK, blk, D + c0, sb + nS, n0, c0s,
+                     own && c0 == 0 ? blk + nS : NULL, own && c0 == 0 ? a->state + (size_t)H * hb + 2 * j : NULL);
     }
 }
 
 void SEQ_FN(deltanet_fused)(const OpCtx *c, const DeltaNetArgs *a) {
-    if (a->d_k % 16 || a->d_v % 16 || a->T < 1) {
+    if (a->d_v % 16 || a->d_k % 16 || a->T < 1 || a->steps) {
         deltanet_fused_ref(c, a);
         return;
     }
-    RecJob job = dn_split(a, pool_size(c->pool), 16);
-    pool_for(c->pool, (int64_t)a->n_v_head * job.n_split, 1, fu_items, &job);
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head;
+    const size_t hb = DN_FUSED_HEAD(dk, dv), nS = (size_t)dk * dv;
+    const float *src = a->state_in ? a->state_in : a->state;
+    FuJob job = {dn_split(a, pool_size(c->pool), FU_COLS), src}; /* items of whole panels */
+    pool_for(c->pool, (int64_t)H * job.r.n_split, 1, fu_items, &job);
+    if (job.r.n_split == 1) return; /* the items wrote them */
+    /* heads split between items: the pending keys, the scale and the count after the batch (the items read
+     * the ones before) */
+    for (int j = 0; j < H; j++) {
+        float *K = a->state + (size_t)j * hb + nS, *tail = a->state + (size_t)H * hb + 2 * j;
+        if (src != a->state) memcpy(K, src + (size_t)j * hb + nS, sizeof(float) * (size_t)FU_C * dk);
+        float cs = src[(size_t)H * hb + 2 * j];
+        int n = (int)src[(size_t)H * hb + 2 * j + 1];
+        const float *kh = a->k + (int64_t)dn_key_head(a, j) * dk;
+        for (int t = 0; t < a->T; t++) {
+            float ct = cs * expf(a->g[(int64_t)t * H + j]);
+            if (dn_fused_rescales(ct)) n = 0, ct = 1.0f;
+            memcpy(K + (size_t)n * dk, kh + (int64_t)t * a->n_k_head * dk, sizeof(float) * (size_t)dk);
+            if (++n == FU_C) n = 0;
+            cs = ct;
+        }
+        tail[0] = cs, tail[1] = (float)n;
+    }
 }
 
-#undef FU_SUB
-#undef FU_ROWS
-#undef FU_PF
+#undef FU_R
+#undef FU_NG
+#undef FU_C
+#undef FU_COLS
+#undef FU_BLK
 
 /* ---- chunked -------------------------------------------------------------------------------------------- */
 

@@ -84,47 +84,120 @@ void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a) {
     pool_for(c->pool, a->n_v_head, 1, recurrent_heads, &j);
 }
 
-/* Fused (the fast arithmetic's recurrent form): each row x of the stored state (column x of S) on its own,
- * in an order that one pass over the state per token can compute:
- *   a = S_x·k                  (the old S; dn_dot16: 16 lanes, lane i mod 16 fused multiply-adds in order,
- *                               folded 8, 4, 2, 1)
- *   δ = (v_x − e·a)·β          (e = exp(g))
- *   S_x[i] = k_i·δ + e·S_x[i]  (a fused multiply-add of the rounded e·S)
- *   o_x = (S_x·q)·s            (the new S, dn_dot16; s = 1/√d_k)
- * The kernel (deltanet_simd.h) updates a row and, in the same pass, dots it with this token's q and the
- * next token's k; every row's numbers depend only on its inputs, so any split of rows, any ISA and any
- * batch give the same bits. Against float64 it is as close as llama.cpp's order (docs/KERNELS.md). */
-static float dn_dot16(const float *x, const float *y, int n) {
+/* Fused (the fast arithmetic's form; ops.h has its state layout). The physical state is
+ * S = c·(S̃ + Σ_{j<n} K_j D_jᵀ): a base S̃ that changes only when a chunk of DN_FUSED_C tokens is complete
+ * (counted from the sequence's start) or when the scale has to be folded in, and the chunk's pending keys
+ * and scaled updates. The decay is the scalar c; the dots with S̃ read the base, which a batch can take as a
+ * GEMM over all of a chunk's tokens (deltanet_simd.h), and no token writes S̃. Per token (e = e^g):
+ *   c' = c·e; if c' leaves [2⁻⁶⁰, 2⁶⁰] (or is NaN): S̃ ← c'·(S̃ + Σ_j K_j D_jᵀ), n = 0, c' = 1
+ *   A_x = S̃[·][x]·k, B_x = S̃[·][x]·q           (fused_dots: 4 partials over key blocks, (0+1)+(2+3))
+ *   u_x = Σ_{j<n} (K_j·k) D_j[x]                    (dn_kdot; fused multiply-adds over j from 0)
+ *   δ_x = (v_x − c'·(A_x + u_x))·β,  D_n = δ/c', K_n = k, n += 1
+ *   o_x = (B_x + Σ_{j<n} (K_j·q) D_j[x])·(c'·s)   (s = 1/√d_k; the new D_n included)
+ *   if n = DN_FUSED_C: S̃ ← S̃ + Σ_j K_j D_jᵀ (per element, fused, j in order), n = 0
+ * Every number depends on the sequence only (not on how it is cut into batches), so prefill, chunked
+ * prefill and decode give the same bits; every value x's numbers depend only on its own inputs and the
+ * keys, so any split of values and any ISA do too. Against float64 it is as close as llama.cpp's order
+ * (tests/test_kernels_seq.c, docs/KERNELS.md). */
+static float dn_kdot(const float *x, const float *y, int n) {
     float p[16] = {0};
     for (int i = 0; i < n; i++) p[i & 15] = fmaf(x[i], y[i], p[i & 15]);
     return fdot_reduce16(p);
 }
 
-static void fused_heads(void *ctx, int64_t b, int64_t e, int thread) {
-    const DeltaNetArgs *a = ((const DnJob *)ctx)->a;
-    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head;
-    const float scale = 1.0f / sqrtf((float)dk);
-    for (int64_t j = b; j < e; j++) {
-        float *s = head_state(a, j);
-        for (int t = 0; t < a->T; t++) {
-            const DnTok tk = head_token(a, j, t);
-            const float *q = tk.q, *k = tk.k, *v = tk.v;
-            const float decay = tk.decay, beta = tk.beta;
-            float *o = tk.o;
-            for (int x = 0; x < dv; x++) {
-                float *row = s + (int64_t)x * dk;
-                const float delta = (v[x] - decay * dn_dot16(row, k, dk)) * beta;
-                for (int i = 0; i < dk; i++) row[i] = fmaf(k[i], delta, decay * row[i]);
-                o[x] = dn_dot16(row, q, dk) * scale;
-            }
-            if (a->steps) memcpy(a->steps + ((int64_t)t * H + j) * dv * dk, s, sizeof(float) * (size_t)dv * dk);
-        }
+static void fused_dots(const float *S, const float *y, int dk, int dv, float *acc) {
+    for (int x = 0; x < dv; x++) {
+        float p[4] = {0};
+        for (int b = 0; b < 4; b++)
+            for (int i = b * dk / 4; i < (b + 1) * dk / 4; i++) p[b] = fmaf(S[dn_fused_at(dk, dv, i, x)], y[i], p[b]);
+        acc[x] = (p[0] + p[1]) + (p[2] + p[3]);
     }
 }
 
+/* S̃ ← S̃ + Σ_{j<n} K_j D_jᵀ, then (scale) × c */
+static void fused_fold(float *S, const float *K, const float *D, int n, int dk, int dv, bool scale, float c) {
+    for (int i = 0; i < dk; i++)
+        for (int x = 0; x < dv; x++) {
+            float *p = &S[dn_fused_at(dk, dv, i, x)], v = *p;
+            for (int j = 0; j < n; j++) v = fmaf(K[(size_t)j * dk + i], D[(size_t)j * dv + x], v);
+            *p = scale ? c * v : v;
+        }
+}
+
+static void fused_heads(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const DeltaNetArgs *a = ((const DnJob *)ctx)->a;
+    const int dk = a->d_k, dv = a->d_v, H = a->n_v_head, C = DN_FUSED_C;
+    const size_t hb = DN_FUSED_HEAD(dk, dv), nS = (size_t)dk * dv;
+    const float s = 1.0f / sqrtf((float)dk);
+    float *A = malloc(sizeof(float) * (size_t)(2 * dv + 2 * C));
+    if (!A) abort();
+    float *B = A + dv, *wk = B + dv, *wq = wk + C;
+    for (int64_t j = b; j < e; j++) {
+        float *S = a->state + (size_t)j * hb, *tail = a->state + (size_t)H * hb + 2 * j;
+        const float *src = a->state_in ? a->state_in : a->state;
+        if (src != a->state) memcpy(S, src + (size_t)j * hb, sizeof(float) * hb);
+        float *K = S + nS, *D = K + (size_t)C * dk, c = src[(size_t)H * hb + 2 * j];
+        int n = (int)src[(size_t)H * hb + 2 * j + 1];
+        for (int t = 0; t < a->T; t++) {
+            const DnTok tk = head_token(a, j, t);
+            float ct = c * tk.decay;
+            if (dn_fused_rescales(ct)) fused_fold(S, K, D, n, dk, dv, true, ct), n = 0, ct = 1.0f;
+            const float ci = 1.0f / ct, os = ct * s;
+            fused_dots(S, tk.k, dk, dv, A);
+            fused_dots(S, tk.q, dk, dv, B);
+            for (int i = 0; i < n; i++) wk[i] = dn_kdot(K + (size_t)i * dk, tk.k, dk);
+            for (int x = 0; x < dv; x++) {
+                float u = 0.0f;
+                for (int i = 0; i < n; i++) u = fmaf(wk[i], D[(size_t)i * dv + x], u);
+                D[(size_t)n * dv + x] = ((tk.v[x] - ct * (A[x] + u)) * tk.beta) * ci;
+            }
+            memcpy(K + (size_t)n * dk, tk.k, sizeof(float) * (size_t)dk);
+            n++;
+            for (int i = 0; i < n; i++) wq[i] = dn_kdot(K + (size_t)i * dk, tk.q, dk);
+            for (int x = 0; x < dv; x++) {
+                float u = 0.0f;
+                for (int i = 0; i < n; i++) u = fmaf(wq[i], D[(size_t)i * dv + x], u);
+                tk.o[x] = (B[x] + u) * os;
+            }
+            c = ct;
+            if (n == C) fused_fold(S, K, D, n, dk, dv, false, 0.0f), n = 0;
+        }
+        tail[0] = c, tail[1] = (float)n;
+    }
+    free(A);
+}
+
 void deltanet_fused_ref(const OpCtx *c, const DeltaNetArgs *a) {
+    ASSERT(!a->steps);
     DnJob j = {a, NULL};
     pool_for(c->pool, a->n_v_head, 1, fused_heads, &j);
+}
+
+void deltanet_fused_to_state(const float *fused, float *state, int n_v_head, int d_k, int d_v) {
+    const size_t hb = DN_FUSED_HEAD(d_k, d_v), n = (size_t)d_k * (size_t)d_v;
+    for (int j = 0; j < n_v_head; j++) {
+        const float *S = fused + (size_t)j * hb, *K = S + n, *D = K + (size_t)DN_FUSED_C * d_k;
+        const float c = fused[(size_t)n_v_head * hb + 2 * j];
+        const int np = (int)fused[(size_t)n_v_head * hb + 2 * j + 1];
+        for (int i = 0; i < d_k; i++)
+            for (int x = 0; x < d_v; x++) {
+                float v = S[dn_fused_at(d_k, d_v, i, x)];
+                for (int p = 0; p < np; p++) v = fmaf(K[(size_t)p * d_k + i], D[(size_t)p * d_v + x], v);
+                state[(size_t)j * n + (size_t)x * d_k + i] = c * v;
+            }
+    }
+}
+
+void deltanet_state_to_fused(const float *state, float *fused, int n_v_head, int d_k, int d_v) {
+    const size_t hb = DN_FUSED_HEAD(d_k, d_v), n = (size_t)d_k * (size_t)d_v;
+    memset(fused, 0, sizeof(float) * DELTANET_FUSED_FLOATS(n_v_head, d_k, d_v));
+    for (int j = 0; j < n_v_head; j++) {
+        for (int i = 0; i < d_k; i++)
+            for (int x = 0; x < d_v; x++)
+                fused[(size_t)j * hb + dn_fused_at(d_k, d_v, i, x)] = state[(size_t)j * n + (size_t)x * d_k + i];
+        fused[(size_t)n_v_head * hb + 2 * j] = 1.0f;
+    }
 }
 
 /* Per-thread scratch of the chunked form, allocated per call (the reference is not on the hot path). */
