@@ -320,6 +320,34 @@ TEST(kernels, deltanet_fused_bitwise) {
     CHECK_MSG(n_resc >= 50, "the strong decays folded the scale only %d times", n_resc);
 }
 
+/* A fused state from elsewhere (restored bytes) may hold any pending count: out of range or NaN reads as 0 in the
+ * reference and the kernels alike, without reading outside the state. */
+TEST(kernels, deltanet_fused_bad_count) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    DnCase c = {.T = 3, .Hk = 2, .Hv = 4, .D = 32, .grouped = false, .state = true};
+    dn_make(&c);
+    const size_t nv = (size_t)c.T * c.Hv * c.D, nf = DELTANET_FUSED_FLOATS(c.Hv, c.D, c.D);
+    const float bad[] = {NAN, -1.0f, 1e9f, (float)DN_FUSED_C, INFINITY};
+    for (size_t bi = 0; bi < sizeof bad / sizeof bad[0]; bi++) {
+        float *f0 = falloc(nf), *ro = fpoison(nv), *rf = falloc(nf);
+        deltanet_state_to_fused(c.s0, f0, c.Hv, c.D, c.D);
+        for (int j = 0; j < c.Hv; j++) f0[nf - 2 * (size_t)c.Hv + 2 * j + 1] = bad[bi];
+        memcpy(rf, f0, nf * sizeof(float));
+        dn_run_part(deltanet_fused_ref, &c, NULL, NULL, 0, 0, c.T, ro, rf, NULL);
+        for (int ii = 0; ii < n_isa; ii++) {
+            float *o = fpoison(nv), *s = falloc(nf);
+            memcpy(s, f0, nf * sizeof(float));
+            dn_run_part(deltanet_fused_cpu_select(isas[ii]), &c, pool2(), NULL, 0, 0, c.T, o, s, NULL);
+            CHECK_MSG(same_bits(ro, o, nv, NULL) && same_bits(rf, s, nf, NULL), "%s count %g: differs from the reference",
+                      isa_name(isas[ii]), bad[bi]);
+            free(o), free(s);
+        }
+        free(f0), free(ro), free(rf);
+    }
+    dn_free(&c);
+}
+
 /* ---- conv + SiLU ---------------------------------------------------------------------------------------- */
 
 TEST(kernels, conv_silu_bitwise) {

@@ -153,6 +153,8 @@ static inline size_t dn_fused_at(int d_k, int d_v, int i, int x) {
 #define DN_FUSED_CMIN 0x1p-60f
 #define DN_FUSED_CMAX 0x1p+60f
 static inline bool dn_fused_rescales(float c) { return !(c >= DN_FUSED_CMIN && c <= DN_FUSED_CMAX); }
+/* the pending count a state holds (a state from elsewhere, e.g. restored bytes, may hold anything: 0 then) */
+static inline int dn_fused_count(float x) { return x >= 0.0f && x < (float)DN_FUSED_C ? (int)x : 0; }
 /* The physical state ([n_v_head][d_v][d_k], as the other forms keep it) of a fused one, and back (c = 1, n = 0). */
 void deltanet_fused_to_state(const float *fused, float *state, int n_v_head, int d_k, int d_v);
 void deltanet_state_to_fused(const float *state, float *fused, int n_v_head, int d_k, int d_v);

@@ -134,7 +134,8 @@ void fwd_conv_silu(Forward *f, BView x, int T, int C, int K, const Weight *w, BV
 }
 
 void fwd_deltanet(Forward *f, const DeltaArgs *a) {
-    TIMED(f, a->chunked ? "deltanet (chunked)" : "deltanet (recurrent)", f->be->vt->deltanet(f->be, a));
+    const char *form = f->be->dn_fused_state ? "deltanet (fused)" : a->chunked ? "deltanet (chunked)" : "deltanet (recurrent)";
+    TIMED(f, form, f->be->vt->deltanet(f->be, a));
 }
 
 void fwd_moe_ffn(Forward *f, const MoeArgs *a) { TIMED(f, "moe experts (fused)", f->be->vt->moe_ffn(f->be, a)); }

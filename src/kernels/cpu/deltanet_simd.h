@@ -447,7 +447,7 @@ static void fu_items(void *ctx, int64_t b, int64_t e, int thread) {
                        sizeof(float) * (size_t)(c_end - c_beg));
         }
         const float c0s = job->src[(size_t)H * hb + 2 * j];
-        const int n0 = (int)job->src[(size_t)H * hb + 2 * j + 1];
+        const int n0 = dn_fused_count(job->src[(size_t)H * hb + 2 * j + 1]);
         const bool own = job->r.n_split == 1; /* the whole head: its keys and scale are this item's to write */
         if (own && job->src != a->state) memcpy(blk + nS, sb + nS, sizeof(float) * (size_t)FU_C * dk);
         for (int c0 = c_beg; c0 < c_end; c0 += FU_BLK)
@@ -473,7 +473,7 @@ void SEQ_FN(deltanet_fused)(const OpCtx *c, const DeltaNetArgs *a) {
         float *K = a->state + (size_t)j * hb + nS, *tail = a->state + (size_t)H * hb + 2 * j;
         if (src != a->state) memcpy(K, src + (size_t)j * hb + nS, sizeof(float) * (size_t)FU_C * dk);
         float cs = src[(size_t)H * hb + 2 * j];
-        int n = (int)src[(size_t)H * hb + 2 * j + 1];
+        int n = dn_fused_count(src[(size_t)H * hb + 2 * j + 1]);
         const float *kh = a->k + (int64_t)dn_key_head(a, j) * dk;
         for (int t = 0; t < a->T; t++) {
             float ct = cs * expf(a->g[(int64_t)t * H + j]);

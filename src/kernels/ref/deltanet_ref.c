@@ -138,7 +138,7 @@ static void fused_heads(void *ctx, int64_t b, int64_t e, int thread) {
         const float *src = a->state_in ? a->state_in : a->state;
         if (src != a->state) memcpy(S, src + (size_t)j * hb, sizeof(float) * hb);
         float *K = S + nS, *D = K + (size_t)C * dk, c = src[(size_t)H * hb + 2 * j];
-        int n = (int)src[(size_t)H * hb + 2 * j + 1];
+        int n = dn_fused_count(src[(size_t)H * hb + 2 * j + 1]);
         for (int t = 0; t < a->T; t++) {
             const DnTok tk = head_token(a, j, t);
             float ct = c * tk.decay;
@@ -179,7 +179,7 @@ void deltanet_fused_to_state(const float *fused, float *state, int n_v_head, int
     for (int j = 0; j < n_v_head; j++) {
         const float *S = fused + (size_t)j * hb, *K = S + n, *D = K + (size_t)DN_FUSED_C * d_k;
         const float c = fused[(size_t)n_v_head * hb + 2 * j];
-        const int np = (int)fused[(size_t)n_v_head * hb + 2 * j + 1];
+        const int np = dn_fused_count(fused[(size_t)n_v_head * hb + 2 * j + 1]);
         for (int i = 0; i < d_k; i++)
             for (int x = 0; x < d_v; x++) {
                 float v = S[dn_fused_at(d_k, d_v, i, x)];
