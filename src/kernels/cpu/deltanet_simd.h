@@ -27,7 +27,10 @@
  *   O = [e^G q·s | (q·k e^{ΔG}) masked ·s] · [S ; Vnew]   (one GEMM over d_k + C, s = 1/√d),
  *   S = e^{G_C}·S + (Kᵀ·diag(e^{G_C − G})) · Vnew.
  * The within-chunk decays e^{G_r − G_c} use the SIMD exp polynomial (≤ 1.5 ulp). Scratch comes from OpCtx
- * (deltanet_scratch_bytes); when the caller gave too little the reference runs instead. */
+ * (deltanet_scratch_bytes); when the caller gave too little the reference runs instead.
+ *
+ * Fused form (the fast arithmetic's; its own state layout, kernels/ops.h): a chunk's dots with the base state
+ * as one GEMM, the pending updates' corrections per token, the fold at the chunk's end — its section below. */
 #include "base/err.h"
 #include "base/fdot.h"
 #include "kernels/cpu/seq_kernels.h"
