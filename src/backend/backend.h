@@ -270,8 +270,9 @@ struct Backend {
     int n_threads;
     int dn_chunk_min; /* the sequence length from which this backend's chunked delta rule is the faster form
                          (measured per backend), or 0: the forward pass's own rule */
-    /* the delta-net states are in the fused form's layout (kernels/ops.h: S̃ with the values in the lanes and
-     * a log-scale per head; the host backends in the fast arithmetic), not [n_v_head][d_v][d_k] */
+    /* the delta-net states are in the fused form's layout (kernels/ops.h: a base state with the values in the
+     * lanes, the chunk's pending updates and a scale per head; the host backends in the fast arithmetic), not
+     * [n_v_head][d_v][d_k] */
     bool dn_fused_state;
     /* the K and V caches' element formats (FormatIds: FMT_F32 — a zeroed Backend's —, FMT_F16, FMT_Q8_0,
      * FMT_Q4_0): kv_append rounds to them, attention reads them (widened or dequantized exactly) */

@@ -12,7 +12,6 @@
 #ifndef DL_KERNELS_OPS_H
 #define DL_KERNELS_OPS_H
 
-#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -138,7 +137,8 @@ typedef struct DeltaNetArgs {
  * value x; values in the lanes) in panels of DN_FUSED_PANEL values ([d_v / 64][d_k][64], the last panel
  * narrower when 64 does not divide d_v) so that a panel is contiguous, then K [DN_FUSED_C][d_k], then
  * D [DN_FUSED_C][d_v]; after all heads, per head the scale c and the pending count n. A zeroed state is
- * the zero state (c = 0 folds in at the first token). deltanet_ref.c has the math. */
+ * the zero state (c = 0 folds in at the first token). The dots with S̃ are four partial sums over the key
+ * blocks [p·d_k/4, (p+1)·d_k/4), added (0+1)+(2+3). deltanet_ref.c has the math. */
 #define DN_FUSED_C 10
 #define DN_FUSED_PANEL 64
 #define DN_FUSED_HEAD(d_k, d_v) ((size_t)(d_k) * (size_t)(d_v) + (size_t)DN_FUSED_C * ((size_t)(d_k) + (size_t)(d_v)))
@@ -148,7 +148,6 @@ static inline size_t dn_fused_at(int d_k, int d_v, int i, int x) {
     const int c0 = x - x % DN_FUSED_PANEL, w = d_v - c0 < DN_FUSED_PANEL ? d_v - c0 : DN_FUSED_PANEL;
     return (size_t)c0 * (size_t)d_k + (size_t)i * (size_t)w + (size_t)(x - c0);
 }
-/* the dots with S̃: four partial sums over the key blocks [p·d_k/4, (p+1)·d_k/4), added (0+1)+(2+3) */
 /* the scale range a token keeps c in: outside it (or NaN), the token folds the chunk and c into S̃ */
 #define DN_FUSED_CMIN 0x1p-60f
 #define DN_FUSED_CMAX 0x1p+60f

@@ -13,7 +13,8 @@
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
 
 static size_t conv_floats(const ModelConfig *c) { return (size_t)c->ssm_conv_dim * (size_t)(c->ssm_d_conv - 1); }
-/* the delta-net state: [n_v_head][d_v][d_k], or the fused form's layout, which adds a float per head (ops.h) */
+/* the delta-net state: [n_v_head][d_v][d_k], or the fused form's layout, which adds the chunk's pending keys
+ * and updates and two floats per head (ops.h); every arithmetic gets the larger size */
 static size_t ssm_floats(const ModelConfig *c) {
     return DELTANET_FUSED_FLOATS(c->ssm_n_v_head, c->ssm_d_state, c->ssm_head_v_dim);
 }

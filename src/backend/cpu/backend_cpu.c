@@ -283,9 +283,10 @@ static void h_deltanet(Backend *be, const DeltaArgs *a) {
     DeltaNetArgs d = {a->T, a->n_k_head, a->n_v_head, a->d_k, a->d_v, a->grouped,
                       hf(a->q), hf(a->k), hf(a->v), hf(a->g), hf(a->beta), hf(a->state), hf(a->out),
                       a->state_in.buf ? hf(a->state_in) : NULL, a->has_steps ? hf(a->steps) : NULL};
-    /* the fast arithmetic's form is the fused one at every length (one pass over the state per token, three
-     * multiply-adds per element; its state has its own layout, Backend.dn_fused_state); llama.cpp's order,
-     * which the llama arithmetic keeps, takes two passes, and the chunked form serves the other two */
+    /* the fast arithmetic's form is the fused one at every length (chunks of DN_FUSED_C tokens, their dots with
+     * the base state as one GEMM, three multiply-adds per element and token; its state has its own layout,
+     * Backend.dn_fused_state); the llama and exact arithmetics take llama.cpp's recurrent order or the chunked
+     * form */
     if (be->dn_fused_state) hb->ops->deltanet_fused(&hb->oc, &d);
     else if (a->chunked) hb->ops->deltanet_chunked(&hb->oc, &d);
     else hb->ops->deltanet_recurrent(&hb->oc, &d);

@@ -117,11 +117,16 @@ static RecJob dn_split(const DeltaNetArgs *a, int nth, int unit) {
     return job;
 }
 
-/* item it of a job: head *j, rows [*c_beg, *c_end); out of place, those rows of state_in copied to state */
+/* item it of a job: head *j, rows (values) [*c_beg, *c_end) */
+static void dn_range(const RecJob *job, int64_t it, int *j, int *c_beg, int *c_end) {
+    *j = (int)(it / job->n_split), *c_beg = (int)(it % job->n_split) * job->split_rows;
+    *c_end = job->a->d_v - *c_beg < job->split_rows ? job->a->d_v : *c_beg + job->split_rows;
+}
+
+/* dn_range; out of place, those rows of state_in copied to state */
 static void dn_item(const RecJob *job, int64_t it, int *j, int *c_beg, int *c_end) {
     const DeltaNetArgs *a = job->a;
-    *j = (int)(it / job->n_split), *c_beg = (int)(it % job->n_split) * job->split_rows;
-    *c_end = a->d_v - *c_beg < job->split_rows ? a->d_v : *c_beg + job->split_rows;
+    dn_range(job, it, j, c_beg, c_end);
     if (a->state_in && a->state_in != a->state) {
         const int64_t off = ((int64_t)*j * a->d_v + *c_beg) * a->d_k;
         memcpy(a->state + off, a->state_in + off, sizeof(float) * (size_t)(*c_end - *c_beg) * (size_t)a->d_k);
@@ -200,8 +205,8 @@ void SEQ_FN(deltanet_recurrent)(const OpCtx *c, const DeltaNetArgs *a) {
 
 /* Per work item (a head, or a range of its 64-value panels) and panel: the tokens go in segments that share
  * a base S̃ (up to the end of the chunk, or to a token that folds the scale in); a segment's dots with S̃ are
- * one GEMM (its k and q rows × the panel, FU_R rows × FU_NG groups of 16 values per register tile, key i
- * into partial i mod 2), so a panel element is read once per FU_R rows instead of written and read once per
+ * one GEMM (its k and q rows × the panel, FU_R rows × FU_NG groups of 16 values per register tile, four
+ * partial sums over key blocks), so a panel element is read once per FU_R rows instead of written and read once per
  * token; then each token's corrections from the pending keys (O(n·d)), and at a chunk's end the fold
  * S̃ += Σ K_j D_jᵀ (one read and write of the panel per chunk). Values are in the lanes: no reductions
  * across lanes except the pending keys' dots (16 at once, v16_reduce16x16). */
@@ -438,8 +443,8 @@ static void fu_items(void *ctx, int64_t b, int64_t e, int thread) {
     const int dk = a->d_k, dv = a->d_v, H = a->n_v_head;
     const size_t hb = DN_FUSED_HEAD(dk, dv), nS = (size_t)dk * dv;
     for (int64_t it = b; it < e; it++) {
-        const int j = (int)(it / job->r.n_split), c_beg = (int)(it % job->r.n_split) * job->r.split_rows;
-        const int c_end = dv - c_beg < job->r.split_rows ? dv : c_beg + job->r.split_rows;
+        int j, c_beg, c_end;
+        dn_range(&job->r, it, &j, &c_beg, &c_end);
         float *blk = a->state + (size_t)j * hb;
         const float *sb = job->src + (size_t)j * hb;
         float *D = blk + nS + (size_t)FU_C * dk;
