@@ -346,3 +346,84 @@ TEST(kernels, matmul_exact_mode_is_reference) {
     }
     free(wd), free(scratch);
 }
+
+/* ---- gate, up and SwiGLU in one pass ----------------------------------------------------------------- */
+
+/* A random matrix of format f (rows × cols), P16-packed when pack (the fast arithmetic's panels) */
+static MatW sw_mat(const Format *f, int64_t rows, int64_t cols, bool pack, uint8_t **keep) {
+    MatW w = {0};
+    w.type = f->id, w.cols = cols, w.rows = rows, w.row_bytes = format_row_bytes(f, cols);
+    uint8_t *wd = xaligned(w.row_bytes * (size_t)rows + 64);
+    for (int64_t r = 0; r < rows; r++) trand_row(f, wd + r * w.row_bytes, cols);
+    w.data = wd, keep[0] = wd, keep[1] = NULL;
+    if (pack && rows % 16 == 0 && pack_p16_format(&w)) {
+        keep[1] = xaligned(pack_p16_bytes(&w) * (size_t)(rows / 16) + 64);
+        pack_p16(keep[1], &w);
+        w.pack = keep[1], w.pack_kind = PACK_P16;
+    }
+    return w;
+}
+
+/* Ops.matmul_swiglu against matmul, matmul, swiglu_rows of the same table: bit for bit at 1 and 2 threads.
+ * Returns 1 if the case differs. */
+static int sw_case(Isa isa, const Format *fg, const Format *fu, int64_t rows, int64_t cols, int64_t T, Pool *pool2) {
+    const Ops *ops = ops_cpu(isa);
+    uint8_t *kg[2], *ku[2];
+    const MatW wg = sw_mat(fg, rows, cols, cur_mode == MATMUL_FAST, kg), wu = sw_mat(fu, rows, cols, cur_mode == MATMUL_FAST, ku);
+    float *x = xaligned((size_t)(T * cols) * sizeof(float));
+    for (int64_t i = 0; i < T * cols; i++) x[i] = trand_act();
+    const size_t n = (size_t)(T * rows);
+    float *y0 = xaligned(n * 4), *u0 = xaligned(n * 4), *y1 = xaligned(n * 4), *u1 = xaligned(n * 4);
+    const size_t sb = ops_scratch_bytes(T, cols, 2);
+    void *scratch = xaligned(sb);
+    OpCtx c = {cur_mode, NULL, scratch, sb};
+    ops->matmul(&c, &wg, x, T, y0);
+    ops->matmul(&c, &wu, x, T, u0);
+    ops->swiglu_rows(&c, y0, u0, y0, (int)T, (int)rows);
+    int bad = 0;
+    for (int th = 1; th <= 2 && !bad; th++) {
+        c.pool = th == 2 ? pool2 : NULL;
+        for (size_t i = 0; i < n; i++) y1[i] = u1[i] = NAN;
+        ops->matmul_swiglu(&c, &wg, &wu, x, T, y1, u1);
+        if (memcmp(y0, y1, n * 4) != 0) {
+            bad = 1;
+            CHECK_MSG(0, "%s %s/%s rows %lld cols %lld T %lld, %d thread(s): gate+up+swiglu in one pass differs", isa_name(isa),
+                      fg->name, fu->name, (long long)rows, (long long)cols, (long long)T, th);
+        }
+    }
+    free(kg[0]), free(kg[1]), free(ku[0]), free(ku[1]), free(x), free(y0), free(u0), free(y1), free(u1), free(scratch);
+    return bad;
+}
+
+/* Every weight format with a fast kernel, both arithmetics: odd row counts (the one-pass grid's row chunks are
+ * multiples of 16, so that a block's elements take the branch of the row op they take in a whole row: 16-wide
+ * chunks from the row's start, the tail through libm), decode and prefill sizes, P16 panels in the fast one; and
+ * gate and up of formats whose activation layouts differ (the three calls). */
+TEST(kernels, matmul_swiglu_one_pass_bitwise) {
+    Err err = {0};
+    Pool *pool2 = pool_create(2, &err);
+    REQUIRE(pool2 != NULL);
+    static const int64_t rows_list[] = {8, 40, 96, 257};
+    static const int64_t T_list[] = {1, 3, 9, 37};
+    int cases = 0, bad = 0;
+    for (int mode = 0; mode < 2; mode++) {
+        cur_mode = mode ? MATMUL_FAST : MATMUL_GGML;
+        for (int isa = ISA_AVX2; isa < ISA_COUNT; isa++) {
+            if (!isa_supported((Isa)isa)) continue;
+            for (uint32_t id = 0; id < FMT_COUNT; id++) {
+                const Format *f = format_get(id);
+                if (!f || !f->weight || !f->vec_dot) continue;
+                const int64_t cols = f->block >= 32 ? 2 * f->block : 80;
+                for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
+                    for (size_t ti = 0; ti < sizeof T_list / sizeof T_list[0]; ti++, cases++)
+                        bad += sw_case((Isa)isa, f, f, rows_list[ri], cols, T_list[ti], pool2);
+            }
+            for (size_t ti = 0; ti < sizeof T_list / sizeof T_list[0]; ti++, cases++)
+                bad += sw_case((Isa)isa, format_get(FMT_Q8_0), format_get(FMT_Q4_K), 48, 512, T_list[ti], pool2);
+        }
+    }
+    cur_mode = MATMUL_GGML;
+    CHECK_MSG(bad == 0, "%d of %d cases differ", bad, cases);
+    test_note("%d cases: gate+up+swiglu in one pass = matmul, matmul, swiglu_rows bit for bit", cases);
+    pool_destroy(pool2);
+}

@@ -201,6 +201,9 @@ typedef struct BackendVt {
     /* ops — in the order the forward pass uses them */
     void (*get_rows)(Backend *be, const Weight *w, BView ids, int n, BView out); /* out[i] = row ids[i] of w, F32 */
     void (*matmul)(Backend *be, const MatArgs *a);
+    /* g->y = silu(g·x) ⊙ (u·x) with the bits of matmul(g), matmul(u), swiglu(g->y, u->y, g->y): gate and up in
+     * one pass (same x and T; u->y is a work area). Optional: NULL, and the forward pass makes the three calls */
+    void (*matmul_swiglu)(Backend *be, const MatArgs *g, const MatArgs *u);
     void (*rms_norm)(Backend *be, BView x, BView y, const Weight *w, const VecSet *s, float eps); /* w may be NULL */
     void (*l2_norm)(Backend *be, BView x, BView y, const VecSet *s, float eps);
     void (*add)(Backend *be, BView y, BView x, int64_t n);                             /* y += x */

@@ -196,6 +196,9 @@ typedef struct Ops {
     /* the elementwise row ops of ops_small (same bits as op_silu_row / op_swiglu_row, over `rows` rows of n) */
     void (*silu_rows)(const OpCtx *c, const float *x, float *y, int rows, int n);
     void (*swiglu_rows)(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);
+    /* a SwiGLU FFN's first half: y = silu(wg·x) ⊙ (wu·x), the bits of matmul(wg) into y, matmul(wu) into u and
+     * swiglu_rows(y, u, y); u [T][wu->rows] is a work area (it holds the up product after) */
+    void (*matmul_swiglu)(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y, float *u);
 } Ops;
 
 extern const Ops ops_ref; /* the scalar reference implementations */
@@ -209,6 +212,7 @@ void deltanet_fused_ref(const OpCtx *c, const DeltaNetArgs *a);
 void attention_ref(const OpCtx *c, const AttnArgs *a);
 void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n);
 void swiglu_rows_ref(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);
+void matmul_swiglu_ref(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y, float *u);
 
 /* Chunk length of the chunked delta-net form. */
 #define DELTANET_CHUNK 64

@@ -16,10 +16,8 @@
 #include <string.h>
 
 static void ffn_dense(Forward *f, Bufs *b, const LayerW *l) {
-    const int R = f->rows, F = f->m->cfg.n_ff;
-    fwd_matmul(f, "ffn_gate", l->ffn_gate, b->h, R, b->fg);
-    fwd_matmul(f, "ffn_up", l->ffn_up, b->h, R, b->fu);
-    fwd_swiglu(f, b->fg, b->fu, R, F);
+    const int R = f->rows;
+    fwd_gate_up(f, "ffn", l->ffn_gate, l->ffn_up, b->h, R, b->fg, b->fu);
     fwd_matmul(f, "ffn_down", l->ffn_down, b->fg, R, b->tmp);
 }
 
@@ -92,7 +90,7 @@ static void experts_grouped_on_host(Forward *f, Bufs *b, const LayerW *l, int il
 static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
     const ModelConfig *c = &f->m->cfg;
     Backend *be = f->be;
-    const int R = f->rows, E = c->n_embd, nE = c->n_expert, kE = c->n_expert_used, Fs = c->n_ff_shexp;
+    const int R = f->rows, E = c->n_embd, nE = c->n_expert, kE = c->n_expert_used;
 
     /* routing (the router is F32: exact logits) */
     fwd_matmul(f, "moe_router", l->router, b->h, R, b->rl);
@@ -114,9 +112,7 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
     fwd_dump(f, "ffn_moe_out", il, b->tmp, E, R, 1, 1);
 
     /* shared expert */
-    fwd_matmul(f, "shexp_gate", l->gate_shexp, b->h, R, b->fg);
-    fwd_matmul(f, "shexp_up", l->up_shexp, b->h, R, b->fu);
-    fwd_swiglu(f, b->fg, b->fu, R, Fs);
+    fwd_gate_up(f, "shexp", l->gate_shexp, l->up_shexp, b->h, R, b->fg, b->fu);
     fwd_matmul(f, "shexp_down", l->down_shexp, b->fg, R, b->tmp2);
     fwd_dump(f, "ffn_shexp", il, b->tmp2, E, R, 1, 1);
     fwd_matmul(f, "shexp_gate_inp", l->shexp_gate, b->h, R, b->sgate);

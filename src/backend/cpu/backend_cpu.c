@@ -256,8 +256,8 @@ MatW host_expert_mat(const HostBackend *hb, const Weight *w, int expert, const v
     return m;
 }
 
-static void h_matmul(Backend *be, const MatArgs *a) {
-    HostBackend *hb = host_of(be);
+/* the matrix of a product: an expert's, and rows [o0, o1) of it when o1 > 0 */
+static MatW mat_of(HostBackend *hb, const MatArgs *a) {
     MatW m = host_expert_mat(hb, a->w, a->expert, a->data);
     if (a->o1 > 0) { /* rows [o0, o1): the packed layouts' whole groups (8 rows, 16 for P16) or the file's */
         ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= m.rows && a->o0 % 8 == 0);
@@ -270,7 +270,20 @@ static void h_matmul(Backend *be, const MatArgs *a) {
         if (m.rows % g || a->o0 % g) m.pack = NULL;
     }
     if (!m.pack) m.pack_kind = PACK_NONE;
+    return m;
+}
+
+static void h_matmul(Backend *be, const MatArgs *a) {
+    HostBackend *hb = host_of(be);
+    const MatW m = mat_of(hb, a);
     hb->ops->matmul(&hb->oc, &m, hf(a->x), a->T, hf(a->y));
+}
+
+static void h_matmul_swiglu(Backend *be, const MatArgs *g, const MatArgs *u) {
+    HostBackend *hb = host_of(be);
+    ASSERT(g->T == u->T && g->x.buf == u->x.buf && g->x.off == u->x.off);
+    const MatW mg = mat_of(hb, g), mu = mat_of(hb, u);
+    hb->ops->matmul_swiglu(&hb->oc, &mg, &mu, hf(g->x), g->T, hf(g->y), hf(u->y));
 }
 
 static void h_conv_silu(Backend *be, BView x, int T, int C, int K, const Weight *w, BView state, BView y) {
@@ -334,6 +347,7 @@ static BackendVt host_vt(void) {
         .submit = h_submit,
         .wait = h_wait,
         .matmul = h_matmul,
+        .matmul_swiglu = h_matmul_swiglu,
         .conv_silu = h_conv_silu,
         .deltanet = h_deltanet,
         .attention = h_attention,

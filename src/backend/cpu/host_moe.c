@@ -46,9 +46,7 @@ static void one_expert(const MoeRun *r, int e, const OpCtx *c, uint8_t *ws) {
     const MatW wg = host_expert_mat(r->hb, a->gate, e, NULL), wu = host_expert_mat(r->hb, a->up, e, NULL),
                wd = host_expert_mat(r->hb, a->down, e, NULL);
     const Ops *ops = r->hb->ops;
-    ops->matmul(c, &wg, xg, n, g);
-    ops->matmul(c, &wu, xg, n, u);
-    ops->swiglu_rows(c, g, u, g, n, F);
+    ops->matmul_swiglu(c, &wg, &wu, xg, n, g, u);
     ops->matmul(c, &wd, g, n, yd);
     for (int j = 0; j < n; j++) memcpy(r->eo + (size_t)pairs[j] * E, yd + (size_t)j * E, sizeof(float) * (size_t)E);
 }

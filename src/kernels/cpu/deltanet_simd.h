@@ -327,14 +327,20 @@ static void fu_fold(float *S, int64_t ld, int dk, int ng, const float *const *kp
  * pending keys read once for both, 16 rows' sums reduced at once */
 static void fu_kdots(const float *const *kp, int n, const float *k, const float *q, int dk, float *wk, float *wq) {
     V16 pk[16], pq[16];
-    for (int j = 0; j < 16; j++) pk[j] = pq[j] = v16_zero();
-    for (int j = 0; j < n; j++)
+    for (int j = 0; j < n; j++) { /* each key's sums in registers (an array element's chain through memory
+                                   * cost 4× the whole step) */
+        V16 ak = v16_zero(), aq = v16_zero();
         for (int i = 0; i < dk; i += 16) {
             const V16 x = v16_load(kp[j] + i);
-            pk[j] = v16_fmadd(x, v16_load(k + i), pk[j]);
-            pq[j] = v16_fmadd(x, v16_load(q + i), pq[j]);
+            ak = v16_fmadd(x, v16_load(k + i), ak);
+            aq = v16_fmadd(x, v16_load(q + i), aq);
         }
-    for (int i = 0; i < dk; i += 16) pq[n] = v16_fmadd(v16_load(k + i), v16_load(q + i), pq[n]);
+        pk[j] = ak, pq[j] = aq;
+    }
+    V16 kq = v16_zero();
+    for (int i = 0; i < dk; i += 16) kq = v16_fmadd(v16_load(k + i), v16_load(q + i), kq);
+    pq[n] = kq, pk[n] = v16_zero();
+    for (int j = n + 1; j < 16; j++) pk[j] = pq[j] = v16_zero();
     v16_store(wk, v16_reduce16x16(pk));
     v16_store(wq, v16_reduce16x16(pq));
 }

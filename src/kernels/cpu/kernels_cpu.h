@@ -13,6 +13,9 @@ typedef void (*DeltaNetFn)(const OpCtx *c, const DeltaNetArgs *a);
 typedef void (*AttentionFn)(const OpCtx *c, const AttnArgs *a);
 
 MatmulFn matmul_cpu_select(Isa isa);          /* kernels/cpu/matmul_cpu.c */
+typedef void (*MatmulSwigluFn)(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y,
+                               float *u);
+MatmulSwigluFn matmul_swiglu_cpu_select(Isa isa);
 ConvSiluFn conv_cpu_select(Isa isa);          /* kernels/cpu/conv_cpu.c */
 DeltaNetFn deltanet_recurrent_cpu_select(Isa isa); /* kernels/cpu/deltanet_cpu.c */
 DeltaNetFn deltanet_chunked_cpu_select(Isa isa);

@@ -7,7 +7,8 @@
  * dot products are exact, so those are computed any way that is fast). A matrix whose format has no
  * kernel at this level, a path the kernel does not serve, exact mode (MATMUL_EXACT) or a scratch buffer
  * too small for the kernel all go to matmul_ref. Items write disjoint outputs, so the thread count never
- * changes a bit. */
+ * changes a bit. A SwiGLU FFN's gate and up products also run as one pass (Ops.matmul_swiglu): the activations
+ * prepared once, each item's gate block, up block and SwiGLU back to back, one wait instead of three. */
 #include "kernels/cpu/matmul_cpu.h"
 
 #include "kernels/cpu/kernels_cpu.h"
@@ -167,17 +168,16 @@ static const MmFormat *usable(Isa isa, const OpCtx *c, const MatW *w, int64_t T,
     return f;
 }
 
-static void matmul_fast(Isa isa, const OpCtx *c, const MatW *w, const float *x, int64_t T, float *y) {
+/* Plans the product into r (its kernel, activation layout and item grid); false when the reference must
+ * run. The scratch is not placed yet (place). */
+static bool plan(Isa isa, const OpCtx *c, const MatW *w, const float *x, int64_t T, float *y, Run *r) {
     DotPath path, path_tail;
     int64_t t_tail;
     const MmFormat *f = usable(isa, c, w, T, &path, &t_tail, &path_tail);
-    if (!f) {
-        matmul_ref(c, w, x, T, y);
-        return;
-    }
+    if (!f) return false;
     const int n_threads = pool_size(c->pool);
-    Run r = {.f = f, .prep = act_prep_of(isa), .t_tail = t_tail, .path_tail = path_tail};
-    MmJob *j = &r.j;
+    *r = (Run){.f = f, .prep = act_prep_of(isa), .t_tail = t_tail, .path_tail = path_tail};
+    MmJob *j = &r->j;
     j->w = w;
     j->x = x;
     j->y = y;
@@ -188,25 +188,7 @@ static void matmul_fast(Isa isa, const OpCtx *c, const MatW *w, const float *x, 
     j->act_kind = f->gemm_min_T && T >= f->gemm_min_T ? f->act_kind_gemm : f->act_kind;
     j->act_off = f->act_off;
     j->al = mm_act_layout(j->act_kind, w->cols);
-    const int64_t n_groups = (T + j->al.group - 1) / j->al.group;
-    /* scratch: prepared groups, then one tmp area per thread */
-    uint8_t *base = (uint8_t *)(((uintptr_t)c->scratch + 63) & ~(uintptr_t)63);
-    const size_t act_bytes = MM_ALIGN64(j->al.stride * (size_t)n_groups);
     j->tmp_stride = f->tmp_bytes ? MM_ALIGN64(f->tmp_bytes(w->cols)) : 0;
-    const size_t need = (size_t)(base - (uint8_t *)c->scratch) + act_bytes + j->tmp_stride * (size_t)n_threads;
-    if (!c->scratch || need > c->scratch_bytes) {
-        matmul_ref(c, w, x, T, y);
-        return;
-    }
-    j->act = j->al.stride ? base : NULL;
-    j->tmp = base + act_bytes;
-
-    if (j->al.stride) {
-        if (n_groups == 1 || n_threads == 1)
-            prep_groups(&r, 0, n_groups, 0);
-        else
-            pool_for(c->pool, n_groups, 1, prep_groups, &r);
-    }
 
     /* Work items: (row chunk × token chunk). Kernels that decode a row tile into tmp reuse it over the
      * whole token chunk, so their chunks are 256 tokens whatever the width (sizing them to keep the
@@ -237,8 +219,100 @@ static void matmul_fast(Isa isa, const OpCtx *c, const MatW *w, const float *x, 
     }
     if (w->pack_kind == PACK_P16) rc = (rc + 15) & ~(int64_t)15; /* items on panel edges */
     j->rc = rc;
-    const int64_t n_items = ((j->O + rc - 1) / rc) * j->n_tc;
-    pool_for(c->pool, n_items, 1, items, &r);
+    return true;
+}
+
+/* Places the prepared activations and one tmp area of tmp_stride per thread in the scratch; false when it is
+ * too small (the reference runs). */
+static bool place(const OpCtx *c, MmJob *j, size_t tmp_stride) {
+    const int64_t n_groups = (j->T + j->al.group - 1) / j->al.group;
+    uint8_t *base = (uint8_t *)(((uintptr_t)c->scratch + 63) & ~(uintptr_t)63);
+    const size_t act_bytes = MM_ALIGN64(j->al.stride * (size_t)n_groups);
+    const size_t need = (size_t)(base - (uint8_t *)c->scratch) + act_bytes + tmp_stride * (size_t)pool_size(c->pool);
+    if (!c->scratch || need > c->scratch_bytes) return false;
+    j->act = j->al.stride ? base : NULL;
+    j->tmp = base + act_bytes;
+    j->tmp_stride = tmp_stride;
+    return true;
+}
+
+/* The activation rows into the kernel's layout (on all threads when there are several groups) */
+static void prepare(const OpCtx *c, Run *r) {
+    if (!r->j.al.stride) return;
+    const int64_t n_groups = (r->j.T + r->j.al.group - 1) / r->j.al.group;
+    if (n_groups == 1 || pool_size(c->pool) == 1)
+        prep_groups(r, 0, n_groups, 0);
+    else
+        pool_for(c->pool, n_groups, 1, prep_groups, r);
+}
+
+static int64_t n_items(const MmJob *j) { return ((j->O + j->rc - 1) / j->rc) * j->n_tc; }
+
+static void matmul_fast(Isa isa, const OpCtx *c, const MatW *w, const float *x, int64_t T, float *y) {
+    Run r;
+    if (!plan(isa, c, w, x, T, y, &r) || !place(c, &r.j, r.j.tmp_stride)) {
+        matmul_ref(c, w, x, T, y);
+        return;
+    }
+    prepare(c, &r);
+    pool_for(c->pool, n_items(&r.j), 1, items, &r);
+}
+
+/* ---- gate, up and SwiGLU in one pass ---------------------------------------------------------------------- */
+
+/* The two products share the prepared activations, the item grid and the per-thread tmp areas; an item
+ * computes its block of gate rows, the same block of up rows, and SwiGLU over the block while both are in
+ * cache. Row chunks are multiples of 16 so that each block's elements take the branch of the row op they take
+ * in a whole row (16-element chunks from the row's start through the exp polynomial, the row's tail through
+ * libm): the bits are those of matmul, matmul, swiglu_rows. */
+typedef struct SwigluRun {
+    Run g, u;
+    SwigluRowsFn swiglu;
+} SwigluRun;
+
+static void swiglu_items(void *ctx, int64_t b, int64_t e, int thread) {
+    const SwigluRun *s = ctx;
+    const MmJob *j = &s->g.j;
+    const OpCtx alone = {MATMUL_GGML, NULL, NULL, 0}; /* the row op on this thread */
+    for (int64_t it = b; it < e; it++) {
+        items((void *)&s->g, it, it + 1, thread);
+        items((void *)&s->u, it, it + 1, thread);
+        const int64_t ri = it / j->n_tc, ti = it % j->n_tc;
+        const int64_t o0 = ri * j->rc, t0 = ti * j->tc;
+        const int64_t o1 = o0 + j->rc < j->O ? o0 + j->rc : j->O, t1 = t0 + j->tc < j->T ? t0 + j->tc : j->T;
+        for (int64_t t = t0; t < t1; t++) {
+            float *y = j->y + t * j->O + o0;
+            s->swiglu(&alone, y, s->u.j.y + t * j->O + o0, y, 1, (int)(o1 - o0));
+        }
+    }
+}
+
+static void matmul_swiglu_fast(Isa isa, const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T,
+                               float *y, float *u) {
+    SwigluRun s;
+    SiluRowsFn silu;
+    rowops_cpu_select(isa, &silu, &s.swiglu);
+    const bool paired = wg->rows == wu->rows && wg->cols == wu->cols && plan(isa, c, wg, x, T, y, &s.g) &&
+                        plan(isa, c, wu, x, T, u, &s.u) && s.g.j.act_kind == s.u.j.act_kind &&
+                        s.g.j.act_off == s.u.j.act_off;
+    size_t tmp = 0;
+    if (paired) { /* one grid: the smaller token chunk, the larger row chunk, rounded to 16 */
+        MmJob *g = &s.g.j, *uj = &s.u.j;
+        g->tc = uj->tc < g->tc ? uj->tc : g->tc;
+        g->n_tc = (T + g->tc - 1) / g->tc;
+        g->rc = ((uj->rc > g->rc ? uj->rc : g->rc) + 15) & ~(int64_t)15;
+        uj->tc = g->tc, uj->n_tc = g->n_tc, uj->rc = g->rc;
+        tmp = g->tmp_stride > uj->tmp_stride ? g->tmp_stride : uj->tmp_stride;
+    }
+    if (!paired || !place(c, &s.g.j, tmp)) { /* each product on its own, then the row op */
+        matmul_fast(isa, c, wg, x, T, y);
+        matmul_fast(isa, c, wu, x, T, u);
+        s.swiglu(c, y, u, y, (int)T, (int)wg->rows);
+        return;
+    }
+    s.u.j.act = s.g.j.act, s.u.j.tmp = s.g.j.tmp, s.u.j.tmp_stride = tmp;
+    prepare(c, &s.g);
+    pool_for(c->pool, n_items(&s.g.j), 1, swiglu_items, &s);
 }
 
 static void matmul_avx2(const OpCtx *c, const MatW *w, const float *x, int64_t T, float *y) {
@@ -246,6 +320,22 @@ static void matmul_avx2(const OpCtx *c, const MatW *w, const float *x, int64_t T
 }
 static void matmul_avx512(const OpCtx *c, const MatW *w, const float *x, int64_t T, float *y) {
     matmul_fast(ISA_AVX512, c, w, x, T, y);
+}
+static void matmul_swiglu_avx2(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y,
+                               float *u) {
+    matmul_swiglu_fast(ISA_AVX2, c, wg, wu, x, T, y, u);
+}
+static void matmul_swiglu_avx512(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y,
+                                 float *u) {
+    matmul_swiglu_fast(ISA_AVX512, c, wg, wu, x, T, y, u);
+}
+
+MatmulSwigluFn matmul_swiglu_cpu_select(Isa isa) {
+    switch (isa) {
+    case ISA_AVX2: return isa_supported(ISA_AVX2) ? matmul_swiglu_avx2 : matmul_swiglu_ref;
+    case ISA_AVX512: return isa_supported(ISA_AVX512) ? matmul_swiglu_avx512 : matmul_swiglu_ref;
+    default: return matmul_swiglu_ref;
+    }
 }
 
 MatmulFn matmul_cpu_select(Isa isa) {

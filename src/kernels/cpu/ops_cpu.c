@@ -10,6 +10,7 @@ const Ops *ops_cpu(Isa isa) {
         tables[isa] = (Ops){
             .name = isa_name(isa),
             .matmul = matmul_cpu_select(isa),
+            .matmul_swiglu = matmul_swiglu_cpu_select(isa),
             .conv_silu = conv_cpu_select(isa),
             .deltanet_recurrent = deltanet_recurrent_cpu_select(isa),
             .deltanet_chunked = deltanet_chunked_cpu_select(isa),

@@ -312,4 +312,5 @@ const Ops ops_ref = {
     .attention = attention_ref,
     .silu_rows = silu_rows_ref,
     .swiglu_rows = swiglu_rows_ref,
+    .matmul_swiglu = matmul_swiglu_ref,
 };

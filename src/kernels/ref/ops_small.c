@@ -110,6 +110,12 @@ void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n) {
     for (int64_t r = 0; r < rows; r++) op_silu_row(x + r * n, y + r * n, n);
 }
 
+void matmul_swiglu_ref(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y, float *u) {
+    matmul_ref(c, wg, x, T, y);
+    matmul_ref(c, wu, x, T, u);
+    swiglu_rows_ref(c, y, u, y, (int)T, (int)wg->rows);
+}
+
 void swiglu_rows_ref(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n) {
     (void)c;
     for (int64_t r = 0; r < rows; r++) op_swiglu_row(g + r * n, u + r * n, y + r * n, n);
