@@ -121,9 +121,10 @@ struct Forward {
 
 /* Ops through these wrappers are timed when profiling is on (name: a static label such as "ssm_out"). */
 void fwd_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, BView y);
-/* g = silu(wg·x) ⊙ (wu·x) for T rows (u: a work area): the backend's one-pass op, or the three calls; profiled as
- * "<name>_gate+up+swiglu" (or "<name>_gate", "<name>_up", "swiglu") */
-void fwd_gate_up(Forward *f, const char *name, const Weight *wg, const Weight *wu, BView x, int64_t T, BView g, BView u);
+/* g = silu(wg·x) ⊙ (wu·x) for T rows (u: a work area): the backend's one-pass op, profiled as label[2], or the
+ * three calls (label[0], label[1], "swiglu"); labels are kept by the profile: static strings */
+void fwd_gate_up(Forward *f, const char *const label[3], const Weight *wg, const Weight *wu, BView x, int64_t T, BView g,
+                 BView u);
 void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, const void *data, BView x, int64_t T, BView y);
 void fwd_conv_silu(Forward *f, BView x, int T, int C, int K, const Weight *w, BView state, BView y);
 void fwd_deltanet(Forward *f, const DeltaArgs *a);

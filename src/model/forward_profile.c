@@ -146,20 +146,16 @@ void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n) {
     TIMED(f, "swiglu", f->be->vt->swiglu(f->be, g, u, g, rows, n));
 }
 
-void fwd_gate_up(Forward *f, const char *name, const Weight *wg, const Weight *wu, BView x, int64_t T, BView g, BView u) {
-    if (!f->be->vt->matmul_swiglu) { /* the three calls, with their own labels */
-        char label[64];
-        snprintf(label, sizeof label, "%s_gate", name);
-        fwd_matmul(f, label, wg, x, T, g);
-        snprintf(label, sizeof label, "%s_up", name);
-        fwd_matmul(f, label, wu, x, T, u);
+void fwd_gate_up(Forward *f, const char *const label[3], const Weight *wg, const Weight *wu, BView x, int64_t T, BView g,
+                 BView u) {
+    if (!f->be->vt->matmul_swiglu) { /* the three calls */
+        fwd_matmul(f, label[0], wg, x, T, g);
+        fwd_matmul(f, label[1], wu, x, T, u);
         fwd_swiglu(f, g, u, (int)T, (int)wg->rows);
         return;
     }
     const MatArgs ag = {wg, -1, NULL, 0, 0, x, g, T}, au = {wu, -1, NULL, 0, 0, x, u, T};
-    char label[64];
-    snprintf(label, sizeof label, "%s_gate+up+swiglu", name);
-    TIMED(f, label, f->be->vt->matmul_swiglu(f->be, &ag, &au));
+    TIMED(f, label[2], f->be->vt->matmul_swiglu(f->be, &ag, &au));
 }
 
 void forward_profile_enable(Forward *f, bool on) {

@@ -17,7 +17,8 @@
 
 static void ffn_dense(Forward *f, Bufs *b, const LayerW *l) {
     const int R = f->rows;
-    fwd_gate_up(f, "ffn", l->ffn_gate, l->ffn_up, b->h, R, b->fg, b->fu);
+    static const char *const labels[3] = {"ffn_gate", "ffn_up", "ffn_gate+up+swiglu"};
+    fwd_gate_up(f, labels, l->ffn_gate, l->ffn_up, b->h, R, b->fg, b->fu);
     fwd_matmul(f, "ffn_down", l->ffn_down, b->fg, R, b->tmp);
 }
 
@@ -112,7 +113,8 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
     fwd_dump(f, "ffn_moe_out", il, b->tmp, E, R, 1, 1);
 
     /* shared expert */
-    fwd_gate_up(f, "shexp", l->gate_shexp, l->up_shexp, b->h, R, b->fg, b->fu);
+    static const char *const labels[3] = {"shexp_gate", "shexp_up", "shexp_gate+up+swiglu"};
+    fwd_gate_up(f, labels, l->gate_shexp, l->up_shexp, b->h, R, b->fg, b->fu);
     fwd_matmul(f, "shexp_down", l->down_shexp, b->fg, R, b->tmp2);
     fwd_dump(f, "ffn_shexp", il, b->tmp2, E, R, 1, 1);
     fwd_matmul(f, "shexp_gate_inp", l->shexp_gate, b->h, R, b->sgate);
