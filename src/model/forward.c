@@ -6,7 +6,9 @@
  * between forward_begin (checks the batch, uploads ids and positions) and forward_end (waits for the
  * backend, advances the states). forward_batch runs the three in a row; a pipeline stage runs a layer range
  * on hidden rows it received; forward_keep cuts a tentative batch back to its first k tokens. All buffers are
- * allocated in forward_new for max_batch rows; nothing after that allocates. */
+ * allocated in forward_new for max_batch rows; nothing after that allocates. The buffers that live only inside a
+ * delta-net mixer, an attention mixer or an FFN share one region (a layer's mixer and its FFN never overlap, and
+ * each writes its result to tmp): b1's buffers for 512 rows 90 → 57 MB (docs/MODEL.md, "Memory"). */
 #include "model/forward_internal.h"
 
 #include <stdio.h>
@@ -15,10 +17,14 @@
 
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
 
+/* Where a buffer lives: the whole pass, or only inside one kind of layer part (those share a region) */
+enum { LIVE_PASS = 0, LIVE_DELTANET, LIVE_ATTENTION, LIVE_FFN, LIVE_COUNT };
+
 typedef struct BufSpec {
     BView *view;
     size_t elems; /* per row unless per_batch */
     bool per_batch; /* elems is the total, not per row */
+    int live;       /* LIVE_* */
 } BufSpec;
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -106,26 +112,35 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     const int chunk = opt.max_batch < 32 ? opt.max_batch : 32;
     if (!wraps && head_rows < chunk) head_rows = chunk;
     const size_t Fe = (size_t)c->n_ff_exp, moe_work = fused_moe ? MOE_WORK_INTS(R, kE, nE) : 0;
+    enum { P = LIVE_PASS, D = LIVE_DELTANET, A = LIVE_ATTENTION, F = LIVE_FFN };
     BufSpec specs[] = {
-        {&b->x, E, false},         {&b->h, E, false},         {&b->tmp, E, false},
-        {&b->tmp2, c->moe ? E : 0, false},                    {&b->proj, legacy ? conv + val : 0, false},
-        {&b->mixed, conv, false},  {&b->z, val, false},       {&b->ba, 2 * Hv, false},
-        {&b->conv_y, conv, false}, {&b->q, key, false},       {&b->k, key, false},
-        {&b->v, val, false},       {&b->g, Hv, false},        {&b->beta, Hv, false},
-        {&b->o, val, false},       {&b->on, val, false},      {&b->qg, 2 * HD, false},
-        {&b->qa, HD, false},       {&b->ka, KVD, false},      {&b->va, KVD, false},
-        {&b->ao, HD, false},       {&b->fg, maxF, false},     {&b->fu, maxF, false},
-        {&b->rl, nE, false},       {&b->ew, kE, false},       {&b->es, kE, false},
-        {&b->pes, kE, false},      {&b->pew, kE, false},
-        {&b->gidx, kE, false},     {&b->sidx, kE, false},     {&b->gx, c->moe ? E : 0, false},
-        {&b->eo, kE * E, false},   {&b->sgate, 1, false},
-        {&b->mg, fused_moe ? kE * Fe : 0, false},             {&b->mu, fused_moe ? kE * Fe : 0, false},
-        {&b->mwork, moe_work, true},
-        {&b->ids, 1, false},       {&b->pos, 1, false},       {&b->hrows, 1, false},
+        {&b->x, E, false, P},         {&b->h, E, false, P},         {&b->tmp, E, false, P},
+        {&b->tmp2, c->moe ? E : 0, false, P},                       {&b->proj, legacy ? conv + val : 0, false, D},
+        {&b->mixed, conv, false, D},  {&b->z, val, false, D},       {&b->ba, 2 * Hv, false, D},
+        {&b->conv_y, conv, false, D}, {&b->q, key, false, D},       {&b->k, key, false, D},
+        {&b->v, val, false, D},       {&b->g, Hv, false, D},        {&b->beta, Hv, false, D},
+        {&b->o, val, false, D},       {&b->on, val, false, D},      {&b->qg, 2 * HD, false, A},
+        {&b->qa, HD, false, A},       {&b->ka, KVD, false, A},      {&b->va, KVD, false, A},
+        {&b->ao, HD, false, A},       {&b->fg, maxF, false, F},     {&b->fu, maxF, false, F},
+        /* routing: the predicted selection (pes, pew; fwd_predict_experts) outlives the FFN */
+        {&b->rl, nE, false, P},       {&b->ew, kE, false, P},       {&b->es, kE, false, P},
+        {&b->pes, kE, false, P},      {&b->pew, kE, false, P},
+        {&b->gidx, kE, false, P},     {&b->sidx, kE, false, P},     {&b->gx, c->moe ? E : 0, false, F},
+        {&b->eo, kE * E, false, F},   {&b->sgate, 1, false, P},
+        {&b->mg, fused_moe ? kE * Fe : 0, false, F},                {&b->mu, fused_moe ? kE * Fe : 0, false, F},
+        {&b->mwork, moe_work, true, P},
+        {&b->ids, 1, false, P},       {&b->pos, 1, false, P},       {&b->hrows, 1, false, P},
     };
     const size_t n_specs = sizeof specs / sizeof specs[0];
-    size_t total = 0;
-    for (size_t i = 0; i < n_specs; i++) total += ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * 4);
+    /* offsets: the pass's buffers first, then one region that each part's buffers take from its start */
+    size_t used[LIVE_COUNT] = {0}, off[sizeof specs / sizeof specs[0]];
+    for (size_t i = 0; i < n_specs; i++) {
+        off[i] = used[specs[i].live];
+        used[specs[i].live] += ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * 4);
+    }
+    size_t region = 0;
+    for (int p = LIVE_PASS + 1; p < LIVE_COUNT; p++) region = used[p] > region ? used[p] : region;
+    const size_t total = used[LIVE_PASS] + region;
     const BackendSizes sizes = {
         .max_rows = (int)R,
         /* widest activation row any matmul sees, for the quantized-activation scratch */
@@ -152,11 +167,9 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         forward_free(f);
         return NULL;
     }
-    size_t at = 0;
     for (size_t i = 0; i < n_specs; i++) {
         const size_t n = ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * 4);
-        *specs[i].view = (BView){n ? f->mem : NULL, at};
-        at += n;
+        *specs[i].view = (BView){n ? f->mem : NULL, (specs[i].live == LIVE_PASS ? 0 : used[LIVE_PASS]) + off[i]};
     }
     return f;
 }
