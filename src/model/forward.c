@@ -29,6 +29,8 @@ typedef struct BufSpec {
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+static size_t spec_bytes(const BufSpec *s, size_t rows) { return ALIGN64((s->per_batch ? 1 : rows) * s->elems * 4); }
+
 int deltanet_algo_parse(const char *s, DeltaNetAlgo *out, Err *err) {
     if (!s || !*s || strcmp(s, "auto") == 0) *out = DELTANET_AUTO;
     else if (strcmp(s, "recurrent") == 0) *out = DELTANET_RECURRENT;
@@ -136,7 +138,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
     size_t used[LIVE_COUNT] = {0}, off[sizeof specs / sizeof specs[0]];
     for (size_t i = 0; i < n_specs; i++) {
         off[i] = used[specs[i].live];
-        used[specs[i].live] += ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * 4);
+        used[specs[i].live] += spec_bytes(&specs[i], R);
     }
     size_t region = 0;
     for (int p = LIVE_PASS + 1; p < LIVE_COUNT; p++) region = used[p] > region ? used[p] : region;
@@ -168,8 +170,8 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         return NULL;
     }
     for (size_t i = 0; i < n_specs; i++) {
-        const size_t n = ALIGN64((specs[i].per_batch ? 1 : R) * specs[i].elems * 4);
-        *specs[i].view = (BView){n ? f->mem : NULL, (specs[i].live == LIVE_PASS ? 0 : used[LIVE_PASS]) + off[i]};
+        const size_t at = (specs[i].live == LIVE_PASS ? 0 : used[LIVE_PASS]) + off[i];
+        *specs[i].view = (BView){spec_bytes(&specs[i], R) ? f->mem : NULL, at};
     }
     return f;
 }

@@ -114,13 +114,18 @@ static void prep_groups(void *ctx, int64_t b, int64_t e, int thread) {
     }
 }
 
+/* item it's block: rows [*o0, *o1) × tokens [*t0, *t1) */
+static void item_block(const MmJob *j, int64_t it, int64_t *o0, int64_t *o1, int64_t *t0, int64_t *t1) {
+    *o0 = it / j->n_tc * j->rc, *t0 = it % j->n_tc * j->tc;
+    *o1 = *o0 + j->rc < j->O ? *o0 + j->rc : j->O, *t1 = *t0 + j->tc < j->T ? *t0 + j->tc : j->T;
+}
+
 static void items(void *ctx, int64_t b, int64_t e, int thread) {
     Run *r = ctx;
     const MmJob *j = &r->j;
     for (int64_t it = b; it < e; it++) {
-        const int64_t ri = it / j->n_tc, ti = it % j->n_tc;
-        const int64_t o0 = ri * j->rc, t0 = ti * j->tc;
-        const int64_t o1 = o0 + j->rc < j->O ? o0 + j->rc : j->O, t1 = t0 + j->tc < j->T ? t0 + j->tc : j->T;
+        int64_t o0, o1, t0, t1;
+        item_block(j, it, &o0, &o1, &t0, &t1);
         uint8_t *tmp = j->tmp + (size_t)thread * j->tmp_stride;
         const int64_t tm = t1 < r->t_tail ? t1 : t0 > r->t_tail ? t0 : r->t_tail;
         if (tm > t0) r->f->compute(j, o0, o1, t0, tm, tmp);
@@ -277,9 +282,8 @@ static void swiglu_items(void *ctx, int64_t b, int64_t e, int thread) {
     for (int64_t it = b; it < e; it++) {
         items((void *)&s->g, it, it + 1, thread);
         items((void *)&s->u, it, it + 1, thread);
-        const int64_t ri = it / j->n_tc, ti = it % j->n_tc;
-        const int64_t o0 = ri * j->rc, t0 = ti * j->tc;
-        const int64_t o1 = o0 + j->rc < j->O ? o0 + j->rc : j->O, t1 = t0 + j->tc < j->T ? t0 + j->tc : j->T;
+        int64_t o0, o1, t0, t1;
+        item_block(j, it, &o0, &o1, &t0, &t1);
         for (int64_t t = t0; t < t1; t++) {
             float *y = j->y + t * j->O + o0;
             s->swiglu(&alone, y, s->u.j.y + t * j->O + o0, y, 1, (int)(o1 - o0));
