@@ -1,4 +1,4 @@
-/* test_server_llama.c — what llama-server's users send (issue 30), group `server_llama`: its request fields
+/* test_server_compat.c — what llama-server's users send (issue 30), group `server_compat`: its request fields
  * (n_predict, id_slot, include_stop_str_in_output, skip_special_tokens, reasoning_format), its native POST
  * /completion endpoint, a list of API keys, slot save / restore / erase, and TLS with a certificate made here
  * by openssl (checked with curl). In-process on the m1 test model. */
@@ -45,7 +45,7 @@ static char *completion_text(int port, const char *body, int *status) {
 
 /* ------------------------------------------------------------------------------------------ fields */
 
-TEST(server_llama, request_fields) {
+TEST(server_compat, request_fields) {
     ServerConfig c;
     test_server_config(&c);
     Server *s = test_server_start(&c);
@@ -164,7 +164,7 @@ TEST(server_llama, request_fields) {
 
 /* ------------------------------------------------------------------------------------------ /completion */
 
-TEST(server_llama, native_completion_endpoint) {
+TEST(server_compat, native_completion_endpoint) {
     ServerConfig c;
     test_server_config(&c);
     Server *s = test_server_start(&c);
@@ -226,7 +226,7 @@ TEST(server_llama, native_completion_endpoint) {
 
 /* ------------------------------------------------------------------------------------------ keys */
 
-TEST(server_llama, api_key_list) {
+TEST(server_compat, api_key_list) {
     ServerConfig c;
     test_server_config(&c);
     c.api_key = "k1, k2";
@@ -275,7 +275,7 @@ static cJSON *slot_call(int port, int id, const char *action, const char *body, 
     return j;
 }
 
-TEST(server_llama, slot_save_restore_erase) {
+TEST(server_compat, slot_save_restore_erase) {
     char dir[600];
     snprintf(dir, sizeof dir, "%s/slots", test_tmpdir());
     REQUIRE(mkdir(dir, 0700) == 0);
@@ -384,7 +384,7 @@ TEST(server_llama, slot_save_restore_erase) {
 
 /* ------------------------------------------------------------------------------------------ TLS */
 
-TEST(server_llama, tls_with_a_fresh_certificate) {
+TEST(server_compat, tls_with_a_fresh_certificate) {
     if (system("command -v openssl >/dev/null 2>&1 && command -v curl >/dev/null 2>&1") != 0) {
         test_note("openssl or curl missing: TLS test skipped (.ci/run installs both)");
         return;
