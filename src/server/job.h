@@ -16,6 +16,7 @@
 
 #include "deltallm.h"
 #include "server/constrain.h"
+#include "server/llama_params.h"
 #include "server/stop.h"
 #include "server/util.h"
 
@@ -49,6 +50,7 @@ typedef struct Job {
     int32_t *prompt;
     size_t n_prompt;
     DlSamplingParams sp;
+    SamplerSpec *spx; /* NULL: no extra samplers (owned) */
     int max_tokens; /* ≥ 1 */
     StopFilter stop;
     Constraint *constraint; /* NULL: free generation */

@@ -16,6 +16,7 @@
 
 #include "deltallm.h"
 #include "server/job.h"
+#include "server/llama_params.h"
 #include "server/stop.h"
 
 typedef struct ApiError {
@@ -62,6 +63,7 @@ typedef struct ApiRequest {
     int max_tokens; /* -1: until the context is full */
     bool max_tokens_given;
     DlSamplingParams sp;
+    SamplerSpec *spx; /* llama.cpp's further samplers (llama_params.h), NULL: none */
     bool seed_given;
     const char *stop[STOP_MAX];
     int n_stop;

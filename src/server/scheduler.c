@@ -28,6 +28,7 @@ void job_unref(Job *j) {
     free(j->prompt);
     stop_free(&j->stop);
     constraint_free(j->constraint);
+    sampler_spec_free(j->spx);
     free(j->bias);
     free(j->lp);
     sbuf_free(&j->text);
@@ -167,7 +168,7 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     sl->pending = false;
     sl->ahead = 0;
     job_set_time(j, &j->t_admit);
-    sl->smp = dl_sampler_new(s->cfg.engine, &j->sp, &e);
+    sl->smp = dl_sampler_new_extra(s->cfg.engine, &j->sp, j->spx ? &j->spx->x : NULL, &e);
     sl->detok = sl->smp ? dl_detok_new(s->cfg.engine, false, &e) : NULL;
     size_t nk = j->n_prompt / (size_t)s->cfg.chunk;
     sl->keys = malloc((nk + 1) * sizeof *sl->keys);
