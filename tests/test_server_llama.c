@@ -91,3 +91,69 @@ TEST(server_llama, sampling_fields) {
     }
     server_stop(s);
 }
+
+/* n > 1: greedy choices are copies of one state, so each equals the n = 1 answer; with a seed they differ from
+ * one another and repeat; the prompt is evaluated once (the other choices' prompt tokens are all "cached"). */
+TEST(server_llama, n_choices_share_the_prompt) {
+    ServerConfig c;
+    test_server_config(&c);
+    c.parallel = 3;
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    int st;
+    cJSON *one = post(port, "/v1/completions",
+                      "{\"prompt\": \"In the beginning\", \"max_tokens\": 10, \"temperature\": 0, \"cache_prompt\": false}",
+                      &st);
+    REQUIRE(st == 200 && text_of(one, 0));
+    cJSON *three = post(port, "/v1/completions",
+                        "{\"prompt\": \"In the beginning\", \"max_tokens\": 10, \"temperature\": 0, \"n\": 3, "
+                        "\"cache_prompt\": false}",
+                        &st);
+    REQUIRE_MSG(st == 200 && cJSON_GetArraySize(cJSON_GetObjectItem(three, "choices")) == 3, "n 3: %d", st);
+    for (int i = 0; i < 3; i++) {
+        const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(three, "choices"), i);
+        CHECK(cJSON_GetObjectItem(ch, "index")->valueint == i);
+        CHECK_MSG(text_of(three, i) && !strcmp(text_of(three, i), text_of(one, 0)), "choice %d '%s' vs n=1 '%s'", i,
+                  text_of(three, i), text_of(one, 0));
+    }
+    const cJSON *u1 = cJSON_GetObjectItem(one, "usage"), *u3 = cJSON_GetObjectItem(three, "usage");
+    const int P = cJSON_GetObjectItem(u1, "prompt_tokens")->valueint;
+    const int cached = cJSON_GetObjectItem(cJSON_GetObjectItem(u3, "prompt_tokens_details"), "cached_tokens")->valueint;
+    CHECK_MSG(cached == 2 * P, "cached %d, want 2 × %d: the prompt evaluated once", cached, P);
+    cJSON_Delete(one), cJSON_Delete(three);
+    /* sampled: the choices differ, and the same seed repeats them */
+    const char *sampled = "{\"prompt\": \"Tell a story\", \"max_tokens\": 12, \"temperature\": 1.5, \"top_k\": 0, "
+                          "\"seed\": 11, \"n\": 2}";
+    cJSON *a = post(port, "/v1/completions", sampled, &st);
+    REQUIRE(st == 200);
+    cJSON *b = post(port, "/v1/completions", sampled, &st);
+    REQUIRE(st == 200);
+    CHECK(text_of(a, 0) && text_of(a, 1) && strcmp(text_of(a, 0), text_of(a, 1)) != 0);
+    CHECK(text_of(b, 0) && text_of(a, 0) && !strcmp(text_of(a, 0), text_of(b, 0)));
+    CHECK(text_of(b, 1) && text_of(a, 1) && !strcmp(text_of(a, 1), text_of(b, 1)));
+    cJSON_Delete(a), cJSON_Delete(b);
+    /* streamed: chunks of both choices, each with its index, each ending with a finish_reason */
+    HttpResp r = http(port, "POST", "/v1/chat/completions", NULL,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 5, \"n\": 2, "
+                      "\"stream\": true, \"seed\": 1}");
+    int chunks[2] = {0}, finished[2] = {0};
+    for (char *line = r.body ? strstr(r.body, "data: {") : NULL; line; line = strstr(line + 1, "data: {")) {
+        char *end = strchr(line, '\n');
+        cJSON *j = cJSON_ParseWithLength(line + 6, end ? (size_t)(end - line - 6) : strlen(line + 6));
+        const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+        const cJSON *idx = cJSON_GetObjectItem(ch, "index");
+        if (cJSON_IsNumber(idx) && idx->valueint >= 0 && idx->valueint < 2) {
+            chunks[idx->valueint]++;
+            finished[idx->valueint] += cJSON_IsString(cJSON_GetObjectItem(ch, "finish_reason"));
+        }
+        cJSON_Delete(j);
+    }
+    CHECK_MSG(r.status == 200 && chunks[0] > 1 && chunks[1] > 1 && finished[0] == 1 && finished[1] == 1,
+              "stream: %d, chunks %d %d, finished %d %d", r.status, chunks[0], chunks[1], finished[0], finished[1]);
+    http_free(&r);
+    cJSON *bad = post(port, "/v1/completions", "{\"prompt\": \"x\", \"n\": 17}", &st);
+    CHECK(st == 400 && error_param(bad) && !strcmp(error_param(bad), "n"));
+    cJSON_Delete(bad);
+    server_stop(s);
+}

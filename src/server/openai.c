@@ -194,7 +194,8 @@ static int parse_common(const cJSON *root, const ApiDefaults *d, ApiRequest *r, 
         if (get_bool(so, "include_obfuscation", &ignored, e)) return -1;
     }
     if (get_number(root, "n", 1, 1e9, true, &x, &given, e)) return -1;
-    if (given && x != 1) return BAD("n", "only n = 1 is supported");
+    r->n = given ? (int)x : 1;
+    if (r->n > API_MAX_N) return BAD("n", "at most n = %d choices per prompt are supported", API_MAX_N);
     r->sp = d->sampling;
     r->sp.repeat_penalty = 1.0f;
     r->sp.presence_penalty = r->sp.frequency_penalty = 0.0f;
@@ -545,7 +546,10 @@ static int parse_completion(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
     if (get_number(root, "logprobs", 0, 5, true, &x, &given, e)) return -1;
     r->logprobs = given ? (int)x : -1;
     if (parse_common(root, d, r, e)) return -1;
-    return parse_prompts(get(root, "prompt"), d, r, e);
+    if (parse_prompts(get(root, "prompt"), d, r, e)) return -1;
+    if (r->n_prompts * r->n > API_MAX_PROMPTS)
+        return BAD("n", "at most %d choices per request are supported (prompts × n)", API_MAX_PROMPTS);
+    return 0;
 }
 
 /* What the chat templates need from a message that the API allows in more shapes: developer is system;
