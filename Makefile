@@ -217,8 +217,9 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -fsanitize=fuzzer,ad
 # the fuzz targets exercise the file readers: the portable sources they need (no ISA-specific kernels)
 FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/gguf/*.c)) src/model/config.c src/convert/safetensors.c)
 # fuzz_http: the HTTP request path (paths and headers, bodies, chat rendering, constraints, output parsing)
-FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) $(addprefix src/server/,http_parse.c json_io.c openai.c \
-                openai_llama.c stop.c responses.c constrain.c constrain_schema.c util.c) src/tokenizer/unicode.c \
+FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) src/engine/sampling_defaults.c $(addprefix src/server/,http_parse.c \
+                json_io.c openai.c openai_llama.c llama_params.c stop.c responses.c constrain.c constrain_schema.c \
+                util.c) src/tokenizer/unicode.c \
                 src/tokenizer/unicode_data.c src/base/err.c -lcjson
 fuzz:
 	@mkdir -p build/fuzz

@@ -120,7 +120,7 @@ static const BadCase bad_cases[] = {
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"temperature\": 3}", "temperature"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 0}", "max_tokens"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 1.5}", "max_tokens"},
-    {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 2}", "n"},
+    {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 17}", "n"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop\": 7}", "stop"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": \"yes\"}", "stream"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream_options\": {\"x\": 1}}",

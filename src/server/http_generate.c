@@ -311,9 +311,26 @@ static const char *kind_name(Route route, bool stream) {
     return stream ? "completion/stream" : "completion";
 }
 
+/* n > 1: choice i of its prompt shares the prompt's evaluation with the first choice (the leader), and draws
+ * with its own seed (seed + its number), so the choices differ and a given seed repeats all of them. */
+static int share_choice(Job **jobs, int i, int n) {
+    const int c = i % n;
+    Job *j = jobs[i];
+    if (c == 0) {
+        if (!(j->share = prompt_share_new())) return -1;
+        j->share_leader = true;
+        return 0;
+    }
+    j->share = jobs[i - c]->share;
+    atomic_fetch_add(&j->share->refs, 1);
+    j->sp.seed += (uint64_t)c;
+    return 0;
+}
+
 /* The jobs and responders of a parsed request; NULL with *e set. */
 static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) {
-    int k = req->chat ? 1 : req->n_prompts;
+    const int n = req->n > 1 ? req->n : 1; /* choices per prompt: choice i is prompt i / n */
+    int k = (req->chat ? 1 : req->n_prompts) * n;
     Gen *g = calloc(1, sizeof *g);
     if (g) {
         g->s = s;
@@ -334,8 +351,13 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
                                                 : RESP_COMPLETION;
     for (int i = 0; i < k; i++) {
         bool sir = false;
-        if (prepare_job(s, req, i, &g->jobs[i], &sir, e)) {
-            if (k > 1 && e->param[0] && !strcmp(e->param, "prompt")) snprintf(e->param, sizeof e->param, "prompt[%d]", i);
+        if (prepare_job(s, req, i / n, &g->jobs[i], &sir, e)) {
+            if (k > n && e->param[0] && !strcmp(e->param, "prompt")) snprintf(e->param, sizeof e->param, "prompt[%d]", i / n);
+            gen_free(g);
+            return NULL;
+        }
+        if (n > 1 && share_choice(g->jobs, i, n)) {
+            api_error(e, 500, "server_error", NULL, NULL, "out of memory");
             gen_free(g);
             return NULL;
         }

@@ -126,6 +126,10 @@ int prepare_job(Server *s, const ApiRequest *req, int index, Job **out, bool *st
     ids = NULL;
     j->max_tokens = req->max_tokens > 0 && req->max_tokens < room ? req->max_tokens : room;
     j->sp = req->sp;
+    if (req->spx && !(j->spx = sampler_spec_copy(req->spx))) {
+        api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto fail;
+    }
     j->use_cache = req->cache_prompt;
     j->logprobs = req->logprobs;
     if (stop_init(&j->stop, req->stop, req->n_stop)) {
