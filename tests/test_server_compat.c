@@ -415,6 +415,17 @@ TEST(server_compat, tls_with_a_fresh_certificate) {
     size_t n = fread(out, 1, sizeof out - 1, p);
     int rc = pclose(p);
     CHECK_MSG(rc == 0 && n > 0 && strstr(out, "\"text_completion\""), "curl over TLS: rc %d, '%s'", rc, out);
+    /* a stream over TLS ends with [DONE] */
+    snprintf(cmd, sizeof cmd,
+             "curl -s -N --max-time 20 --cacert '%s' https://127.0.0.1:%d/v1/chat/completions -d '{\"messages\": "
+             "[{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 4, \"stream\": true}'",
+             cert, port);
+    REQUIRE((p = popen(cmd, "r")));
+    memset(out, 0, sizeof out);
+    n = fread(out, 1, sizeof out - 1, p);
+    rc = pclose(p);
+    CHECK_MSG(rc == 0 && strstr(out, "chat.completion.chunk") && strstr(out, "data: [DONE]"), "stream over TLS: '%s'",
+              out);
     /* plain HTTP to the TLS port gets no HTTP answer */
     HttpResp r = http(port, "GET", "/health", NULL, NULL);
     CHECK_MSG(r.status == 0, "plain HTTP on the TLS port: %d", r.status);
