@@ -741,6 +741,12 @@ static void *sched_main(void *arg) {
             admit[n_admit] = j;
             into[n_admit++] = &s->slots[i];
         }
+        if (!stopping && !n_admit && !any_active(s)) {
+            /* queued jobs all wait for slots held by a slot action (id_slot): sleep until one is given back */
+            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
         pthread_mutex_unlock(&s->mu);
         if (stopping) break;
         for (int i = 0; i < n_admit; i++) {
