@@ -120,8 +120,8 @@ $(MPI_STAMP):
 # the registry learns whether the backend is built; a stamp per setting rebuilds it when VULKAN changes
 $(BUILD)/gen/vulkan-$(VULKAN).stamp:
 	@mkdir -p $(@D) && rm -f $(BUILD)/gen/vulkan-*.stamp && touch $@
-$(call obj,src/backend/backend.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
-$(call obj,src/backend/backend.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
+$(call obj,src/backend/registry.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
+$(call obj,src/backend/registry.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
 $(call obj,$(VK_SRC) $(VK_GEN)): CFLAGS += -I$(VK_INC)
 
 $(SPV_DIR)/%.spv: $(VK_SHADERS)/%.comp $(wildcard $(VK_SHADERS)/*.glsl) src/backend/vulkan/vk_tables.h

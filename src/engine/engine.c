@@ -38,13 +38,13 @@ int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend
     int kv_k, kv_v;
     if (engine_kv_types(p, &kv_k, &kv_v, &mode, NULL, e)) return -1;
     const BackendOptions bo = {.name = backend ? backend : p->backend,
-                               .isa = (int)isa,
+                               .cpu = {.isa = (int)isa, .pack = !p->no_pack},
                                .n_threads = p->n_threads,
                                .mode = mode,
                                .kv_k = kv_k,
                                .kv_v = kv_v,
-                               .pack = !p->no_pack,
                                .tune = p->device_tune,
+                               .device_lib = p->device_lib,
                                .progress = p->progress,
                                .progress_user = p->progress_user};
     Stage *st = &en->st[en->n_st++];

@@ -291,7 +291,7 @@ static void fill_open(PipeOpen *o, const DlEngine *en, const DlEngineParams *p, 
 int pipe_open(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetAlgo algo, Err *err) {
     if (!dist_active() || dist_rank() != 0) return err_set(err, "--mpi: this process is not rank 0 of an MPI job");
     if (p->n_stages > 0) return err_set(err, "an engine over MPI takes its stages from the ranks (no stages list, no -ngl)");
-    if (p->backend && !strncmp(p->backend, "vulkan", 6))
+    if (p->backend && !backend_is_host(p->backend))
         return err_set(err, "--mpi runs every rank on the CPU backends (not with --device %s or -ngl)", p->backend);
     if (g_engine_open) return err_set(err, "an engine over MPI is already open (the ranks serve one at a time)");
     const int N = dist_size();

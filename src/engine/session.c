@@ -105,13 +105,13 @@ typedef struct SnapHeader {
     int32_t n_past;
     /* bit 0: the logits are valid; bits 8-15 and 16-23: the K and V cache formats (DlEngine.kv_k / kv_v) + 1,
      * or 0 in snapshots written before they were recorded (whose sizes tell F32 from F16); bit 24: the
-     * delta-net states are in the fused form's layout (the fast arithmetic on the CPU, Backend.dn_fused_state) */
+     * delta-net states are in the fused form's layout (backend_state_layout: the fast arithmetic on the CPU) */
     uint32_t flags;
 } SnapHeader;
 
 static uint32_t snap_kv_flags(const DlEngine *en) { return (en->kv_k + 1) << 8 | (en->kv_v + 1) << 16; }
 #define SNAP_FUSED (1u << 24)
-static uint32_t snap_layout_flag(const DlSession *s) { return s->states[0]->be->dn_fused_state ? SNAP_FUSED : 0; }
+static uint32_t snap_layout_flag(const DlSession *s) { return backend_state_layout(s->states[0]->be) == STATE_FUSED ? SNAP_FUSED : 0; }
 
 static size_t states_bytes(const DlSession *s, int n_past) {
     size_t n = 0;
