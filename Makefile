@@ -58,7 +58,7 @@ VK_SRC   = $(sort $(wildcard src/backend/vulkan/*.c))
 VK_GEN   = $(BUILD)/gen/vk_spv.c
 
 LIB_SRC  = $(filter-out $(VK_SRC),$(sort $(wildcard src/base/*.c src/gguf/*.c src/tokenizer/*.c src/kernels/*.c \
-                              src/kernels/*/*.c src/backend/*.c src/backend/*/*.c src/model/*.c src/engine/*.c) $(DIST_SRC)))
+                              src/kernels/*/*.c src/backend/*.c src/backend/*/*.c src/model/*.c src/engine/*.c src/vision/*.c) $(DIST_SRC)))
 ifeq ($(VULKAN),1)
 LIB_SRC += $(VK_SRC) $(VK_GEN)
 endif
