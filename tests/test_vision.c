@@ -219,3 +219,243 @@ TEST(vision, encoder_refuses_odd_sizes) {
     mmproj_close(m);
     free(buf);
 }
+
+/* ---- image files and pre-processing -------------------------------------------------------------------- */
+
+#include "image/image.h"
+#include "vision/preprocess.h"
+
+#if DL_JPEG
+#include <jpeglib.h>
+#endif
+
+static uint32_t crc32_png(const uint8_t *p, size_t n, uint32_t c) {
+    c = ~c;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return ~c;
+}
+static void put32(uint8_t *p, uint32_t v) { p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v; }
+static size_t chunk(uint8_t *out, const char *type, const uint8_t *data, uint32_t n) {
+    put32(out, n);
+    memcpy(out + 4, type, 4);
+    if (n) memcpy(out + 8, data, n);
+    put32(out + 8 + n, crc32_png(out + 4, 4 + (size_t)n, 0));
+    return 12 + (size_t)n;
+}
+
+/* An RGB PNG written by hand (zlib stored blocks: no compressor needed), for the tests and the CLI's. */
+uint8_t *test_png_encode(const uint8_t *rgb, int w, int h, size_t *size);
+uint8_t *test_png_encode(const uint8_t *rgb, int w, int h, size_t *size) {
+    const size_t raw_n = (size_t)h * (1 + (size_t)w * 3), nblk = raw_n / 65535 + 1;
+    uint8_t *raw = malloc(raw_n), *z = malloc(raw_n + 5 * nblk + 6), *out = malloc(raw_n + 5 * nblk + 6 + 64);
+    for (int y = 0; y < h; y++) {
+        raw[(size_t)y * (1 + (size_t)w * 3)] = 0;
+        memcpy(raw + (size_t)y * (1 + (size_t)w * 3) + 1, rgb + (size_t)y * w * 3, (size_t)w * 3);
+    }
+    size_t zn = 0;
+    z[zn++] = 0x78, z[zn++] = 0x01;
+    uint32_t a = 1, b = 0;
+    for (size_t off = 0; off < raw_n || off == 0;) {
+        const size_t len = raw_n - off > 65535 ? 65535 : raw_n - off;
+        z[zn++] = off + len == raw_n ? 1 : 0;
+        z[zn++] = (uint8_t)len, z[zn++] = (uint8_t)(len >> 8), z[zn++] = (uint8_t)~len, z[zn++] = (uint8_t)(~len >> 8);
+        memcpy(z + zn, raw + off, len);
+        zn += len;
+        off += len;
+        if (!len) break;
+    }
+    for (size_t i = 0; i < raw_n; i++) a = (a + raw[i]) % 65521, b = (b + a) % 65521;
+    put32(z + zn, (b << 16) | a);
+    zn += 4;
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    memcpy(out, sig, 8);
+    size_t n = 8;
+    uint8_t ihdr[13];
+    put32(ihdr, (uint32_t)w), put32(ihdr + 4, (uint32_t)h);
+    ihdr[8] = 8, ihdr[9] = 2, ihdr[10] = ihdr[11] = ihdr[12] = 0;
+    n += chunk(out + n, "IHDR", ihdr, 13);
+    n += chunk(out + n, "IDAT", z, (uint32_t)zn);
+    n += chunk(out + n, "IEND", NULL, 0);
+    free(raw), free(z);
+    *size = n;
+    return out;
+}
+
+static uint8_t *gradient(int w, int h) {
+    uint8_t *rgb = malloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint8_t *p = rgb + ((size_t)y * w + x) * 3;
+            p[0] = (uint8_t)(x * 255 / (w > 1 ? w - 1 : 1)), p[1] = (uint8_t)(y * 255 / (h > 1 ? h - 1 : 1));
+            p[2] = (uint8_t)((x * 7 + y * 13) & 0xff);
+        }
+    return rgb;
+}
+
+TEST(vision, png_decodes_and_refuses) {
+    Err err = {{0}};
+    ImageRGB img;
+#if DL_PNG
+    uint8_t *rgb = gradient(37, 23);
+    size_t n;
+    uint8_t *png = test_png_encode(rgb, 37, 23, &n);
+    REQUIRE_MSG(image_decode(png, n, &img, &err) == 0, "%s", err.msg);
+    CHECK(img.w == 37 && img.h == 23 && !memcmp(img.rgb, rgb, 37 * 23 * 3));
+    image_free(&img);
+    /* corrupt: truncated at several places, a flipped byte in the data (bad CRC / zlib) */
+    for (size_t cut = 8; cut < n; cut += n / 7) {
+        err_clear(&err);
+        CHECK_MSG(image_decode(png, cut, &img, &err) == -1 && err.msg[0] && !strchr(err.msg, '\n'), "cut %zu: %s", cut, err.msg);
+    }
+    png[60] ^= 0x55;
+    err_clear(&err);
+    CHECK(image_decode(png, n, &img, &err) == -1 && strstr(err.msg, "PNG"));
+    free(png);
+    /* huge: a header claiming 20000 × 20000 is refused before any pixel memory */
+    uint8_t *big = test_png_encode(rgb, 1, 1, &n);
+    put32(big + 16, 20000), put32(big + 20, 20000);
+    put32(big + 29, crc32_png(big + 12, 17, 0));
+    err_clear(&err);
+    CHECK_MSG(image_decode(big, n, &img, &err) == -1 && strstr(err.msg, "limit"), "%s", err.msg);
+    free(big), free(rgb);
+#else
+    test_note("PNG support not built: checking the refusal only");
+    static const uint8_t sig[16] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    CHECK(image_decode(sig, sizeof sig, &img, &err) == -1 && strstr(err.msg, "not built"));
+#endif
+    err_clear(&err);
+    CHECK(image_decode((const uint8_t *)"GIF89a......", 12, &img, &err) == -1 && strstr(err.msg, "not a PNG or JPEG"));
+    err_clear(&err);
+    CHECK(image_load("/nonexistent/x.png", &img, &err) == -1 && strstr(err.msg, "cannot open"));
+}
+
+TEST(vision, jpeg_decodes_and_refuses) {
+#if DL_JPEG
+    const int w = 40, h = 24;
+    uint8_t *rgb = gradient(w, h);
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr jerr;
+    c.err = jpeg_std_error(&jerr);
+    jpeg_create_compress(&c);
+    unsigned char *jbuf = NULL;
+    unsigned long jn = 0;
+    jpeg_mem_dest(&c, &jbuf, &jn);
+    c.image_width = w, c.image_height = h, c.input_components = 3, c.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 98, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = rgb + (size_t)c.next_scanline * w * 3;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    Err err = {{0}};
+    ImageRGB img;
+    REQUIRE_MSG(image_decode(jbuf, jn, &img, &err) == 0, "%s", err.msg);
+    double mad = 0;
+    for (int i = 0; i < w * h * 3; i++) mad += abs((int)img.rgb[i] - (int)rgb[i]);
+    mad /= w * h * 3;
+    test_note("JPEG q98 %dx%d: mean |Δ| %.2f levels", w, h, mad);
+    CHECK(img.w == w && img.h == h && mad < 8); /* lossy, chroma subsampled: a channel swap or shift gives ~100 */
+    image_free(&img);
+    for (unsigned long cut = 3; cut < jn; cut += jn / 9) {
+        err_clear(&err);
+        const int rc = image_decode(jbuf, cut, &img, &err);
+        /* libjpeg fills a truncated scan with grey (a warning), so a cut image may decode; a cut header must not */
+        CHECK_MSG(rc == -1 ? err.msg[0] && !strchr(err.msg, '\n') : img.w == w, "cut %lu", cut);
+        image_free(&img);
+    }
+    free(jbuf), free(rgb);
+#else
+    test_note("JPEG support not built");
+    Err err = {{0}};
+    ImageRGB img;
+    static const uint8_t soi[8] = {0xff, 0xd8, 0xff, 0xe0};
+    CHECK(image_decode(soi, sizeof soi, &img, &err) == -1 && strstr(err.msg, "not built"));
+#endif
+}
+
+TEST(vision, preprocess_sizes_and_pixels) {
+    int tw, th;
+    /* align 32 (patch 16, merge 2), 8 to 4096 tokens: the rules of docs/VISION.md */
+    const long mn = 8L * 1024, mx = 4096L * 1024;
+    vision_target_size(448, 448, 32, mn, mx, &tw, &th);
+    CHECK(tw == 448 && th == 448);
+    vision_target_size(640, 480, 32, mn, mx, &tw, &th);
+    CHECK(tw == 640 && th == 480);
+    vision_target_size(500, 333, 32, mn, mx, &tw, &th);
+    CHECK(tw == 512 && th == 320);
+    vision_target_size(4000, 3000, 32, mn, mx, &tw, &th); /* over the budget: floor after scaling */
+    CHECK_MSG(tw == 2336 && th == 1760 && (long)tw * th <= mx, "%d×%d", tw, th);
+    vision_target_size(20, 10, 32, mn, mx, &tw, &th); /* under: ceil after scaling */
+    CHECK_MSG(tw == 128 && th == 64, "%d×%d", tw, th);
+    /* bicubic at the same size is a copy; a constant image stays constant at any size */
+    uint8_t *rgb = gradient(13, 9), out[13 * 9 * 3], big[31 * 17 * 3];
+    vision_resize_bicubic(rgb, 13, 9, out, 13, 9);
+    CHECK(!memcmp(out, rgb, sizeof out));
+    memset(rgb, 77, 13 * 9 * 3);
+    vision_resize_bicubic(rgb, 13, 9, big, 31, 17);
+    bool flat = true;
+    for (size_t i = 0; i < sizeof big; i++) flat &= big[i] == 77;
+    CHECK(flat);
+    free(rgb);
+    /* the whole pre-processing on the tiny tower (align 8): a 20×12 image → 24×16 (multiples of 8), normalised */
+    size_t size;
+    uint8_t *buf = tiny_file(0, &size);
+    Err err = {{0}};
+    Mmproj *m = open_mem(buf, size, &err);
+    REQUIRE(m);
+    uint8_t *g = gradient(20, 12);
+    float *pix = NULL;
+    int nx, ny;
+    REQUIRE_MSG(vision_preprocess(m, g, 20, 12, &pix, &nx, &ny, &err) == 0, "%s", err.msg);
+    vision_target_size(20, 12, 8, m->min_pixels, m->max_pixels, &tw, &th);
+    CHECK_MSG(nx == tw && ny == th && nx % 8 == 0 && ny % 8 == 0, "%d×%d", nx, ny);
+    float lo = 1e9f, hi = -1e9f;
+    for (int i = 0; i < 3 * nx * ny; i++) lo = fminf(lo, pix[i]), hi = fmaxf(hi, pix[i]);
+    CHECK(lo >= -1.0f && hi <= 1.0f && hi - lo > 1.5f);
+    free(pix), free(g);
+    mmproj_close(m);
+    free(buf);
+}
+
+/* A PNG file all the way to image embeddings: decode → pre-process → encode. */
+TEST(vision, png_to_embeddings) {
+#if DL_PNG
+    size_t size;
+    uint8_t *buf = tiny_file(0, &size);
+    Err err = {{0}};
+    Mmproj *m = open_mem(buf, size, &err);
+    REQUIRE(m);
+    uint8_t *g = gradient(30, 18);
+    size_t n;
+    uint8_t *png = test_png_encode(g, 30, 18, &n);
+    char path[512];
+    snprintf(path, sizeof path, "%s/vis.png", test_tmpdir());
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f && fwrite(png, 1, n, f) == n);
+    fclose(f);
+    ImageRGB img;
+    REQUIRE_MSG(image_load(path, &img, &err) == 0, "%s", err.msg);
+    float *pix;
+    int nx, ny;
+    REQUIRE(vision_preprocess(m, img.rgb, img.w, img.h, &pix, &nx, &ny, &err) == 0);
+    const int T = vision_n_tokens(m, nx, ny);
+    float *out = malloc(sizeof(float) * (size_t)T * mmproj_out_width(m));
+    CHECK(T == (nx / 8) * (ny / 8) && vision_encode(m, pix, nx, ny, NULL, out, &err) == 0);
+    bool finite = true;
+    for (int i = 0; i < T * mmproj_out_width(m); i++) finite &= isfinite(out[i]) != 0;
+    CHECK(finite);
+    test_note("30×18 PNG → %d×%d → %d image tokens", nx, ny, T);
+    free(out), free(pix), free(png), free(g);
+    image_free(&img);
+    mmproj_close(m);
+    free(buf);
+#else
+    test_note("PNG support not built: skipped");
+#endif
+}
