@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/cli_engine.h"
 #include "deltallm.h"
+#include "base/clock.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,12 +45,6 @@ typedef struct Result {
     DlStageStats *stages; /* over MPI: per stage during the test */
     int n_stages;
 } Result;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static long majflt_now(void) {
     struct rusage ru;

@@ -7,6 +7,7 @@
  *   keep     the first token and the accepted drafts (forward_keep: exactly their state), the drafter too.
  * The hooks engine_run calls keep each drafter fed with what the trunk evaluates. */
 #include "engine/spec_internal.h"
+#include "base/clock.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,12 +16,6 @@
 #include <time.h>
 
 #define fail engine_fail
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void dl_draft_params_init(DlDraftParams *p) { *p = (DlDraftParams){.n_max = 3, .n_min = 0, .p_min = 0.5f, .n_vocab = 0}; }
 
