@@ -425,7 +425,7 @@ TEST(server, api_key_rules) {
     fclose(f);
     char *key = NULL;
     REQUIRE(server_read_key_file(path, &key, &err) == 0);
-    CHECK_MSG(key && !strcmp(key, "sekret-key"), "key '%s'", key ? key : "");
+    CHECK_MSG(key && !strcmp(key, "sekret-key,second line"), "keys '%s'", key ? key : "");
     c.api_key = key;
     s = server_start(&c, &err);
     REQUIRE_MSG(s, "%s", err.msg);
