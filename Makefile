@@ -218,13 +218,15 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -fsanitize=fuzzer,ad
 FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/gguf/*.c)) src/model/config.c src/convert/safetensors.c)
 # fuzz_http: the HTTP request path (paths and headers, bodies, chat rendering, constraints, output parsing)
 FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) src/engine/sampling_defaults.c $(addprefix src/server/,http_parse.c json_io.c openai.c llama_params.c \
-                responses.c constrain.c constrain_schema.c util.c) src/tokenizer/unicode.c \
+                responses.c constrain.c constrain_schema.c grammar.c util.c) src/tokenizer/unicode.c \
                 src/tokenizer/unicode_data.c src/base/err.c -lcjson
+# fuzz_grammar: the GBNF compiler (grammar.c) and the constraint runtime
+FUZZ_GRAMMAR_LIB = $(addprefix src/server/,grammar.c constrain.c util.c) src/base/err.c
 fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
-	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
+	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; fuzz_grammar) libs="$(FUZZ_GRAMMAR_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
 	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f $$libs -lm -pthread; \
 	  mkdir -p build/fuzz/$$n.corpus; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \

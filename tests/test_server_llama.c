@@ -7,6 +7,7 @@
 #include "test_http.h"
 
 #include "deltallm.h"
+#include "server/constrain.h"
 #include "server/server.h"
 
 #include <cjson/cJSON.h>
@@ -155,5 +156,73 @@ TEST(server_llama, n_choices_share_the_prompt) {
     cJSON *bad = post(port, "/v1/completions", "{\"prompt\": \"x\", \"n\": 17}", &st);
     CHECK(st == 400 && error_param(bad) && !strcmp(error_param(bad), "n"));
     cJSON_Delete(bad);
+    server_stop(s);
+}
+
+/* GBNF grammars on completions and chat: every answer is in the grammar's language, whole (a budget that runs
+ * out closes it with the shortest completion); llama.cpp's top-level json_schema; a bad grammar is a 400 that
+ * says where. */
+TEST(server_llama, grammar_constrains_every_endpoint) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    int st;
+    char body[2048];
+    cJSON *a = post(port, "/v1/completions",
+                    "{\"prompt\": \"Answer:\", \"max_tokens\": 10, \"seed\": 4, \"grammar\": \"root ::= (\\\"yes\\\" | "
+                    "\\\"no\\\") \\\"!\\\"\"}",
+                    &st);
+    const char *t = text_of(a, 0);
+    CHECK_MSG(st == 200 && t && (!strcmp(t, "yes!") || !strcmp(t, "no!")), "%d '%s'", st, t ? t : "-");
+    cJSON_Delete(a);
+    /* arithmetic (llama.cpp's grammars/arithmetic.gbnf), sampled hot, several seeds: each answer is accepted whole */
+    size_t n = 0;
+    char *gbnf = test_read_file(test_data("gbnf/arithmetic.gbnf"), &n);
+    REQUIRE(gbnf);
+    cJSON *gs = cJSON_CreateString(gbnf);
+    char *gq = cJSON_PrintUnformatted(gs);
+    cJSON_Delete(gs);
+    for (int seed = 1; seed <= 3; seed++) {
+        snprintf(body, sizeof body, "{\"%s\": %s, \"max_tokens\": 24, \"temperature\": 1.2, \"seed\": %d, \"grammar\": %s}",
+                 seed == 2 ? "messages" : "prompt",
+                 seed == 2 ? "[{\"role\": \"user\", \"content\": \"Sum\"}]" : "\"Math:\"", seed, gq);
+        a = post(port, seed == 2 ? "/v1/chat/completions" : "/v1/completions", body, &st);
+        t = text_of(a, 0);
+        Err err = {{0}};
+        Constraint *g = constraint_grammar(gbnf, n, &err);
+        SBuf rest = {0};
+        const bool whole = t && g && constraint_allows(g, t, strlen(t)) &&
+                           constraint_completion_after(g, t, strlen(t), &rest) && rest.n == 0;
+        CHECK_MSG(st == 200 && whole, "seed %d: %d '%s' (still needs '%.*s')", seed, st, t ? t : "-", (int)rest.n,
+                  rest.p ? rest.p : "");
+        sbuf_free(&rest);
+        constraint_free(g);
+        cJSON_Delete(a);
+    }
+    free(gq);
+    free(gbnf);
+    /* llama.cpp's top-level json_schema, on completions */
+    a = post(port, "/v1/completions",
+             "{\"prompt\": \"JSON:\", \"max_tokens\": 40, \"seed\": 2, \"json_schema\": {\"type\": \"object\", "
+             "\"properties\": {\"ok\": {\"type\": \"boolean\"}}, \"required\": [\"ok\"]}}",
+             &st);
+    t = text_of(a, 0);
+    cJSON *parsed = t ? cJSON_Parse(t) : NULL;
+    CHECK_MSG(st == 200 && cJSON_IsBool(cJSON_GetObjectItem(parsed, "ok")), "%d '%s'", st, t ? t : "-");
+    cJSON_Delete(parsed);
+    cJSON_Delete(a);
+    a = post(port, "/v1/completions", "{\"prompt\": \"x\", \"grammar\": \"root ::= \\\"a\\\" undefined-rule\"}", &st);
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "error"), "message"));
+    CHECK_MSG(st == 400 && error_param(a) && !strcmp(error_param(a), "grammar") && msg && strstr(msg, "line 1, column 14"),
+              "%d %s", st, msg ? msg : "-");
+    cJSON_Delete(a);
+    a = post(port, "/v1/chat/completions",
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"grammar\": \"root ::= \\\"a\\\"\", "
+             "\"response_format\": {\"type\": \"json_object\"}}",
+             &st);
+    CHECK(st == 400);
+    cJSON_Delete(a);
     server_stop(s);
 }
