@@ -351,6 +351,13 @@ typedef struct DlDraftStats {
     uint64_t draft_passes;             /* drafter forward passes */
     double draft_s, verify_s, keep_s;  /* time drafting, verifying (the batched pass), rolling back (the keep alone) */
 } DlDraftStats;
+/* Controlled acceptance, for measuring the machinery (bench --draft-accept): after each drafter pass the
+ * session's drafts are replaced by tokens[p] for their positions p (tokens: what the model gives at each
+ * position of the session from 0, e.g. the prompt and a greedy run's output; drafts past n are dropped), each
+ * made wrong (another id) with probability 1 - accept, drawn from its own generator seeded by seed. The output
+ * is still the model's; only the acceptance changes. Needs drafting on (dl_session_set_draft drops the oracle);
+ * n 0 turns it off. */
+int dl_session_set_draft_oracle(DlSession *s, const int32_t *tokens, int n, double accept, uint64_t seed, DlError *err);
 /* The session's counts since dl_session_set_draft. */
 void dl_session_draft_stats(const DlSession *s, DlDraftStats *st);
 

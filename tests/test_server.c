@@ -482,7 +482,7 @@ TEST(server, sse_chunks) {
     const char *pieces[] = {"plan", "ning\n</th", "ink>\n\nHello",
                             (" <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>")};
     for (int i = 0; i < 4; i++) CHECK(resp_stream_text(&r, pieces[i], strlen(pieces[i]), NULL, 0, &out, &err) == 0);
-    JobResult res = {FINISH_STOP, 10, 4, 7, 0, 1, 1};
+    JobResult res = {FINISH_STOP, 10, 4, 7, 0, 1, 1, 0, false, NULL};
     CHECK(resp_stream_finish(&r, &res, &res, &out, &err) == 0);
     CHECK(resp_stream_done(&r, &res, &out, &err) == 0);
     CHECK(strstr(out.p, "\"role\":\"assistant\"") != NULL);

@@ -3,6 +3,7 @@
 
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -109,12 +110,6 @@ int gen_options_parse(GenOptions *o, const char *cmd, int argc, char **argv, int
     else if (ip && cli_parse_int(cmd, a, v, ilo, ihi, ip)) return -1;
     else if (fp && cli_parse_float(cmd, a, v, flo, fhi, fp)) return -1;
     return 1;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 DlEngine *gen_open_engine(const GenOptions *o, DlError *err) {

@@ -107,6 +107,9 @@ static bool take_output(Job *j, Taken *t, JobResult *res, int wait_ms) {
     bool done = j->done;
     if (done) {
         res->finish = j->finish;
+        res->slot = j->slot_ran;
+        res->stop_word = j->stop.matched;
+        res->stopping_word = j->stop.matched && j->stop.which >= 0 ? j->stop.stops[j->stop.which] : NULL;
         res->n_prompt = (int)j->n_prompt;
         res->n_cached = j->n_cached;
         res->n_gen = j->n_gen;
@@ -304,6 +307,7 @@ static enum MHD_Result wait_body(Gen *g, struct MHD_Connection *c, const char *m
 static const char *kind_name(Route route, bool stream) {
     if (route == R_CHAT) return stream ? "chat/stream" : "chat";
     if (route == R_RESPONSES) return stream ? "responses/stream" : "responses";
+    if (route == R_LLAMA_COMPLETION) return stream ? "completion(llama)/stream" : "completion(llama)";
     return stream ? "completion/stream" : "completion";
 }
 
@@ -341,7 +345,10 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
         return api_error(e, 500, "server_error", NULL, NULL, "out of memory"), NULL;
     }
     g->kind = kind_name(route, req->stream);
-    RespKind rk = route == R_CHAT ? RESP_CHAT : route == R_RESPONSES ? RESP_RESPONSES : RESP_COMPLETION;
+    RespKind rk = route == R_CHAT        ? RESP_CHAT
+                  : route == R_RESPONSES ? RESP_RESPONSES
+                  : route == R_LLAMA_COMPLETION ? RESP_LLAMA
+                                                : RESP_COMPLETION;
     for (int i = 0; i < k; i++) {
         bool sir = false;
         if (prepare_job(s, req, i / n, &g->jobs[i], &sir, e)) {
@@ -369,16 +376,12 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
 
 /* Submits every job or none (a full queue refuses the whole request). */
 static int submit_all(Gen *g, ApiError *e) {
-    for (int i = 0; i < g->k; i++) {
-        int rc = sched_submit(g->s->sched, g->jobs[i]);
-        if (rc == SUBMIT_OK) continue;
-        for (int j = 0; j < i; j++) sched_cancel(g->s->sched, g->jobs[j]);
-        if (rc == SUBMIT_QUEUE_FULL)
-            return api_error(e, 503, "server_error", NULL, "queue_full",
-                             "the server is busy: all %d slots are in use and the queue is full%s; retry later",
-                             g->s->cfg.parallel, g->k > 1 ? " (each prompt of a batch takes a place)" : "");
-        return api_error(e, 503, "server_error", NULL, NULL, "the server is shutting down");
-    }
+    int rc = sched_submit_all(g->s->sched, g->jobs, g->k);
+    if (rc == SUBMIT_QUEUE_FULL)
+        return api_error(e, 503, "server_error", NULL, "queue_full",
+                         "the server is busy: all %d slots are in use and the queue is full%s; retry later",
+                         g->s->cfg.parallel, g->k > 1 ? " (each prompt of a batch takes a place)" : "");
+    if (rc != SUBMIT_OK) return api_error(e, 503, "server_error", NULL, NULL, "the server is shutting down");
     return 0;
 }
 

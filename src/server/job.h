@@ -75,6 +75,8 @@ typedef struct Job {
     size_t n_stable; /* chat: where the last turn header starts — later turns of the conversation share the
                         prompt up to here, so a checkpoint is kept there (0: none) */
     int logprobs;    /* -1: none; else record each token's logprob and this many alternatives (≤ 20) */
+    int slot_id;     /* id_slot: the slot it must run in (-1: any) */
+    bool render_special; /* skip_special_tokens false: control tokens are rendered as text */
     PromptShare *share; /* n > 1: the prompt's evaluation, shared (NULL: none) */
     bool share_leader;  /* this job evaluates it */
 
@@ -86,6 +88,7 @@ typedef struct Job {
     size_t n_lp, cap_lp;
     int n_gen;         /* tokens generated */
     int n_cached;      /* prompt tokens restored from a checkpoint */
+    int slot_ran;      /* the slot it was admitted to (-1 before) */
     bool started;      /* the prompt is processed: the first token is coming */
     bool done;
     JobFinish finish;

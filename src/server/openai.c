@@ -16,8 +16,15 @@
 /* Client text in a message or param (field names, roles, paths) keeps the error on one line: control
  * characters are written escaped, as in the log. */
 static void one_line(char *dst, size_t cap, const char *src) {
-    SBuf b = {0};
+    SBuf b = {0}, nul = {0};
+    /* the parser's spelling of a NUL inside a string (C0 80, json_io.c) is shown as the client wrote it */
+    for (const char *p = src; *p; p++) {
+        if ((unsigned char)p[0] == 0xC0 && (unsigned char)p[1] == 0x80) sbuf_puts(&nul, "\\u0000"), p++;
+        else sbuf_put(&nul, p, 1);
+    }
+    if (nul.p) src = nul.p;
     log_escape(&b, src, strlen(src));
+    sbuf_free(&nul);
     snprintf(dst, cap, "%s", b.p ? b.p : "");
     sbuf_free(&b);
 }
@@ -611,7 +618,9 @@ int api_parse(bool chat, const char *body, size_t len, const ApiDefaults *d, Api
         api_request_free(r);
         return BAD(NULL, "the request body must be a JSON object");
     }
-    int rc = chat ? parse_chat(r, d, e) : parse_completion(r, d, e);
+    int rc = api_llama_take(r, e);
+    if (rc == 0) rc = chat ? parse_chat(r, d, e) : parse_completion(r, d, e);
+    if (rc == 0) rc = api_llama_apply(r, e);
     if (rc == 0 && chat) rc = use_exact_numbers(r, body, len, e);
     if (rc) api_request_free(r);
     return rc;

@@ -55,6 +55,17 @@ typedef struct ApiPrompt {
 
 typedef struct ResponsesReq ResponsesReq; /* responses.c: what a /v1/responses request echoes and stores */
 
+/* llama-server's fields (openai_llama.c); all zero is the default. */
+typedef struct ApiLlama {
+    int n_predict; /* n_predict_given: replaces max_tokens (-1: until the context is full) */
+    bool n_predict_given;
+    bool id_slot_given; /* id_slot ≥ 0: the job runs in that slot (-1, the default: any) */
+    int id_slot;
+    bool include_stop; /* include_stop_str_in_output: the matched stop string ends the text */
+    bool keep_special; /* skip_special_tokens: false renders control tokens as text */
+    bool reasoning_raw; /* reasoning_format "none": chat text is returned unparsed, <think> included */
+} ApiLlama;
+
 typedef struct ApiRequest {
     bool chat;
     cJSON *doc; /* the body; the pointers below point into it (messages and tools: into render_doc) */
@@ -87,11 +98,17 @@ typedef struct ApiRequest {
     int n_prompts;
     /* /v1/responses */
     ResponsesReq *responses;
+    ApiLlama llama;
 } ApiRequest;
 
 /* Parses and validates a body. On failure *e holds the 4xx to send; r is left empty. */
 int api_parse(bool chat, const char *body, size_t len, const ApiDefaults *d, ApiRequest *r, ApiError *e);
 void api_request_free(ApiRequest *r);
+
+/* openai_llama.c: takes llama-server's fields out of r->doc (before the strict key check) and applies them
+ * (after the OpenAI fields are parsed). */
+int api_llama_take(ApiRequest *r, ApiError *e);
+int api_llama_apply(ApiRequest *r, ApiError *e);
 
 /* Helpers shared with responses.c. */
 const char *api_type_name(const cJSON *v); /* "a string", "an object", ... */
