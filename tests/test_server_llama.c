@@ -226,3 +226,88 @@ TEST(server_llama, grammar_constrains_every_endpoint) {
     cJSON_Delete(a);
     server_stop(s);
 }
+
+/* The Anthropic Messages API: a message with its content blocks and usage; the stream's events in order; a
+ * forced tool call (tool_choice any) as a tool_use block with its input; a tool_result turn; bad requests. */
+TEST(server_llama, anthropic_messages) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    int st;
+    cJSON *a = post(port, "/v1/messages",
+                    "{\"model\": \"m\", \"max_tokens\": 6, \"system\": \"Be brief.\", \"thinking\": {\"type\": "
+                    "\"disabled\"}, \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}",
+                    &st);
+    const cJSON *blk = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "content"), 0);
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(blk, "type"));
+    const cJSON *u = cJSON_GetObjectItem(a, "usage");
+    CHECK_MSG(st == 200 && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "type")), "message") && type &&
+                  !strcmp(type, "text") && cJSON_GetObjectItem(u, "output_tokens")->valueint == 6 &&
+                  cJSON_GetObjectItem(u, "input_tokens")->valueint > 3 &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "stop_reason")), "max_tokens") &&
+                  !strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "id")), "msg_", 4),
+              "message: %d", st);
+    cJSON_Delete(a);
+    /* streamed: message_start, block start/delta/stop, message_delta, message_stop, in that order */
+    HttpResp r = http(port, "POST", "/v1/messages", NULL,
+                      "{\"model\": \"m\", \"max_tokens\": 5, \"stream\": true, \"thinking\": {\"type\": \"disabled\"}, "
+                      "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}]}]}");
+    const char *order[] = {"event: message_start", "event: content_block_start", "event: content_block_delta",
+                           "event: content_block_stop", "event: message_delta", "event: message_stop"};
+    const char *at = r.body;
+    for (int i = 0; i < 6 && at; i++) at = strstr(at, order[i]);
+    CHECK_MSG(r.status == 200 && at && !strstr(r.body, "[DONE]"), "stream: %d %s", r.status, r.body ? r.body : "-");
+    http_free(&r);
+    /* a forced tool call */
+    const char *tools = "\"tools\": [{\"name\": \"get_weather\", \"description\": \"Weather\", \"input_schema\": "
+                        "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"enum\": [\"Paris\", "
+                        "\"Lima\"]}}, \"required\": [\"city\"]}}]";
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"model\": \"m\", \"max_tokens\": 60, %s, \"tool_choice\": {\"type\": \"any\"}, \"messages\": "
+             "[{\"role\": \"user\", \"content\": \"Weather?\"}]}",
+             tools);
+    a = post(port, "/v1/messages", body, &st);
+    const cJSON *call = NULL;
+    for (const cJSON *b = cJSON_GetObjectItem(a, "content") ? cJSON_GetObjectItem(a, "content")->child : NULL; b; b = b->next)
+        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(b, "type")), "tool_use")) call = b;
+    const char *city = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(call, "input"), "city"));
+    CHECK_MSG(st == 200 && call && city && (!strcmp(city, "Paris") || !strcmp(city, "Lima")) &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "stop_reason")), "tool_use") &&
+                  !strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(call, "id")), "toolu_", 6),
+              "tool_use: %d", st);
+    cJSON_Delete(a);
+    /* the result goes back */
+    snprintf(body, sizeof body,
+             "{\"model\": \"m\", \"max_tokens\": 4, %s, \"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}, "
+             "{\"role\": \"assistant\", \"content\": [{\"type\": \"thinking\", \"thinking\": \"hm\", \"signature\": \"\"}, "
+             "{\"type\": \"tool_use\", \"id\": \"toolu_1\", \"name\": \"get_weather\", \"input\": {\"city\": \"Lima\"}}]}, "
+             "{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\", \"tool_use_id\": \"toolu_1\", \"content\": "
+             "\"18 C\"}]}]}",
+             tools);
+    a = post(port, "/v1/messages", body, &st);
+    CHECK_MSG(st == 200, "tool_result turn: %d", st);
+    cJSON_Delete(a);
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", "max_tokens"},
+        {"{\"max_tokens\": 5, \"messages\": []}", "messages"},
+        {"{\"max_tokens\": 5, \"messages\": [{\"role\": \"system\", \"content\": \"x\"}]}", "messages[0]"},
+        {"{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\": {}}]}]}",
+         "messages[0].content[0]"},
+        {"{\"max_tokens\": 5, \"frob\": 1, \"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", "frob"},
+        {"{\"max_tokens\": 5, \"tool_choice\": {\"type\": \"maybe\"}, \"messages\": [{\"role\": \"user\", \"content\": "
+         "\"x\"}]}",
+         "tool_choice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        a = post(port, "/v1/messages", bad[i].body, &st);
+        CHECK_MSG(st == 400 && error_param(a) && !strcmp(error_param(a), bad[i].param), "%s: %d %s", bad[i].body, st,
+                  error_param(a) ? error_param(a) : "-");
+        cJSON_Delete(a);
+    }
+    server_stop(s);
+}
