@@ -311,3 +311,38 @@ TEST(server_llama, anthropic_messages) {
     }
     server_stop(s);
 }
+
+/* grammar on the other endpoints: /v1/responses, /completion (llama.cpp's), /v1/messages. */
+TEST(server_llama, grammar_on_every_endpoint) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    static const struct {
+        const char *path, *body, *field;
+    } t[] = {
+        {"/v1/responses", "{\"input\": \"Yes?\", \"max_output_tokens\": 8, \"grammar\": \"root ::= \\\"yes\\\" | \\\"no\\\"\"}",
+         "output.0.content.0.text"},
+        {"/completion", "{\"prompt\": \"Yes?\", \"n_predict\": 8, \"grammar\": \"root ::= \\\"yes\\\" | \\\"no\\\"\"}",
+         "content"},
+        {"/v1/messages",
+         "{\"max_tokens\": 8, \"messages\": [{\"role\": \"user\", \"content\": \"Yes?\"}], \"grammar\": \"root ::= "
+         "\\\"yes\\\" | \\\"no\\\"\"}",
+         "content.0.text"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        int st;
+        cJSON *j = post(port, t[i].path, t[i].body, &st);
+        char path[64];
+        snprintf(path, sizeof path, "%s", t[i].field);
+        const cJSON *v = j;
+        for (char *part = strtok(path, "."); part && v; part = strtok(NULL, "."))
+            v = cJSON_IsArray(v) ? cJSON_GetArrayItem(v, atoi(part)) : cJSON_GetObjectItemCaseSensitive(v, part);
+        const char *text = cJSON_GetStringValue(v);
+        CHECK_MSG(st == 200 && text && (!strcmp(text, "yes") || !strcmp(text, "no")), "%s: %d '%s'", t[i].path, st,
+                  text ? text : "-");
+        cJSON_Delete(j);
+    }
+    server_stop(s);
+}
