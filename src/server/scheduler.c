@@ -347,7 +347,9 @@ static void prefill_step(Scheduler *s, Slot *sl) {
 /* ------------------------------------------------------------------------------------------ sampling */
 
 static bool token_allowed(const Scheduler *s, const Constraint *c, int32_t t) {
-    if (t < 0 || t >= s->info->n_vocab || s->tok_flags[t] || !s->piece_len[t]) return false;
+    if (t < 0 || t >= s->info->n_vocab) return false;
+    if (s->tok_flags[t] & 1) return constraint_can_end(c); /* a grammar that may stop here */
+    if (s->tok_flags[t] || !s->piece_len[t]) return false;
     return constraint_allows(c, s->piece[t], s->piece_len[t]);
 }
 
@@ -506,7 +508,7 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
         close_constraint(s, sl, budget_left(sl));
         return false;
     }
-    if (!j->constraint && (s->tok_flags[t] & 1)) {
+    if ((s->tok_flags[t] & 1) && (!j->constraint || constraint_can_end(j->constraint))) {
         flush_text(sl);
         slot_fail(s, sl, FINISH_STOP, NULL);
         return false;
