@@ -66,7 +66,7 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     /* the output gate: the second half of each head's query projection */
     be->vt->mul_sigmoid(be, b->ao, bv_f32(b->qg, D), &qs);
     fwd_dump(f, "attn_gated", il, b->ao, HD, R, 1, 1);
-    fwd_matmul(f, "attn_output", l->wo, b->ao, R, b->tmp);
+    fwd_out_matmul(f, "attn_output", l->wo, b->ao, R, il);
     fwd_dump(f, "attn_output", il, b->tmp, c->n_embd, R, 1, 1);
     fwd_phase(f, PH_ATTN, &t0);
 }
