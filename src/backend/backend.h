@@ -170,6 +170,18 @@ typedef struct RopeArgs {
     const int *sections; /* 4 ints (IMROPE), or NULL (NEOX) */
 } RopeArgs;
 
+/* A gated-attention layer's q and k after the projections in one op (optional: BackendVt.attn_prep), with the
+ * bits of rms_norm of each q head (the first d of its [q | gate] block in qg, rows 2·n_head·d) with q_norm into
+ * qa, rms_norm of k (rows n_head_kv·d) with k_norm, rope on both at pos, and the kv_append of k and v into the
+ * cache rows k_cache / v_cache (views at the first row) of one sequence; ka is not written. */
+typedef struct AttnPrepArgs {
+    int rows, n_head, n_head_kv, d;
+    float eps;
+    const Weight *q_norm, *k_norm;
+    BView qg, qa, ka, va, pos, k_cache, v_cache;
+    RopeArgs rope; /* rows, heads and row_stride are not read */
+} AttnPrepArgs;
+
 /* ---- the backend ---------------------------------------------------------------------------------------- */
 
 typedef struct Backend Backend;
@@ -219,6 +231,9 @@ typedef struct BackendVt {
     /* a->y += W·x with the bits of matmul into a temporary and add (a residual in the product's epilogue).
      * Optional: NULL, and the forward pass makes the two calls */
     void (*matmul_add)(Backend *be, const MatArgs *a);
+    /* a->y = Wa·x and c->y = Wc·x (same x and T) with matmul's bits: two products of one input in one pass where
+     * the backend can. Optional: NULL, and the forward pass makes the two calls */
+    void (*matmul_pair)(Backend *be, const MatArgs *a, const MatArgs *c);
     void (*rms_norm)(Backend *be, BView x, BView y, const Weight *w, const VecSet *s, float eps); /* w may be NULL */
     void (*l2_norm)(Backend *be, BView x, BView y, const VecSet *s, float eps);
     void (*add)(Backend *be, BView y, BView x, int64_t n);                             /* y += x */
@@ -229,6 +244,11 @@ typedef struct BackendVt {
     /* the fused conv + SiLU + q/k L2 norm + v split + gates (DnPrepArgs); optional, and may decline a shape
      * (false: nothing recorded, the forward pass makes the separate calls) */
     bool (*dn_prep)(Backend *be, const DnPrepArgs *a);
+    /* attention with mul_sigmoid(out, gate) in its epilogue (gate row t, head h at t·g_row + h·g_head floats);
+     * optional */
+    void (*attention_gated)(Backend *be, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head);
+    /* the fused q/k norms + RoPE + cache stores (AttnPrepArgs); optional, may decline (false: nothing recorded) */
+    bool (*attn_prep)(Backend *be, const AttnPrepArgs *a);
     /* out = rmsnorm(o)·w·silu(z) over rows vectors of n (z consumed: it holds silu(z) afterwards) */
     void (*gated_norm)(Backend *be, BView o, BView z, const Weight *w, int rows, int n, float eps, BView out);
     void (*rope)(Backend *be, BView x, BView pos, const RopeArgs *a); /* pos: int32 per row */

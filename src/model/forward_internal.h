@@ -124,6 +124,9 @@ struct Forward {
 
 /* Ops through these wrappers are timed when profiling is on (name: a static label such as "ssm_out"). */
 void fwd_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, BView y);
+/* ya = wa·x and yc = wc·x: the backend's matmul_pair (profiled as name[2]) or two products (name[0], name[1]) */
+void fwd_matmul_pair(Forward *f, const char *const name[3], const Weight *wa, const Weight *wc, BView x, int64_t T,
+                     BView ya, BView yc);
 /* A half-block's output product: into b->tmp (forward_layers adds it to the residual), or, with the backend's
  * matmul_add and nothing dumped at layer il, added to b->x in the product's epilogue (sets f->res_done). */
 void fwd_out_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, int il);
@@ -135,6 +138,7 @@ void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, con
 void fwd_conv_silu(Forward *f, BView x, int T, int C, int K, const Weight *w, BView state, BView y);
 void fwd_deltanet(Forward *f, const DeltaArgs *a);
 void fwd_attention(Forward *f, const AttentionArgs *a);
+void fwd_attention_gated(Forward *f, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head);
 void fwd_moe_ffn(Forward *f, const MoeArgs *a);
 void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n); /* g = silu(g)·u */
 double fwd_now(void);

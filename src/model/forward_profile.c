@@ -123,6 +123,17 @@ void fwd_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t 
     TIMED(f, name, f->be->vt->matmul(f->be, &a));
 }
 
+void fwd_matmul_pair(Forward *f, const char *const name[3], const Weight *wa, const Weight *wc, BView x, int64_t T,
+                     BView ya, BView yc) {
+    if (!f->be->vt->matmul_pair) {
+        fwd_matmul(f, name[0], wa, x, T, ya);
+        fwd_matmul(f, name[1], wc, x, T, yc);
+        return;
+    }
+    const MatArgs a = {wa, -1, NULL, 0, 0, x, ya, T}, c = {wc, -1, NULL, 0, 0, x, yc, T};
+    TIMED(f, name[2], f->be->vt->matmul_pair(f->be, &a, &c));
+}
+
 void fwd_out_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, int il) {
     if (!f->be->vt->matmul_add || fwd_dumping(f, il)) {
         fwd_matmul(f, name, w, x, T, f->b.tmp);
@@ -151,6 +162,10 @@ void fwd_deltanet(Forward *f, const DeltaArgs *a) {
 void fwd_moe_ffn(Forward *f, const MoeArgs *a) { TIMED(f, "moe experts (fused)", f->be->vt->moe_ffn(f->be, a)); }
 
 void fwd_attention(Forward *f, const AttentionArgs *a) { TIMED(f, "attention", f->be->vt->attention(f->be, a)); }
+
+void fwd_attention_gated(Forward *f, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head) {
+    TIMED(f, "attention+gate", f->be->vt->attention_gated(f->be, a, gate, g_row, g_head));
+}
 
 void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n) {
     TIMED(f, "swiglu", f->be->vt->swiglu(f->be, g, u, g, rows, n));

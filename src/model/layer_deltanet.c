@@ -60,8 +60,8 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         fwd_dump(f, "linear_attn_mixed_qkvz", il, b->proj, conv + val, R, 1, 1);
         split_legacy(f, b);
     } else {
-        fwd_matmul(f, "attn_qkv", l->qkv, b->h, R, b->mixed);
-        fwd_matmul(f, "attn_gate", l->z, b->h, R, b->z);
+        static const char *const names[3] = {"attn_qkv", "attn_gate", "attn_qkv+attn_gate"};
+        fwd_matmul_pair(f, names, l->qkv, l->z, b->h, R, b->mixed, b->z);
     }
     fwd_dump(f, l->legacy ? "qkv_mixed" : "linear_attn_qkv_mixed", il, b->mixed, conv, R, 1, 1);
 
@@ -78,8 +78,8 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         }
         ga = (GateArgs){R, Hv, r, 2 * Hv, b->ba, bv_f32(b->ba, r), b->beta, b->g, l->dt_bias, l->ssm_a};
     } else {
-        fwd_matmul(f, "ssm_beta", l->beta, b->h, R, b->beta);
-        fwd_matmul(f, "ssm_alpha", l->alpha, b->h, R, b->g);
+        static const char *const names[3] = {"ssm_beta", "ssm_alpha", "ssm_beta+ssm_alpha"};
+        fwd_matmul_pair(f, names, l->beta, l->alpha, b->h, R, b->beta, b->g);
         fwd_dump(f, "beta", il, b->beta, 1, Hv, R, 1);
         fwd_dump(f, "alpha", il, b->g, Hv, R, 1, 1);
         ga = (GateArgs){R, Hv, 0, Hv, b->beta, b->g, b->beta, b->g, l->dt_bias, l->ssm_a};

@@ -369,6 +369,9 @@ static void build_vt(void) {
     vt_unfused.matmul_add = NULL;
     vt_unfused.matmul_swiglu = NULL;
     vt_unfused.dn_prep = NULL;
+    vt_unfused.matmul_pair = NULL;
+    vt_unfused.attention_gated = NULL;
+    vt_unfused.attn_prep = NULL;
 }
 
 /* BackendOptions.tune: "key=value,..." with coop, tile, chunk, dep (0: a barrier before every command), fuse

@@ -24,9 +24,10 @@
 typedef struct MatPush {
     uint64_t w, x, y, items, xidx, yidx, tab, estride;
     uint32_t cols, rows, T, ldx, ldy, row_bytes, xv4, flags;
-    uint64_t w2;
+    uint64_t w2, y2;
+    uint32_t rows2;
 } MatPush;
-enum { MM_ACC = 1, MM_SWIGLU = 2 }; /* mm_common.glsl */
+enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4 }; /* mm_common.glsl */
 
 typedef enum Kind { K_VEC, K_MAT, K_COOP } Kind;
 
@@ -63,17 +64,18 @@ static BView provided(VkBackend *b, const void *data, size_t bytes) {
     return v;
 }
 
-/* y = W·x (flags 0), y += W·x (MM_ACC: every kernel), y = silu(W·x)·(W2·x) (MM_SWIGLU, w2: mm_vec only) */
+/* y = W·x (flags 0), y += W·x (MM_ACC: every kernel), y = silu(W·x)·(W2·x) (MM_SWIGLU, w2: mm_vec only),
+ * y = W·x and a2->y = W2·x (MM_PAIR: mm_vec only; W2 of the same format and width, any rows) */
 static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs *a2) {
     const Weight *w = a->w;
     BView wv = a->data ? provided(b, a->data, w->bytes) : vk_weight(b, w, a->expert);
     BView wv2 = a2 ? vk_weight(b, a2->w, a2->expert) : (BView){0};
-    int64_t rows = w->rows;
+    int64_t rows = w->rows, rows2 = a2 ? a2->w->rows : 0;
     if (a->o1 > 0) {
-        ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= w->rows);
+        ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= w->rows && !(flags & MM_PAIR));
         wv.off += (size_t)a->o0 * w->row_bytes;
         wv2.off += a2 ? (size_t)a->o0 * w->row_bytes : 0;
-        rows = a->o1 - a->o0;
+        rows = rows2 = a->o1 - a->o0;
     }
     if (a->T <= 0) return;
     const Kind k = pick(b, w, a->T);
@@ -81,17 +83,32 @@ static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs
     const uint64_t x = va(a->x);
     const MatPush p = {va(wv), x, va(a->y), 0, 0, 0, tab_addr(b), 0, (uint32_t)w->cols, (uint32_t)rows, (uint32_t)a->T,
                        (uint32_t)w->cols, (uint32_t)rows, (uint32_t)w->row_bytes, (x % 16 == 0 && w->cols % 4 == 0), flags,
-                       a2 ? va(wv2) : 0};
-    const uint32_t gx = (uint32_t)((rows + kind_rows[k] - 1) / kind_rows[k]);
+                       a2 ? va(wv2) : 0, (flags & MM_PAIR) ? va(a2->y) : 0, (uint32_t)rows2};
+    const int64_t span_rows = (flags & MM_PAIR) && rows2 > rows ? rows2 : rows;
+    const uint32_t gx = (uint32_t)((span_rows + kind_rows[k] - 1) / kind_rows[k]);
     const uint32_t gy = (uint32_t)((a->T + kind_tokens[k] - 1) / kind_tokens[k]);
-    VkAcc acc[3] = {acc_r(a->x, 4 * (uint64_t)a->T * (uint64_t)w->cols), acc_w(a->y, 4 * (uint64_t)a->T * (uint64_t)rows)};
+    VkAcc acc[4] = {acc_r(a->x, 4 * (uint64_t)a->T * (uint64_t)w->cols), acc_w(a->y, 4 * (uint64_t)a->T * (uint64_t)rows)};
     int n = 2;
     if (a->data) acc[n++] = acc_r(wv, (uint64_t)rows * w->row_bytes); /* uploaded in the stream */
+    if (flags & MM_PAIR) acc[n++] = acc_w(a2->y, 4 * (uint64_t)a->T * (uint64_t)rows2);
     vks_dispatch_acc(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, gx, gy, 1, acc, n);
 }
 
 static void v_matmul(Backend *be, const MatArgs *a) { matmul(vkb(be), a, 0, NULL); }
 static void v_matmul_add(Backend *be, const MatArgs *a) { matmul(vkb(be), a, MM_ACC, NULL); }
+
+/* two products of one input in one pass where both take the vector kernel in one format and width */
+static void v_matmul_pair(Backend *be, const MatArgs *a, const MatArgs *c) {
+    VkBackend *b = vkb(be);
+    if (pick(b, a->w, a->T) == K_VEC && !a->data && !c->data && a->w->type == c->w->type && a->w->cols == c->w->cols &&
+        a->w->row_bytes == c->w->row_bytes && a->o1 == 0 && c->o1 == 0 && a->T == c->T && a->x.buf == c->x.buf &&
+        a->x.off == c->x.off) {
+        matmul(b, a, MM_PAIR, c);
+        return;
+    }
+    matmul(b, a, 0, NULL);
+    matmul(b, c, 0, NULL);
+}
 
 /* gate and up in one pass where both take the vector kernel in one format (decode); else the three ops */
 static void v_matmul_swiglu(Backend *be, const MatArgs *g, const MatArgs *u) {
@@ -134,7 +151,7 @@ typedef struct GroupPush {
 static void expert_product(VkBackend *b, Kind k, const Weight *w, uint64_t x, uint64_t xidx, uint32_t ldx, uint64_t y,
                            uint64_t yidx, uint32_t ldy, uint64_t items, BView args, const VkAcc *acc, int n_acc) {
     const MatPush p = {va(vk_weight(b, w, 0)), x, y, items, xidx, yidx, tab_addr(b), w->expert_stride, (uint32_t)w->cols,
-                       (uint32_t)w->rows, 0, ldx, ldy, (uint32_t)w->row_bytes, (x % 16 == 0 && ldx % 4 == 0), 0, 0};
+                       (uint32_t)w->rows, 0, ldx, ldy, (uint32_t)w->row_bytes, (x % 16 == 0 && ldx % 4 == 0), 0, 0, 0, 0};
     vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, args, acc, n_acc);
 }
 
@@ -173,6 +190,7 @@ void vk_matmul_install(BackendVt *vt) {
     vt->matmul = v_matmul;
     vt->matmul_add = v_matmul_add;
     vt->matmul_swiglu = v_matmul_swiglu;
+    vt->matmul_pair = v_matmul_pair;
     vt->get_rows = v_get_rows;
     vt->moe_ffn = v_moe_ffn;
 }

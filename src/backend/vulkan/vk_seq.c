@@ -2,9 +2,11 @@
  * the q/k L2 norms, the v split and the gates in dn_prep.comp), the delta
  * rule in its fused sequential form (dn_recurrent.comp: one subgroup per row of the transposed state) and
  * its chunked form (dn_chunked.comp: chunks of 64, the triangular solve in shared memory), and causal
- * attention with online softmax (attention.comp). */
+ * attention with online softmax (attention.comp; the sigmoid output gate optionally in its epilogue), its q/k
+ * norms, RoPE and cache stores in one dispatch (attn_prep.comp). */
 #include "backend/vulkan/vk_internal.h"
 
+#include <math.h>
 #include <stdint.h>
 
 typedef struct ConvPush {
@@ -116,26 +118,62 @@ typedef struct AttnPush {
     uint64_t q, k, v, out;
     uint32_t T, pos0, H, Hkv, D;
     float scale;
+    uint64_t gate;
+    uint32_t g_row, g_head;
 } AttnPush;
 
-static void v_attention(Backend *be, const AttentionArgs *a) {
-    VkBackend *b = vkb(be);
+/* attention, with the sigmoid output gate in its epilogue when gate.buf is set */
+static void attention(VkBackend *b, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head) {
     ASSERT(a->n_head % a->n_head_kv == 0);
     if (a->d > 512) {
         vks_fail(b, "attention head dim %d: the Vulkan backend takes at most 512", a->d);
         return;
     }
     const AttnPush p = {va(a->q), va(a->k), va(a->v), va(a->out), (uint32_t)a->T, (uint32_t)a->pos0, (uint32_t)a->n_head,
-                        (uint32_t)a->n_head_kv, (uint32_t)a->d, a->scale};
+                        (uint32_t)a->n_head_kv, (uint32_t)a->d, a->scale, gate.buf ? va(gate) : 0, (uint32_t)g_row,
+                        (uint32_t)g_head};
     const uint64_t qb = 4 * (uint64_t)a->T * (uint64_t)a->n_head * (uint64_t)a->d;
     const uint64_t kvb = 4 * (uint64_t)(a->pos0 + a->T) * (uint64_t)a->n_head_kv * (uint64_t)a->d;
-    const VkAcc acc[4] = {acc_r(a->q, qb), acc_r(a->k, kvb), acc_r(a->v, kvb), acc_w(a->out, qb)};
-    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTENTION), &p, sizeof p, (uint32_t)a->n_head, (uint32_t)a->T, 1, acc, 4);
+    VkAcc acc[5] = {acc_r(a->q, qb), acc_r(a->k, kvb), acc_r(a->v, kvb), acc_w(a->out, qb)};
+    if (gate.buf) acc[4] = acc_r(gate, 4 * ((uint64_t)(a->T - 1) * (uint64_t)g_row + (uint64_t)a->n_head * (uint64_t)g_head));
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTENTION), &p, sizeof p, (uint32_t)a->n_head, (uint32_t)a->T, 1, acc, gate.buf ? 5 : 4);
+}
+
+static void v_attention(Backend *be, const AttentionArgs *a) { attention(vkb(be), a, (BView){0}, 0, 0); }
+
+static void v_attention_gated(Backend *be, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head) {
+    attention(vkb(be), a, gate, g_row, g_head);
+}
+
+typedef struct AttnPrepPush {
+    uint64_t qg, qa, ka, va, kc, vc, qn, kn, pos;
+    uint32_t rows, H, Hkv, D, n_rot, imrope;
+    int32_t s[4];
+    float theta_scale, freq_scale, eps;
+} AttnPrepPush;
+
+static bool v_attn_prep(Backend *be, const AttnPrepArgs *a) {
+    VkBackend *b = vkb(be);
+    const RopeArgs *r = &a->rope;
+    if (a->d > 512 || r->n_rot > a->d || r->n_rot % 2) return false;
+    AttnPrepPush p = {va(a->qg), va(a->qa), va(a->ka), va(a->va), va(a->k_cache), va(a->v_cache),
+                      va(vk_weight(b, a->q_norm, -1)), va(vk_weight(b, a->k_norm, -1)), va(a->pos), (uint32_t)a->rows,
+                      (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)a->d, (uint32_t)r->n_rot, r->sections != NULL,
+                      {0, 0, 0, 0}, powf(r->base, -2.0f / (float)r->n_rot), r->freq_scale, a->eps};
+    for (int i = 0; r->sections && i < 4; i++) p.s[i] = r->sections[i];
+    const uint64_t R = (uint64_t)a->rows, HD = 4 * (uint64_t)a->n_head * (uint64_t)a->d, KVD = 4 * (uint64_t)a->n_head_kv * (uint64_t)a->d;
+    const VkAcc acc[7] = {acc_r(a->qg, 2 * R * HD), acc_w(a->qa, R * HD),  acc_r(a->ka, R * KVD), acc_r(a->va, R * KVD),
+                          acc_w(a->k_cache, R * KVD), acc_w(a->v_cache, R * KVD), acc_r(a->pos, 4 * R)};
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTN_PREP), &p, sizeof p, (uint32_t)(a->n_head + a->n_head_kv),
+                     R > 65535 ? 65535 : (uint32_t)R, 1, acc, 7);
+    return true;
 }
 
 void vk_seq_install(BackendVt *vt) {
     vt->conv_silu = v_conv_silu;
     vt->deltanet = v_deltanet;
     vt->dn_prep = v_dn_prep;
+    vt->attention_gated = v_attention_gated;
+    vt->attn_prep = v_attn_prep;
     vt->attention = v_attention;
 }

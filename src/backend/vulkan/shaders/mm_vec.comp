@@ -30,15 +30,16 @@ void main() {
     const uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupSize;
     for (uint rl = gl_SubgroupID; rl < VEC_ROWS; rl += gl_NumSubgroups) {
         const uint row = gl_WorkGroupID.x * VEC_ROWS + rl;
-        if (row >= p.rows) break;
+        const bool pair = (p.flags & MM_PAIR) != 0u;
+        if (row >= (pair ? max(p.rows, p.rows2) : p.rows)) break;
+        const bool has1 = row < p.rows, two = (p.flags & MM_SWIGLU) != 0u || (pair && row < p.rows2);
         const uint64_t rowa = wbase + uint64_t(row) * uint64_t(p.row_bytes);
         const uint64_t rowa2 = p.w2 + uint64_t(row) * uint64_t(p.row_bytes);
-        const bool two = (p.flags & MM_SWIGLU) != 0u;
         float acc[VEC_TOKENS], acc2[VEC_TOKENS];
         for (uint q = 0u; q < VEC_TOKENS; q++) acc[q] = 0.0, acc2[q] = 0.0;
         for (uint it = lane; it < n_items; it += sg) {
             const uint nv = min(32u, p.cols - 32u * it);
-            for (uint m = 0u; m < (two ? 2u : 1u); m++) {
+            for (uint m = has1 ? 0u : 1u; m < (two ? 2u : 1u); m++) {
                 float v[32];
                 dq32((m == 0u ? rowa : rowa2) + uint64_t(it / FMT_SUBS) * uint64_t(FMT_BYTES), it % FMT_SUBS, v);
                 for (uint q = 0u; q < VEC_TOKENS; q++) {
@@ -61,6 +62,12 @@ void main() {
         for (uint q = 0u; q < VEC_TOKENS; q++) {
             if (q >= nt) break;
             float s = subgroupAdd(acc[q]);
+            if (pair) {
+                const float u = subgroupAdd(acc2[q]);
+                if (lane == 0u && has1) F32(p.y).v[yr[q] * p.ldy + row] = s;
+                if (lane == 0u && two) F32(p.y2).v[yr[q] * p.rows2 + row] = u;
+                continue;
+            }
             if (two) {
                 const float u = subgroupAdd(acc2[q]);
                 s = silu_f(s) * u;
