@@ -11,13 +11,15 @@
 void gen_options_init(GenOptions *o, long long n_gen_default) {
     memset(o, 0, sizeof *o);
     o->n_gen = n_gen_default;
-    o->top_k = 40;
-    o->last_n = 64;
+    DlSamplingParams sp; /* the library's defaults, which the server and the page use too */
+    dl_sampling_params_init(&sp);
+    o->top_k = sp.top_k;
+    o->last_n = sp.penalty_last_n;
     o->seed = -1;
-    o->temp = 0.8;
-    o->top_p = 0.95;
-    o->min_p = 0.05;
-    o->repeat_penalty = 1.0;
+    o->temp = sp.temperature;
+    o->top_p = sp.top_p;
+    o->min_p = sp.min_p;
+    o->repeat_penalty = sp.repeat_penalty;
     o->think = true;
     cli_engine_init(&o->engine);
 }
@@ -26,7 +28,8 @@ const char gen_options_help[] =
     "  -m, --model FILE         the GGUF file (any part of a split set)\n"
     "  -n, --n-predict N        tokens to generate (-1 = until end of generation or context)\n"
     "  -c, --ctx-size N         context size in tokens (default min(model, 4096))\n"
-    "  -t, --threads N          compute threads (default: all)\n"
+    "  -t, --threads N          compute threads (default: one per 64 MiB of weights read per token, at most\n"
+    "                           the CPUs: 1 for the embedded model)\n"
     "  -sys, --system-prompt S  a system message first (chat template formats only)\n"
     "  --no-think               disable the thinking block (chat template formats only)\n"
     "  --chat-template-file F   use this chat template instead of the GGUF's\n"

@@ -6,6 +6,7 @@
 #include "deltallm.h"
 
 #include "engine/engine_cache.h"
+#include "base/pool.h"
 #include "engine/engine_internal.h"
 
 #include <stdio.h>
@@ -32,6 +33,14 @@ int engine_kv_types(const DlEngineParams *p, int *k, int *v, MatMode *mode, uint
     return 0;
 }
 
+int dl_default_threads(uint64_t decode_bytes, int n_cpus) {
+    if (n_cpus < 1) n_cpus = 1;
+    const uint64_t n = decode_bytes / DL_THREAD_DECODE_BYTES;
+    return n < 1 ? 1 : n > (uint64_t)n_cpus ? n_cpus : (int)n;
+}
+
+int dl_cpu_count(void) { return pool_default_threads(); }
+
 int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend, Isa isa, DeltaNetAlgo algo, int l0,
                       int l1, const Weight *w, int n, Err *e) {
     MatMode mode;
@@ -39,7 +48,9 @@ int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend
     if (engine_kv_types(p, &kv_k, &kv_v, &mode, NULL, e)) return -1;
     const BackendOptions bo = {.name = backend ? backend : p->backend,
                                .isa = (int)isa,
-                               .n_threads = p->n_threads,
+                               .n_threads = p->n_threads > 0 ? p->n_threads
+                                                             : dl_default_threads(model_decode_bytes(en->model),
+                                                                                  pool_default_threads()),
                                .mode = mode,
                                .kv_k = kv_k,
                                .kv_v = kv_v,

@@ -23,10 +23,12 @@ void server_config_init(ServerConfig *c) {
     c->read_timeout_s = 60;
     c->max_connections = 256;
     c->max_connections_per_ip = 32;
-    c->temperature = 1.0f;
-    c->top_p = 1.0f;
-    c->min_p = 0.0f;
-    c->top_k = 0;
+    DlSamplingParams sp; /* the CLI's and the page's defaults (llama-server's too): one set everywhere */
+    dl_sampling_params_init(&sp);
+    c->temperature = sp.temperature;
+    c->top_p = sp.top_p;
+    c->min_p = sp.min_p;
+    c->top_k = sp.top_k;
     c->n_predict = -1;
 }
 
