@@ -123,6 +123,10 @@ DlEngine *gen_open_engine(const GenOptions *o, DlError *err) {
                         "run a real model with `make run MODEL=path.gguf PROMPT=...`)\n");
     fprintf(stderr, "model: %s (%s), %d layers, vocab %d, context %d; loaded in %.2f s\n",
             info->name[0] ? info->name : o->model, info->arch, info->n_layer, info->n_vocab, info->n_ctx, now_s() - t0);
+    if (info->n_ctx_train > 0 && info->n_ctx > info->n_ctx_train) /* llama.cpp warns the same way */
+        fprintf(stderr, "warning: the context (-c %d) is larger than the model was trained for (%d tokens): output "
+                        "beyond %d tokens may degrade\n",
+                info->n_ctx, info->n_ctx_train, info->n_ctx_train);
     DlCacheStats cs;
     if (dl_engine_cache_stats(e, &cs, false) == 0)
         fprintf(stderr, "expert cache: the weights exceed the memory budget (%.1f GiB): %.2f GiB resident%s, experts "

@@ -137,6 +137,8 @@ Server *server_start(const ServerConfig *c, Err *err) {
     if (!s) return err_set(err, "out of memory"), NULL;
     s->cfg = *c;
     s->started = wall_s();
+    s->listen_fd = -1;
+    if (http_bind(s, err)) goto fail;
     const int chunk = c->cache_chunk, batch = c->batch_size;
     if (chunk < 1 || batch < 1 || (chunk % batch && batch % chunk)) {
         err_set(err, "the checkpoint interval (%d) must be a multiple or a divisor of the batch size (%d)", chunk, batch);
@@ -246,6 +248,7 @@ void server_stop(Server *s) {
     if (!s) return;
     if (s->sched) sched_shutdown(s->sched);
     http_stop(s);
+    if (s->listen_fd >= 0) close(s->listen_fd);
     sched_free(s->sched);
     if (s->cache) pcache_flush(s->cache);
     pcache_free(s->cache);
