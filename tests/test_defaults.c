@@ -6,6 +6,7 @@
 #include "test_http.h"
 
 #include "deltallm.h"
+#include "chat/chat.h"
 #include "server/server.h"
 
 #include <cjson/cJSON.h>
@@ -85,4 +86,39 @@ TEST(defaults, server_sampling_is_the_cli_s_and_props_shows_it) {
     CHECK(req.sp.temperature == lib.temperature && req.sp.top_k == lib.top_k && req.sp.top_p == lib.top_p &&
           req.sp.min_p == lib.min_p);
     api_request_free(&req);
+}
+
+/* The embedded model's template (tools/train/tinychat.jinja: Qwen3.5's, thinking only on request): no flag
+ * needed for a plain answer; enable_thinking true still opens the block. Qwen's own template is unchanged. */
+TEST(defaults, thinking_off_unless_asked_for_the_embedded_template) {
+    size_t n;
+    char *text = test_read_file("tools/train/tinychat.jinja", &n);
+    REQUIRE(text);
+    ChatTemplate t = {0};
+    Err err = {{0}};
+    REQUIRE(chat_template_init(&t, text, &err) == 0);
+    CHECK(t.format == CHAT_FORMAT_QWEN35 && t.thinking_opt_in);
+    cJSON *msgs = cJSON_Parse("[{\"role\": \"user\", \"content\": \"Hi\"}]");
+    char *out = NULL;
+    size_t len = 0;
+    const char *off = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    const char *on = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n";
+    const int modes[3] = {CHAT_THINKING_DEFAULT, 0, 1};
+    const char *want[3] = {off, off, on};
+    for (int i = 0; i < 3; i++) {
+        ChatRenderOptions o = {.add_generation_prompt = true, .enable_thinking = modes[i]};
+        REQUIRE(chat_render(&t, msgs, NULL, &o, &out, &len, &err) == 0);
+        CHECK_MSG(!strcmp(out, want[i]), "enable_thinking %d: %s", modes[i], out);
+        free(out);
+    }
+    free(text);
+    text = test_read_file(test_data("chat/Qwen3.5-4B.jinja"), &n);
+    REQUIRE(text);
+    REQUIRE(chat_template_init(&t, text, &err) == 0);
+    ChatRenderOptions o = {.add_generation_prompt = true, .enable_thinking = CHAT_THINKING_DEFAULT};
+    REQUIRE(chat_render(&t, msgs, NULL, &o, &out, &len, &err) == 0);
+    CHECK(!t.thinking_opt_in && !strcmp(out, on));
+    free(out);
+    free(text);
+    cJSON_Delete(msgs);
 }

@@ -54,7 +54,12 @@ int chat_format_detect(const char *t, ChatFormat *fmt, bool *default_system, Err
     return 0;
 }
 
+bool chat_thinking_opt_in(const char *t) {
+    return t && strstr(t, "enable_thinking is defined and enable_thinking is true") != NULL;
+}
+
 int chat_template_init(ChatTemplate *tmpl, const char *template_text, Err *err) {
+    tmpl->thinking_opt_in = chat_thinking_opt_in(template_text);
     return chat_format_detect(template_text, &tmpl->format, &tmpl->default_system, err);
 }
 

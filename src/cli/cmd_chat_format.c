@@ -64,7 +64,7 @@ int cmd_chat_format(int argc, char **argv) {
     if (!model && !tmpl_file && !format) return cli_usage_error("chat-format", "-m MODEL.gguf is required");
     if (tmpl_file && format) return cli_usage_error("chat-format", "give --chat-template-file or --chat-format, not both");
 
-    ChatTemplate tmpl = {CHAT_FORMAT_CHATML, false};
+    ChatTemplate tmpl = {CHAT_FORMAT_CHATML, false, false};
     Err err = {{0}};
     if (format) {
         if (chat_format_from_name(format, &tmpl.format) < 0)

@@ -113,6 +113,10 @@ static char *props_json(Server *s) {
     else cJSON_AddNullToObject(o, "chat_template");
     if (s->have_template) cJSON_AddStringToObject(o, "chat_format", chat_format_name(s->tmpl.format));
     else cJSON_AddNullToObject(o, "chat_format");
+    /* whether a chat request that does not set enable_thinking gets a reasoning block (the page's default) */
+    cJSON_AddBoolToObject(o, "thinking_by_default",
+                          s->have_template && !s->tmpl.thinking_opt_in &&
+                              (s->tmpl.format == CHAT_FORMAT_QWEN3 || s->tmpl.format == CHAT_FORMAT_QWEN35));
     cJSON_AddBoolToObject(cJSON_AddObjectToObject(o, "modalities"), "vision", false);
     cJSON_AddStringToObject(o, "build_info", "deltallm");
     cJSON *lim = cJSON_AddObjectToObject(o, "limits");

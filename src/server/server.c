@@ -102,6 +102,7 @@ static int setup_template(Server *s, Err *err) {
         s->have_template = true;
     } else if (chat_format_detect(text, &s->tmpl.format, &s->tmpl.default_system, &e) == 0) {
         s->have_template = true;
+        s->tmpl.thinking_opt_in = chat_thinking_opt_in(text);
     } else if (c->chat_template_file) {
         free(file_text);
         return err_set(err, "%s: %s", c->chat_template_file, e.msg);
