@@ -159,7 +159,7 @@ const DlModelInfo *dl_engine_info(const DlEngine *e);
  * DL_THREAD_DECODE_BYTES of weights read per decoded token (DlModelInfo.decode_bytes), at least 1, at most
  * n_cpus (the CPUs this process may use). Below that size a token's work per op is too small for a second
  * thread to pay for its synchronisation: the measured crossover is in docs/ARCHITECTURE.md ("Threads"). */
-#define DL_THREAD_DECODE_BYTES ((uint64_t)64 << 20)
+#define DL_THREAD_DECODE_BYTES ((uint64_t)128 << 20)
 int dl_default_threads(uint64_t decode_bytes, int n_cpus);
 /* The CPUs this process may use (its affinity mask, else the online CPUs). */
 int dl_cpu_count(void);

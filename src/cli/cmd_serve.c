@@ -23,7 +23,7 @@ static void usage(void) {
            "  -np, --parallel N        requests computed at once (slots; default 1)\n"
            "  -c, --ctx-size N         context per slot in tokens (default min(model, 4096))\n"
            "  -b, --batch-size N       prompt tokens per forward pass (default 256)\n"
-           "  -t, --threads N          compute threads (default: one per 64 MiB of weights read per token, at most\n"
+           "  -t, --threads N          compute threads (default: one per 128 MiB of weights read per token, at most\n"
            "                           the CPUs: 1 for the embedded model)\n"
            "  --no-mmap                read the weights into memory instead of mapping the file\n"
            "  --mlock                  read every weight page first and lock them in memory\n"

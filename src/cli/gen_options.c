@@ -28,7 +28,7 @@ const char gen_options_help[] =
     "  -m, --model FILE         the GGUF file (any part of a split set)\n"
     "  -n, --n-predict N        tokens to generate (-1 = until end of generation or context)\n"
     "  -c, --ctx-size N         context size in tokens (default min(model, 4096))\n"
-    "  -t, --threads N          compute threads (default: one per 64 MiB of weights read per token, at most\n"
+    "  -t, --threads N          compute threads (default: one per 128 MiB of weights read per token, at most\n"
     "                           the CPUs: 1 for the embedded model)\n"
     "  -sys, --system-prompt S  a system message first (chat template formats only)\n"
     "  --no-think               disable the thinking block (chat template formats only)\n"
