@@ -71,12 +71,18 @@ VK_SPV   = $(foreach k,$(VK_FMT_KERNELS),$(foreach f,$(VK_FORMATS),$(SPV_DIR)/$(
 VK_SRC   = $(sort $(wildcard src/backend/vulkan/*.c))
 VK_GEN   = $(BUILD)/gen/vk_spv.c
 
+# ---- image files (src/image/): libpng and libjpeg, each optional (PNG=0 / JPEG=0 turn one off) ----------------
+PNG  ?= $(shell test -f /usr/include/png.h && echo 1 || echo 0)
+JPEG ?= $(shell test -f /usr/include/jpeglib.h && echo 1 || echo 0)
+IMAGE_LIBS = $(if $(filter 1,$(PNG)),-lpng) $(if $(filter 1,$(JPEG)),-ljpeg)
+APPLIBS += $(IMAGE_LIBS)
+
 LIB_SRC  = $(filter-out $(VK_SRC),$(sort $(wildcard src/base/*.c src/gguf/*.c src/tokenizer/*.c src/kernels/*.c \
-                              src/kernels/*/*.c src/backend/*.c src/backend/*/*.c src/model/*.c src/engine/*.c) $(DIST_SRC)))
+                              src/kernels/*/*.c src/backend/*.c src/backend/*/*.c src/model/*.c src/engine/*.c src/vision/*.c) $(DIST_SRC)))
 ifeq ($(VULKAN),1)
 LIB_SRC += $(VK_SRC) $(VK_GEN)
 endif
-APP_SRC  = $(sort $(wildcard src/chat/*.c src/server/*.c src/cli/*.c src/convert/*.c src/quantize/*.c))
+APP_SRC  = $(sort $(wildcard src/chat/*.c src/server/*.c src/cli/*.c src/convert/*.c src/quantize/*.c src/image/*.c))
 TEST_SRC = $(sort $(wildcard tests/*.c))
 FUZZ_SRC = $(sort $(wildcard tests/fuzz/*.c))
 
@@ -144,6 +150,13 @@ $(BUILD)/gen/vulkan-$(VULKAN).stamp:
 $(call obj,src/backend/backend.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
 $(call obj,src/backend/backend.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
 $(call obj,$(VK_SRC) $(VK_GEN)): CFLAGS += -I$(VK_INC)
+# the image decoders learn which libraries are there; a stamp per setting rebuilds them when it changes
+$(BUILD)/gen/image-$(PNG)$(JPEG).stamp:
+	@mkdir -p $(@D) && rm -f $(BUILD)/gen/image-*.stamp && touch $@
+$(call obj,src/image/image.c): CFLAGS += -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG)
+$(call obj,src/image/image.c): $(BUILD)/gen/image-$(PNG)$(JPEG).stamp
+$(call obj,tests/test_vision.c): CFLAGS += -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG)
+$(call obj,tests/test_vision.c): $(BUILD)/gen/image-$(PNG)$(JPEG).stamp
 
 $(SPV_DIR)/%.spv: $(VK_SHADERS)/%.comp $(wildcard $(VK_SHADERS)/*.glsl) src/backend/vulkan/vk_tables.h
 	@mkdir -p $(@D)
@@ -227,7 +240,7 @@ $(BUILD)/tests: $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdel
 # kernel tested on the CPU), and Node.js with npm for the server suite (an existing node is kept).
 DEPS_BUILD = build-essential libcjson-dev libmicrohttpd-dev
 DEPS_TEST  = $(DEPS_BUILD) clang libclang-rt-14-dev pkg-config chromium python3-numpy openmpi-bin libopenmpi-dev \
-             libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers
+             libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers openssl curl libpng-dev libjpeg62-turbo-dev
 define install_deps
 	@command -v dpkg >/dev/null 2>&1 || { echo "make deps: no dpkg (not Debian): install the equivalents of: $(1)"; exit 0; }; \
 	missing=""; for p in $(1); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -272,14 +285,17 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -fsanitize=fuzzer,ad
 # the fuzz targets exercise the file readers: the portable sources they need (no ISA-specific kernels)
 FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/gguf/*.c)) src/model/config.c src/convert/safetensors.c)
 # fuzz_http: the HTTP request path (paths and headers, bodies, chat rendering, constraints, output parsing)
-FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) $(addprefix src/server/,http_parse.c json_io.c openai.c \
-                responses.c constrain.c constrain_schema.c util.c) src/tokenizer/unicode.c \
+FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) src/engine/sampling_defaults.c $(addprefix src/server/,http_parse.c \
+                json_io.c openai.c openai_llama.c llama_params.c stop.c responses.c constrain.c constrain_schema.c \
+                util.c) src/tokenizer/unicode.c \
                 src/tokenizer/unicode_data.c src/base/err.c -lcjson
+# fuzz_image: the PNG / JPEG decoders' wrapper (src/image/image.c) with the libraries this build found
+FUZZ_IMAGE_LIB = -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG) src/image/image.c src/base/err.c $(IMAGE_LIBS)
 fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
-	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
+	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; fuzz_image) libs="$(FUZZ_IMAGE_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
 	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f $$libs -lm -pthread; \
 	  mkdir -p build/fuzz/$$n.corpus; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \

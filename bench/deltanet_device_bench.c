@@ -6,18 +6,13 @@
  *   make bench && build/deltanet_device_bench [--device vulkan] [--hk 16] [--hv 32] [--d 128] [--reps 5] [--json]
  */
 #include "backend/backend.h"
+#include "base/clock.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static float rnd(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;

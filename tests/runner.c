@@ -1,6 +1,7 @@
 /* runner.c — the test runner: `tests [--list] [GROUP | GROUP/NAME ...]`. Runs the selected tests in
  * registration order (grouped), prints one line per test and a summary, exits 1 if anything failed. */
 #include "test.h"
+#include "base/clock.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -118,12 +119,6 @@ static int cmp_group(const void *a, const void *b) {
     const TestCase *x = a, *y = b;
     int c = strcmp(x->group, y->group);
     return c ? c : (x < y ? -1 : x > y);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int test_mpi_child(int argc, char **argv); /* test_mpi.c: the ranks of an MPI test run */

@@ -7,6 +7,7 @@
 #include "gguf/format.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "vision/mmproj.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -169,6 +170,11 @@ int cmd_inspect(int argc, char **argv) {
     int rc = 0;
     if (gguf_get(g, "general.architecture") == NULL) {
         fprintf(f, "\n(no general.architecture: not a model file)\n");
+    } else if (mmproj_is_clip(g)) { /* a multimodal projector (vision/mmproj.c) */
+        Mmproj *m = mmproj_open(path, &err);
+        if (m) mmproj_print(f, m);
+        else fprintf(f, "\n== vision projector ==\n  %s\n", err.msg), rc = 1;
+        mmproj_close(m);
     } else if (model_config_read(&cfg, g, &err) == 0) {
         print_config(f, &cfg, total);
     } else {

@@ -8,18 +8,13 @@
 #include "cli/draft_options.h"
 #include "cli/gen_options.h"
 #include "deltallm.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void usage(void) {
     printf("usage: deltallm run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"

@@ -17,6 +17,7 @@
 
 #include "dist/dist.h"
 #include "engine/engine_internal.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,12 +60,6 @@ struct Pipe {
 };
 
 static bool g_engine_open; /* one engine over the job at a time: the ranks serve one */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int broken(const Pipe *p, Err *err) { return err_set(err, "%s", p->broken); }
 

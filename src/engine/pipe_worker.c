@@ -12,6 +12,7 @@
 #include "deltallm.h"
 #include "dist/dist.h"
 #include "kernels/cpu/isa.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,12 +35,6 @@ typedef struct Worker {
     double compute_s, t_reset;
     uint64_t batches, tokens, bytes0;
 } Worker;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void worker_close(Worker *w) {
     for (int i = 0; i < w->st_cap; i++) seqstate_free(w->st[i]);

@@ -9,6 +9,7 @@
 
 #include "model/dump.h"
 #include "model/model.h"
+#include "base/clock.h"
 
 /* Named activation buffers (see forward.c for widths). */
 typedef struct Bufs {
@@ -131,7 +132,6 @@ void fwd_deltanet(Forward *f, const DeltaArgs *a);
 void fwd_attention(Forward *f, const AttentionArgs *a);
 void fwd_moe_ffn(Forward *f, const MoeArgs *a);
 void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n); /* g = silu(g)·u */
-double fwd_now(void);
 /* The start of a phase: the host time, and a device timestamp when profiling on a device. */
 double fwd_phase_start(Forward *f);
 /* Adds the time since *t0 to a phase and resets *t0 (no-op unless profiling). */

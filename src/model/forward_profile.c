@@ -4,18 +4,13 @@
  * timestamps: BackendVt.mark) the same phases and ops are timed on the device's clock from marks recorded
  * into the stream, read back when the pass ends, and the report adds the host↔device bytes per token. */
 #include "model/forward_internal.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-double fwd_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* mark tags: a phase's end is its Phase; these, and TAG_OP + the op's slot for an op's end */
 enum { TAG_PASS = -1, TAG_OP_START = -2, TAG_PHASE_START = -3, TAG_OP = 1000 };
@@ -24,12 +19,12 @@ static bool dev_marks(const Forward *f) { return f->prof.enabled && f->be->vt->m
 
 double fwd_phase_start(Forward *f) {
     if (dev_marks(f)) f->be->vt->mark(f->be, TAG_PHASE_START);
-    return fwd_now();
+    return now_s();
 }
 
 void fwd_phase(Forward *f, Phase ph, double *t0) {
     if (!f->prof.enabled) return;
-    double t = fwd_now();
+    double t = now_s();
     f->prof.phase[ph] += t - *t0;
     *t0 = t;
     if (dev_marks(f)) f->be->vt->mark(f->be, (int)ph);
@@ -61,7 +56,7 @@ static long majflt(void) {
 
 void fwd_prof_begin(Forward *f) {
     f->prof.flt0 = majflt();
-    f->prof.t0 = fwd_now();
+    f->prof.t0 = now_s();
     BackendStats st;
     backend_stats(f->be, &st);
     f->prof.h2d0 = st.h2d_bytes, f->prof.d2h0 = st.d2h_bytes;
@@ -90,7 +85,7 @@ static void read_marks(Forward *f) {
 
 void fwd_prof_end(Forward *f) {
     f->prof.majflt += majflt() - f->prof.flt0;
-    f->prof.total += fwd_now() - f->prof.t0;
+    f->prof.total += now_s() - f->prof.t0;
     f->prof.forwards++;
     f->prof.tokens += (uint64_t)f->rows;
     BackendStats st;
@@ -112,9 +107,9 @@ void fwd_prof_end(Forward *f) {
             call;                                                                                              \
         } else {                                                                                               \
             if (dev_marks(f)) (f)->be->vt->mark((f)->be, TAG_OP_START);                                         \
-            const double t_ = fwd_now();                                                                       \
+            const double t_ = now_s();                                                                       \
             call;                                                                                              \
-            fwd_prof_op((f), (label), fwd_now() - t_);                                                         \
+            fwd_prof_op((f), (label), now_s() - t_);                                                         \
         }                                                                                                      \
     } while (0)
 

@@ -45,6 +45,7 @@ static char *health_json(Server *s) {
         cJSON_AddNumberToObject(c, "stores", (double)ps.stores);
         cJSON_AddNumberToObject(c, "evictions", (double)ps.evictions);
         cJSON_AddNumberToObject(c, "ignored_files", (double)ps.ignored_files);
+        cJSON_AddNumberToObject(c, "orphans_removed", (double)ps.orphans_removed);
     }
     char *json = json_print(o);
     cJSON_Delete(o);
@@ -213,6 +214,9 @@ static void metrics_text(Server *s, SBuf *b) {
     }
     metric(b, "read_timeouts_total", "counter", "Connections closed for not sending a request in time.",
            s->guard ? (double)guard_timeouts(s->guard) : 0);
+    metric(b, "connection_evictions_total", "counter",
+           "Connections closed at --max-connections because they had not sent their headers.",
+           s->guard ? (double)guard_evictions(s->guard) : 0);
     metric(b, "stored_responses", "gauge", "Responses kept for previous_response_id.", (double)rstore_count(s->store));
 }
 

@@ -107,6 +107,9 @@ static bool take_output(Job *j, Taken *t, JobResult *res, int wait_ms) {
     bool done = j->done;
     if (done) {
         res->finish = j->finish;
+        res->slot = j->slot_ran;
+        res->stop_word = j->stop.matched;
+        res->stopping_word = j->stop.matched && j->stop.which >= 0 ? j->stop.stops[j->stop.which] : NULL;
         res->n_prompt = (int)j->n_prompt;
         res->n_cached = j->n_cached;
         res->n_gen = j->n_gen;
@@ -304,12 +307,30 @@ static enum MHD_Result wait_body(Gen *g, struct MHD_Connection *c, const char *m
 static const char *kind_name(Route route, bool stream) {
     if (route == R_CHAT) return stream ? "chat/stream" : "chat";
     if (route == R_RESPONSES) return stream ? "responses/stream" : "responses";
+    if (route == R_LLAMA_COMPLETION) return stream ? "completion(llama)/stream" : "completion(llama)";
     return stream ? "completion/stream" : "completion";
+}
+
+/* n > 1: choice i of its prompt shares the prompt's evaluation with the first choice (the leader), and draws
+ * with its own seed (seed + its number), so the choices differ and a given seed repeats all of them. */
+static int share_choice(Job **jobs, int i, int n) {
+    const int c = i % n;
+    Job *j = jobs[i];
+    if (c == 0) {
+        if (!(j->share = prompt_share_new())) return -1;
+        j->share_leader = true;
+        return 0;
+    }
+    j->share = jobs[i - c]->share;
+    atomic_fetch_add(&j->share->refs, 1);
+    j->sp.seed += (uint64_t)c;
+    return 0;
 }
 
 /* The jobs and responders of a parsed request; NULL with *e set. */
 static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) {
-    int k = req->chat ? 1 : req->n_prompts;
+    const int n = req->n > 1 ? req->n : 1; /* choices per prompt: choice i is prompt i / n */
+    int k = (req->chat ? 1 : req->n_prompts) * n;
     Gen *g = calloc(1, sizeof *g);
     if (g) {
         g->s = s;
@@ -324,11 +345,19 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
         return api_error(e, 500, "server_error", NULL, NULL, "out of memory"), NULL;
     }
     g->kind = kind_name(route, req->stream);
-    RespKind rk = route == R_CHAT ? RESP_CHAT : route == R_RESPONSES ? RESP_RESPONSES : RESP_COMPLETION;
+    RespKind rk = route == R_CHAT        ? RESP_CHAT
+                  : route == R_RESPONSES ? RESP_RESPONSES
+                  : route == R_LLAMA_COMPLETION ? RESP_LLAMA
+                                                : RESP_COMPLETION;
     for (int i = 0; i < k; i++) {
         bool sir = false;
-        if (prepare_job(s, req, i, &g->jobs[i], &sir, e)) {
-            if (k > 1 && e->param[0] && !strcmp(e->param, "prompt")) snprintf(e->param, sizeof e->param, "prompt[%d]", i);
+        if (prepare_job(s, req, i / n, &g->jobs[i], &sir, e)) {
+            if (k > n && e->param[0] && !strcmp(e->param, "prompt")) snprintf(e->param, sizeof e->param, "prompt[%d]", i / n);
+            gen_free(g);
+            return NULL;
+        }
+        if (n > 1 && share_choice(g->jobs, i, n)) {
+            api_error(e, 500, "server_error", NULL, NULL, "out of memory");
             gen_free(g);
             return NULL;
         }
@@ -347,16 +376,12 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
 
 /* Submits every job or none (a full queue refuses the whole request). */
 static int submit_all(Gen *g, ApiError *e) {
-    for (int i = 0; i < g->k; i++) {
-        int rc = sched_submit(g->s->sched, g->jobs[i]);
-        if (rc == SUBMIT_OK) continue;
-        for (int j = 0; j < i; j++) sched_cancel(g->s->sched, g->jobs[j]);
-        if (rc == SUBMIT_QUEUE_FULL)
-            return api_error(e, 503, "server_error", NULL, "queue_full",
-                             "the server is busy: all %d slots are in use and the queue is full%s; retry later",
-                             g->s->cfg.parallel, g->k > 1 ? " (each prompt of a batch takes a place)" : "");
-        return api_error(e, 503, "server_error", NULL, NULL, "the server is shutting down");
-    }
+    int rc = sched_submit_all(g->s->sched, g->jobs, g->k);
+    if (rc == SUBMIT_QUEUE_FULL)
+        return api_error(e, 503, "server_error", NULL, "queue_full",
+                         "the server is busy: all %d slots are in use and the queue is full%s; retry later",
+                         g->s->cfg.parallel, g->k > 1 ? " (each prompt of a batch takes a place)" : "");
+    if (rc != SUBMIT_OK) return api_error(e, 503, "server_error", NULL, NULL, "the server is shutting down");
     return 0;
 }
 

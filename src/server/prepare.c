@@ -126,11 +126,26 @@ int prepare_job(Server *s, const ApiRequest *req, int index, Job **out, bool *st
     ids = NULL;
     j->max_tokens = req->max_tokens > 0 && req->max_tokens < room ? req->max_tokens : room;
     j->sp = req->sp;
+    if (req->spx && !(j->spx = sampler_spec_copy(req->spx))) {
+        api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto fail;
+    }
     j->use_cache = req->cache_prompt;
     j->logprobs = req->logprobs;
     if (stop_init(&j->stop, req->stop, req->n_stop)) {
         api_error(e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail;
+    }
+    j->stop.include = req->llama.include_stop;
+    j->render_special = req->llama.keep_special;
+    j->slot_id = -1;
+    if (req->llama.id_slot_given) {
+        if (req->llama.id_slot >= s->cfg.parallel) {
+            api_error(e, 400, "invalid_request_error", "id_slot", NULL, "id_slot %d: the server has %d slot(s)",
+                      req->llama.id_slot, s->cfg.parallel);
+            goto fail;
+        }
+        j->slot_id = req->llama.id_slot;
     }
     int n_eog = 0;
     for (int32_t t = 0; req->ignore_eos && t < s->info->n_vocab; t++) n_eog += dl_token_is_eog(s->engine, t);

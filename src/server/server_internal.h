@@ -17,7 +17,7 @@
 
 /* Request counters for /metrics (atomics: every HTTP thread adds to them). */
 typedef struct ServerCounters {
-    atomic_ullong requests[16]; /* by Route */
+    atomic_ullong requests[32]; /* by Route (R_COUNT ≤ 32) */
     atomic_ullong status_4xx, status_5xx, read_timeouts;
 } ServerCounters;
 
@@ -40,6 +40,7 @@ struct Server {
     ConnGuard *guard;       /* NULL when there is no read deadline */
     ResponsesStore *store;  /* /v1/responses conversations (previous_response_id) */
     ServerCounters counters;
+    uint64_t fingerprint[2]; /* of checkpoint and slot files: the model and the arithmetic settings */
 };
 
 /* prepare.c: a validated request to a job (prompt tokens, sampling, stop strings, constraint); index: which
@@ -50,6 +51,13 @@ int prepare_job(Server *s, const ApiRequest *req, int index, Job **job, bool *st
 /* prepare.c: the chat prompt of a request, as the model's template renders it (malloc'd, JSON_NUL for NULs).
  * *forced: the output is constrained (forced tool call, JSON). */
 int render_chat(Server *s, const ApiRequest *req, char **text, size_t *len, bool *forced, ApiError *e);
+
+/* slots.c: POST /slots/{id}?action=save|restore|erase (id: the path's digits). */
+struct MHD_Connection;
+int slot_action(Server *s, const char *id, const char *action, const char *body, size_t len, char **json, ApiError *e);
+
+/* server.c: a whole text file (malloc'd, NUL-terminated), or NULL with a reason. */
+char *server_read_file(const char *path, Err *err);
 
 /* http.c */
 /* Binds and listens on the configured address (the error names the cause: errno's text), before the model

@@ -58,7 +58,7 @@ stop_server() {
 trap '[ -z "$PID" ] || kill "$PID" 2>/dev/null || true' EXIT
 status=0
 start_server server1
-for t in ${DELTALLM_SUITE:-client responses load malformed disconnect}; do
+for t in ${DELTALLM_SUITE:-client responses llama load malformed disconnect}; do
     # DELTALLM_LOAD_ARGS: load.mjs's N CONC (a slow device runs fewer requests; the CPU run keeps 200 x 8)
     args=""
     [ "$t" = load ] && args=${DELTALLM_LOAD_ARGS:-}

@@ -11,17 +11,12 @@
 #include "backend/vulkan/vk_tables.h"
 #include "gguf/format.h"
 #include "gguf/iq_tables.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double vk_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 #define ARENA_BYTES ((size_t)1 << 30)
 
@@ -285,11 +280,11 @@ static double probe_pass(VkBackend *b, BBuf *src, BBuf *dst, size_t bytes, int n
     const uint32_t groups = 65535; /* the kernel strides over the rest */
     const int n_marks = b->n_marks;
     vks_mark(b, 0);
-    const double t0 = vk_now();
+    const double t0 = now_s();
     for (int k = 0; k < n_disp; k++) vks_dispatch(b, vk_pipe(b->d, VK_PROBE_COPY), &p, sizeof p, groups, 1, 1);
     vks_mark(b, 1);
     if (vks_flush(b, err)) return -1;
-    double t = vk_now() - t0;
+    double t = now_s() - t0;
     if (b->n_marks == n_marks + 2) /* the device's own clock */
         t = (double)(b->marks[n_marks + 1].ticks - b->marks[n_marks].ticks) * b->d->ns_per_tick * 1e-9;
     b->n_marks = n_marks;
