@@ -180,7 +180,8 @@ int cmd_chat(int argc, char **argv) {
             first = argv[++i];
         } else return cli_usage_error("chat", "unknown option '%s' (see --help)", a);
     }
-    if (!o.model) return cli_usage_error("chat", "needs -m MODEL.gguf");
+    if (!o.model && !(o.model = cli_default_model()))
+        return cli_usage_error("chat", "needs -m MODEL.gguf (the embedded %s is not here)", CLI_DEFAULT_MODEL);
     const bool tty_in = isatty(STDIN_FILENO), tty_out = isatty(STDOUT_FILENO);
 
     DlError err = {{0}};

@@ -184,9 +184,9 @@ int cmd_serve(int argc, char **argv) {
 #undef INT_OPT
 #undef FLOAT_OPT
     }
-    if (!c.model_path) {
+    if (!c.model_path && !(c.model_path = cli_default_model())) {
         free(key_owned);
-        return cli_usage_error("serve", "no model: -m MODEL.gguf");
+        return cli_usage_error("serve", "no model: -m MODEL.gguf (the embedded %s is not here)", CLI_DEFAULT_MODEL);
     }
     if (draft_options_check(&dro, "serve")) return free(key_owned), 2;
     if (c.n_predict == 0) c.n_predict = -1;

@@ -31,7 +31,8 @@ void gen_options_init(GenOptions *o, long long n_gen_default) {
 }
 
 const char gen_options_help[] =
-    "  -m, --model FILE         the GGUF file (any part of a split set)\n"
+    "  -m, --model FILE         the GGUF file (any part of a split set; default: the embedded model,\n"
+    "                           assets/tinychat-f16.gguf)\n"
     "  -n, --n-predict N        tokens to generate (-1 = until end of generation or context)\n"
     "  -c, --ctx-size N         context size in tokens (default min(model, 4096))\n"
     "  -t, --threads N          compute threads (default: one per 128 MiB of weights read per token, at most\n"
