@@ -307,16 +307,17 @@ fuzz:
 	done
 
 MODEL  ?=
-PROMPT ?= And God said
-N      ?= 48
-# the default: the small model trained by tools/train/ (docs/TRAINING.md); `deltallm synth` writes the
-# random-weight real-shape models the speed benchmarks use. One thread for it: 256 wide, it has too little
-# work per token to share (573 tokens/s on one thread, 51 on two, on the 2 shared vCPUs under load)
-DEFAULT_MODEL = assets/tinybible-f16.gguf
+PROMPT ?=
+N      ?=
+# the default: the embedded chat model trained by tools/train/ (docs/TRAINING.md): one chat turn, the reply
+# ending by itself; MODEL=path.gguf runs any model on raw text instead (PROMPT, N tokens). The thread count is
+# the engine's default (one thread for a model this small: docs/ARCHITECTURE.md, "Threads")
+DEFAULT_MODEL = assets/tinychat-f16.gguf
 run:
 	@$(MAKE) deps
 	@$(MAKE) $(BUILD)/deltallm
-	@$(BUILD)/deltallm run -m "$(if $(MODEL),$(MODEL),$(DEFAULT_MODEL))" -p "$(PROMPT)" -n $(N) $(if $(MODEL),,-t 1)
+	@$(BUILD)/deltallm run $(if $(MODEL),-m "$(MODEL)" -p "$(or $(PROMPT),And God said)" -n $(or $(N),48),-m $(DEFAULT_MODEL) \
+	    --chat -p "$(or $(PROMPT),Hello! Who are you, and what can you do?)" -n $(or $(N),200))
 
 format:
 	clang-format -i $(sort $(LIB_SRC) $(wildcard src/dist/*.c)) $(APP_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/kernels/*/*.h include/*.h tests/*.h)
