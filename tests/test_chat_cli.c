@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MODEL "models/m3-qwen35-dense-bf16.gguf"
 #define QWEN35_TEMPLATE "chat/Qwen3.5-4B.jinja"
@@ -250,6 +251,7 @@ TEST(chat_cli, pipe_one_message_per_line) {
  * conversation in a terminal, each reply ending by itself (<|im_end|>) well within its token limit. */
 TEST(chat_cli, embedded_model_three_turns) {
     if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (access("assets/tinychat-f16.gguf", R_OK) != 0) return test_note("assets/tinychat-f16.gguf is missing: skipped");
     /* the default sampling (the replies a user sees), one seed: the same three replies every run */
     const char *argv[] = {"deltallm", "chat", "--seed", "1", "-n", "200", NULL};
     Pty p;
