@@ -7,9 +7,14 @@
 
 #include "deltallm.h"
 #include "chat/chat.h"
+#include "cli_proc.h"
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,4 +128,41 @@ TEST(defaults, thinking_off_unless_asked_for_the_embedded_template) {
     free(out);
     free(text);
     cJSON_Delete(msgs);
+}
+
+/* The CLI's rough edges (issue 29): serve binds before it loads (a port in use fails at once, naming errno's
+ * cause, even with a model that would not load), chat-format takes the other commands' option names, -c
+ * beyond the trained context warns, and a refused --chat names the flags that fix it. */
+TEST(defaults, cli_rough_edges) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    ServerConfig c;
+    test_server_config(&c);
+    c.port = ntohs(a.sin_port);
+    c.model_path = "/nonexistent/model.gguf";
+    Err err = {{0}};
+    Server *s = server_start(&c, &err);
+    CHECK_MSG(!s && strstr(err.msg, "Address already in use") && !strstr(err.msg, "nonexistent"), "%s", err.msg);
+    server_stop(s);
+    close(fd);
+    if (!cli_bin()) return test_note("DELTALLM_BIN not set: the CLI checks are skipped");
+    char *out = NULL, *errs = NULL;
+    const char *conv = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true}";
+    char args[1024];
+    snprintf(args, sizeof args, "chat-format --chat-format chatml");
+    CHECK(cli_run(args, conv, &out, &errs) == 0 && out && strstr(out, "<|im_start|>assistant\n"));
+    free(out), free(errs);
+    snprintf(args, sizeof args, "chat-format --chat-template-file '%s'", test_data("chat/Qwen3.5-4B.jinja"));
+    CHECK(cli_run(args, conv, &out, &errs) == 0 && out && strstr(out, "<think>\n"));
+    free(out), free(errs);
+    CHECK(cli_run("run -m assets/tinybible-f16.gguf -p hi -n 1 -c 8192", NULL, &out, &errs) == 0 && errs &&
+          strstr(errs, "larger than the model was trained for (4096 tokens)"));
+    free(out), free(errs);
+    CHECK(cli_run("run -m assets/tinybible-f16.gguf -p hi -n 1 --chat", NULL, &out, &errs) != 0 && errs &&
+          strstr(errs, "--chat-template-file") && strstr(errs, "--chat-format"));
+    free(out), free(errs);
 }
