@@ -147,8 +147,8 @@ $(MPI_STAMP):
 # the registry learns whether the backend is built; a stamp per setting rebuilds it when VULKAN changes
 $(BUILD)/gen/vulkan-$(VULKAN).stamp:
 	@mkdir -p $(@D) && rm -f $(BUILD)/gen/vulkan-*.stamp && touch $@
-$(call obj,src/backend/backend.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
-$(call obj,src/backend/backend.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
+$(call obj,src/backend/registry.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
+$(call obj,src/backend/registry.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
 $(call obj,$(VK_SRC) $(VK_GEN)): CFLAGS += -I$(VK_INC)
 # the image decoders learn which libraries are there; a stamp per setting rebuilds them when it changes
 $(BUILD)/gen/image-$(PNG)$(JPEG).stamp:

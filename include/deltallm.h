@@ -116,6 +116,9 @@ typedef struct DlEngineParams {
     const char *split;
     /* a device's tuning, "key=value,..." (the Vulkan backend: coop=0|1, tile=N, chunk=N; docs/VULKAN.md) */
     const char *device_tune;
+    /* a device's runtime library when not the system's (the Vulkan loader file instead of libvulkan.so.1; the
+     * CLI takes it from DELTALLM_VULKAN_LIB); NULL: the default */
+    const char *device_lib;
     /* Memory the weights may take, in bytes; 0 = what the machine can give without swapping (MemAvailable
      * less 1 GiB and the sessions' state). A model that fits runs as it always did (its file mapped). An MoE
      * model that does not keeps its other weights resident and reads its experts on demand into an expert

@@ -162,7 +162,7 @@ static bool expected_first_reply(const char *template_rel, int n_ctx, int n, Tex
 }
 
 TEST(chat_cli, terminal_turns_reset_exit) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     Text want = {0};
     REQUIRE(expected_first_reply(QWEN35_TEMPLATE, 1024, 16, &want));
     REQUIRE_MSG(want.nr > 0, "the Qwen3.5 template starts replies in reasoning");
@@ -205,7 +205,7 @@ TEST(chat_cli, terminal_turns_reset_exit) {
 }
 
 TEST(chat_cli, terminal_ctrl_c_stops_a_reply) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     /* replies that would run to the end of a 16k context (several seconds) unless stopped */
     const char *argv[] = {"deltallm", "chat", "-m", test_data(MODEL), "--ignore-eos", "-c", "16384", "-t", "1", NULL};
     Pty p;
@@ -231,7 +231,7 @@ TEST(chat_cli, terminal_ctrl_c_stops_a_reply) {
 }
 
 TEST(chat_cli, pipe_one_message_per_line) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     Text want = {0};
     REQUIRE(expected_first_reply(NULL, 1024, 12, &want));
     char args[1024], *out = NULL, *err = NULL;
@@ -250,8 +250,8 @@ TEST(chat_cli, pipe_one_message_per_line) {
  * (assets/tinychat-f16.gguf: its own Qwen3.5 template, thinking off by default): three turns of one
  * conversation in a terminal, each reply ending by itself (<|im_end|>) well within its token limit. */
 TEST(chat_cli, embedded_model_three_turns) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
-    if (access("assets/tinychat-f16.gguf", R_OK) != 0) return test_note("assets/tinychat-f16.gguf is missing: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
+    if (access("assets/tinychat-f16.gguf", R_OK) != 0) return test_skip("assets/tinychat-f16.gguf is missing");
     /* the default sampling (the replies a user sees), one seed: the same three replies every run */
     const char *argv[] = {"deltallm", "chat", "--seed", "1", "-n", "200", NULL};
     Pty p;

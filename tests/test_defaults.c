@@ -149,7 +149,7 @@ TEST(defaults, cli_rough_edges) {
     CHECK_MSG(!s && strstr(err.msg, "Address already in use") && !strstr(err.msg, "nonexistent"), "%s", err.msg);
     server_stop(s);
     close(fd);
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: the CLI checks are skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: the CLI checks");
     char *out = NULL, *errs = NULL;
     const char *conv = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true}";
     char args[1024];
