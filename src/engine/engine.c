@@ -7,6 +7,7 @@
 #include "deltallm.h"
 
 #include "engine/engine_cache.h"
+#include "base/pool.h"
 #include "engine/engine_internal.h"
 
 #include <stdio.h>
@@ -18,6 +19,14 @@
 void dl_engine_params_init(DlEngineParams *p) {
     memset(p, 0, sizeof *p);
 }
+
+int dl_default_threads(uint64_t decode_bytes, int n_cpus) {
+    if (n_cpus < 1) n_cpus = 1;
+    const uint64_t n = decode_bytes / DL_THREAD_DECODE_BYTES;
+    return n < 1 ? 1 : n > (uint64_t)n_cpus ? n_cpus : (int)n;
+}
+
+int dl_cpu_count(void) { return pool_default_threads(); }
 
 DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     Err e = {{0}};
