@@ -6,18 +6,13 @@
  *   make bench && build/deltanet_device_bench [--device vulkan] [--hk 16] [--hv 32] [--d 128] [--reps 5] [--json]
  */
 #include "backend/backend.h"
+#include "base/clock.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static float rnd(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -47,7 +42,7 @@ int main(int argc, char **argv) {
     static const int Ts[] = {1, 4, 16, 32, 64, 128, 256, 512, 1024};
     const int T_max = 1024;
     Err err = {{0}};
-    Backend *be = backend_create(&(BackendOptions){.name = device, .isa = -1}, &err);
+    Backend *be = backend_create(&(BackendOptions){.name = device, .cpu.isa = -1}, &err);
     if (!be) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;

@@ -7,17 +7,12 @@
  *   mpirun -np 2 build/dist_bench [BYTES] [ROUNDS]        (--mca btl self,tcp: over TCP loopback)
  */
 #include "dist/dist.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
     Err e = {{0}};
@@ -36,7 +31,7 @@ int main(int argc, char **argv) {
     char *buf = calloc(bytes ? bytes : 1, 1);
     double best = 1e9, sum = 0;
     for (int i = 0; buf && i < warm + rounds; i++) {
-        const double t0 = now();
+        const double t0 = now_s();
         DistMsg *m = NULL;
         if (dist_rank() == 0) {
             if (dist_send(1, 7, buf, bytes, NULL, 0, &e) || !(m = dist_recv(1, 7, &e))) break;
@@ -44,7 +39,7 @@ int main(int argc, char **argv) {
             if (!(m = dist_recv(0, 7, &e)) || dist_send(0, 7, m->data, m->bytes, NULL, 0, &e)) break;
         }
         dist_msg_free(m);
-        const double dt = now() - t0;
+        const double dt = now_s() - t0;
         if (i >= warm) sum += dt, best = dt < best ? dt : best;
     }
     if (e.msg[0]) {

@@ -16,18 +16,13 @@
 #include "gguf/format.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/ops.h"
+#include "base/clock.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double cpu_now(void) {
     struct timespec ts;
@@ -118,12 +113,12 @@ static double probe(Pool *pool, int threads) {
     Probe pr = {buf, n, {0}};
     double best = 1e30;
     for (int r = 0; r < 3; r++) {
-        const double t0 = now();
+        const double t0 = now_s();
         if (threads == 1)
             probe_fn(&pr, 0, 2, 0);
         else
             pool_for(pool, 2, 1, probe_fn, &pr);
-        const double dt = now() - t0;
+        const double dt = now_s() - t0;
         if (dt < best) best = dt;
     }
     return (double)(n * 8) / best * 1e-9;
@@ -248,9 +243,9 @@ int main(int argc, char **argv) {
                     mm(&c, &w, x, T, y); /* warm-up */
                     double best = 1e30, cbest = 1e30;
                     for (int rep = 0; rep < r; rep++) {
-                        const double t0 = now(), c0 = cpu_now();
+                        const double t0 = now_s(), c0 = cpu_now();
                         mm(&c, &w, x, T, y);
-                        const double dt = now() - t0, cdt = (cpu_now() - c0) / (double)ths[ti];
+                        const double dt = now_s() - t0, cdt = (cpu_now() - c0) / (double)ths[ti];
                         if (dt < best) best = dt;
                         if (cdt < cbest) cbest = cdt;
                     }

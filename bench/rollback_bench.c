@@ -14,18 +14,13 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "model/model.h"
+#include "base/clock.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, const char *msg) {
     fprintf(stderr, "rollback_bench: %s: %s\n", what, msg);
@@ -60,7 +55,7 @@ int main(int argc, char **argv) {
     Isa isa;
     if (isa_parse(getenv("DELTALLM_ISA"), &isa, &er)) die("isa", er.msg);
     ForwardOptions fo = {.max_batch = 64, .max_ctx = 1024,
-                         .backend = {.name = "cpu", .isa = (int)isa, .n_threads = threads, .mode = MATMUL_GGML, .pack = true}};
+                         .backend = {.name = "cpu", .cpu.isa = (int)isa, .n_threads = threads, .mode = MATMUL_GGML, .cpu.pack = true}};
     Forward *fw = forward_new(m, &fo, &er);
     SeqState *s = fw ? seqstate_new(m, forward_backend(fw), 1024, 0, 0, &er) : NULL;
     if (!s || seqstate_enable_rollback(s, m, 16, &er)) die("forward", er.msg);
@@ -79,9 +74,9 @@ int main(int argc, char **argv) {
     double t[REPS];
     for (int r = 0; r < REPS; r++) {
         RESTORE();
-        const double t0 = now();
+        const double t0 = now_s();
         forward_run(fw, s, toks + 500, 1, logits, 1, &er);
-        t[r] = now() - t0;
+        t[r] = now_s() - t0;
     }
     const double step = fastest(t, REPS);
     if (!json) {
@@ -98,18 +93,18 @@ int main(int argc, char **argv) {
         double tp[REPS], tt[REPS], tk[3][REPS];
         for (int r = 0; r < REPS; r++) {
             RESTORE();
-            double t0 = now();
+            double t0 = now_s();
             forward_run(fw, s, toks + 500, n, logits, n, &er);
-            tp[r] = now() - t0;
+            tp[r] = now_s() - t0;
             const int ks[3] = {0, 1, n - 1};
             for (int ki = 0; ki < 3; ki++) {
                 RESTORE();
                 BatchSeq q = {s, toks + 500, n, n, logits, true};
-                t0 = now();
+                t0 = now_s();
                 if (forward_batch(fw, &q, 1, &er)) die("tentative", er.msg);
-                const double t1 = now();
+                const double t1 = now_s();
                 if (forward_keep(fw, s, ks[ki], &er)) die("keep", er.msg);
-                tk[ki][r] = now() - t1;
+                tk[ki][r] = now_s() - t1;
                 if (ki == 0) tt[r] = t1 - t0;
             }
         }
@@ -153,20 +148,20 @@ int main(int argc, char **argv) {
         double a[REPS], cst[REPS], rs[REPS], rp[REPS];
         for (int r = 0; r < REPS; r++) {
             for (int pass = 0; pass < 3; pass++) {
-                const double t0 = now();
+                const double t0 = now_s();
                 for (int l = 0; l < L; l++) {
                     DeltaNetArgs d = {pass == 2 ? n - 1 : n, Hk, Hv, D, D, c->arch == ARCH_QWEN3NEXT, q, k, v, g, b,
                                       st + (size_t)l * ns_state, o, NULL, pass == 1 ? steps + (size_t)l * ns_state * nmax : NULL};
                     ops->deltanet_recurrent(&oc, &d);
                 }
-                const double dt = now() - t0;
+                const double dt = now_s() - t0;
                 if (pass == 0) a[r] = dt;
                 else if (pass == 1) cst[r] = dt;
                 else rp[r] = dt;
             }
-            const double t0 = now();
+            const double t0 = now_s();
             for (int l = 0; l < L; l++) memcpy(st + (size_t)l * ns_state, steps + (size_t)l * ns_state * nmax, ns_state * 4);
-            rs[r] = now() - t0;
+            rs[r] = now_s() - t0;
         }
         const double ma = fastest(a, REPS), mc = fastest(cst, REPS), mr = fastest(rs, REPS), mp = fastest(rp, REPS);
         if (!json)

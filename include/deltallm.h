@@ -73,7 +73,7 @@ typedef void (*DlProgressFn)(void *user, const char *phase, uint64_t done, uint6
 
 typedef struct DlEngineParams {
     const char *model_path; /* a .gguf file (or any part of a split set) */
-    int n_threads;          /* compute threads; 0 = every CPU this process may use */
+    int n_threads;          /* compute threads; 0 = dl_default_threads for the model and this process's CPUs */
     int n_ctx;              /* context per session in tokens; 0 = min(the model's, 4096) */
     int n_batch;            /* prompt tokens per forward pass; 0 = 512 */
     int n_seq_max;          /* sessions one dl_decode_batch may advance together; 0 = 1 */
@@ -116,6 +116,9 @@ typedef struct DlEngineParams {
     const char *split;
     /* a device's tuning, "key=value,..." (the Vulkan backend: coop=0|1, tile=N, chunk=N; docs/VULKAN.md) */
     const char *device_tune;
+    /* a device's runtime library when not the system's (the Vulkan loader file instead of libvulkan.so.1; the
+     * CLI takes it from DELTALLM_VULKAN_LIB); NULL: the default */
+    const char *device_lib;
     /* Memory the weights may take, in bytes; 0 = what the machine can give without swapping (MemAvailable
      * less 1 GiB and the sessions' state). A model that fits runs as it always did (its file mapped). An MoE
      * model that does not keeps its other weights resident and reads its experts on demand into an expert
@@ -155,6 +158,15 @@ typedef struct DlModelInfo {
 } DlModelInfo;
 const DlModelInfo *dl_engine_info(const DlEngine *e);
 
+/* The compute threads an engine takes when DlEngineParams.n_threads is 0: one thread per
+ * DL_THREAD_DECODE_BYTES of weights read per decoded token (DlModelInfo.decode_bytes), at least 1, at most
+ * n_cpus (the CPUs this process may use). Below that size a token's work per op is too small for a second
+ * thread to pay for its synchronisation: the measured crossover is in docs/ARCHITECTURE.md ("Threads"). */
+#define DL_THREAD_DECODE_BYTES ((uint64_t)128 << 20)
+int dl_default_threads(uint64_t decode_bytes, int n_cpus);
+/* The CPUs this process may use (its affinity mask, else the online CPUs). */
+int dl_cpu_count(void);
+
 /* Makes the weights resident before compute so no forward pass waits on the disk: reads every page of
  * the mapping, and with lock also mlock()s it (fails with the reason if the system refuses). */
 int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err);
@@ -185,6 +197,17 @@ int dl_engine_cache_stats(DlEngine *e, DlCacheStats *out, bool reset);
 void dl_engine_profile(DlEngine *e, bool on);
 /* Writes the report (text, one item per line) into buf; returns the length it needed. */
 int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap);
+
+/* What a device engine issued since it was opened or last reset (summed over its device stages): forward
+ * passes, tokens, commands (dispatches, copies, fills), barriers between them, the same inside the layers
+ * (layer_steps: layers run, summed over passes), and the host's time issuing them (recording to submission,
+ * waits excluded). Returns -1 when no stage runs on a device. */
+typedef struct DlDeviceCounts {
+    uint64_t passes, tokens, dispatches, barriers;
+    uint64_t layer_steps, layer_dispatches, layer_barriers;
+    double host_s;
+} DlDeviceCounts;
+int dl_engine_device_counts(DlEngine *e, DlDeviceCounts *out, bool reset);
 
 /* ---- tokens ---------------------------------------------------------------------------------------- */
 
@@ -383,6 +406,34 @@ int32_t dl_sampler_sample(DlSampler *s, const float *logits);
 /* Records a token of the context (prompt or generated) for the penalties. */
 void dl_sampler_accept(DlSampler *s, int32_t token);
 void dl_sampler_reset(DlSampler *s);
+
+/* llama.cpp's further samplers (its names and defaults; --typical, --mirostat*, --dry-*, --xtc-*, --top-n-sigma,
+ * --samplers). A sampler made with any of them on runs llama.cpp's chain over every candidate, in `samplers`
+ * order: penalties (DlSamplingParams' repeat / frequency / presence), dry, top_n_sigma, top_k, typ_p, top_p,
+ * min_p, xtc, temperature, then the draw. Mirostat replaces the chain: temperature, then mirostat. With all of
+ * them off (dl_sampler_extra_init) the sampler is exactly dl_sampler_new's. */
+typedef struct DlSamplerExtra {
+    float typical_p;         /* locally typical sampling: keep the tokens nearest the entropy up to this mass; ≥ 1: off */
+    int mirostat;            /* 0 off, 1 (Mirostat), 2 (Mirostat 2.0) */
+    float mirostat_tau;      /* target surprise in bits (5) */
+    float mirostat_eta;      /* learning rate of mu (0.1); mu starts at 2·tau and moves after each accepted token */
+    float dry_multiplier;    /* DRY ("don't repeat yourself"): 0 off */
+    float dry_base;          /* penalty = multiplier · base^(length − allowed_length) (1.75) */
+    int dry_allowed_length;  /* repeats up to this long are free (2) */
+    int dry_penalty_last_n;  /* tokens DRY looks back over (-1: 4096, 0: off) */
+    const char *const *dry_breakers; /* strings that end a repeated sequence; NULL: "\n", ":", "\"", "*" */
+    int n_dry_breakers;
+    float xtc_probability;   /* exclude top choices: chance per token (0: off) */
+    float xtc_threshold;     /* the tokens at or above it, all but the least likely, are removed (0.1; > 0.5: off) */
+    float top_n_sigma;       /* keep logits ≥ max − n·σ (≤ 0: off) */
+    int min_tokens;          /* end-of-generation tokens are not drawn before this many were accepted */
+    const char *samplers;    /* the order: names separated by ';' (top_k;top_p;...) or llama.cpp's letters
+                                ("edkypmxt"); NULL: the default above */
+} DlSamplerExtra;
+
+void dl_sampler_extra_init(DlSamplerExtra *x); /* all off, llama.cpp's defaults for the rest */
+/* dl_sampler_new with x (NULL: none); fails with one line for a bad sampler name or value. */
+DlSampler *dl_sampler_new_extra(const DlEngine *e, const DlSamplingParams *p, const DlSamplerExtra *x, DlError *err);
 
 #ifdef __cplusplus
 }

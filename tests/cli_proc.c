@@ -2,6 +2,7 @@
 #include "cli_proc.h"
 
 #include "test.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,11 +41,7 @@ int cli_run(const char *args, const char *stdin_text, char **out, char **err) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return now_s() * 1e3; }
 
 bool pty_start(Pty *p, const char *const *argv) {
     memset(p, 0, sizeof *p);

@@ -120,7 +120,7 @@ static const BadCase bad_cases[] = {
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"temperature\": 3}", "temperature"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 0}", "max_tokens"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 1.5}", "max_tokens"},
-    {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 2}", "n"},
+    {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 17}", "n"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop\": 7}", "stop"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream\": \"yes\"}", "stream"},
     {true, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stream_options\": {\"x\": 1}}",
@@ -482,7 +482,7 @@ TEST(server, sse_chunks) {
     const char *pieces[] = {"plan", "ning\n</th", "ink>\n\nHello",
                             (" <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>")};
     for (int i = 0; i < 4; i++) CHECK(resp_stream_text(&r, pieces[i], strlen(pieces[i]), NULL, 0, &out, &err) == 0);
-    JobResult res = {FINISH_STOP, 10, 4, 7, 0, 1, 1};
+    JobResult res = {FINISH_STOP, 10, 4, 7, 0, 1, 1, 0, false, NULL};
     CHECK(resp_stream_finish(&r, &res, &res, &out, &err) == 0);
     CHECK(resp_stream_done(&r, &res, &out, &err) == 0);
     CHECK(strstr(out.p, "\"role\":\"assistant\"") != NULL);
@@ -845,16 +845,16 @@ TEST(server, http_in_process) {
 void server_node_suite(const char *env) {
     const char *bin = getenv("DELTALLM_BIN");
     if (!bin || !*bin) {
-        test_note("DELTALLM_BIN not set: the Node suite is skipped");
+        test_skip("DELTALLM_BIN not set: the Node suite is skipped");
         return;
     }
     if (system("node --version > /dev/null 2>&1") != 0) {
-        test_note("node is not installed: the Node suite (tests/server) is skipped");
+        test_skip("node is not installed: the Node suite (tests/server) is skipped");
         return;
     }
     struct stat sb;
     if (stat("tests/server/node_modules/openai", &sb) != 0) {
-        test_note("tests/server/node_modules is missing (run: cd tests/server && npm ci): the Node suite is skipped");
+        test_skip("tests/server/node_modules is missing (run: cd tests/server && npm ci): the Node suite is skipped");
         return;
     }
     char cmd[1200];

@@ -10,17 +10,12 @@
 
 #include "deltallm.h"
 #include "engine/spec_internal.h"
+#include "base/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static DlEngine *open_model(const char *path, bool exact, int n_seq) {
     DlEngineParams p;

@@ -20,6 +20,7 @@
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
+#include "base/clock.h"
 
 /* ------------------------------------------------------------------------------------------ fixtures */
 
@@ -48,12 +49,6 @@ static Tokenizer *vocab(int qwen35) {
         if (!loaded[0] != !loaded[1]) atexit(free_loaded); /* first successful load */
     }
     return loaded[qwen35];
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Parses "1 2 3" into v (reset first). */
@@ -672,7 +667,7 @@ static int count_lines(const char *s) {
 TEST(tokenizer, cli_tokenize_detokenize) {
     const char *bin = getenv("DELTALLM_BIN");
     if (!bin) {
-        test_note("DELTALLM_BIN not set: skipped");
+        test_skip("DELTALLM_BIN not set: skipped");
         return;
     }
     char cmd[4096], out[8192];

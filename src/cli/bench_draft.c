@@ -8,17 +8,12 @@
 #include "cli/bench_draft.h"
 
 #include "cli/cli.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct Row {
     const char *model;

@@ -1,17 +1,12 @@
 /* bench_pipe.c — the parts of `deltallm bench` for several sessions and for engines over MPI (bench_pipe.h):
  * decode with N sessions at once, and the per-stage table (compute, bubble, bytes per token, memory). */
 #include "cli/bench_pipe.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 double bench_decode_sessions(DlEngine *e, DlSession **s, int n, const int32_t *toks, int steps, DlError *err) {
     int32_t t[256];

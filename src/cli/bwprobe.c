@@ -2,6 +2,7 @@
 #include "cli/bwprobe.h"
 
 #include "kernels/cpu/isa.h"
+#include "base/clock.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,12 +16,6 @@ typedef struct Slice {
     pthread_barrier_t *bar;
     double t;
 } Slice;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static unsigned long long sum_plain(const void *p, size_t bytes) {
     const unsigned long long *v = p;

@@ -1,5 +1,6 @@
 /* chat_conv.c — see chat_conv.h: the conversation of `deltallm chat`, its rendering and session reuse. */
 #include "cli/chat_conv.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +20,6 @@ struct ChatConv {
     void *snap; /* the session at snap_pos tokens (the end of the last user message); snap_pos 0: none */
     size_t snap_cap, snap_len, snap_pos;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int fail(DlError *err, const char *msg) {
     snprintf(err->msg, sizeof err->msg, "%s", msg);

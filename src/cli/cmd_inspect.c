@@ -7,6 +7,7 @@
 #include "gguf/format.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "vision/mmproj.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -63,7 +64,11 @@ static void print_config(FILE *f, const ModelConfig *c, uint64_t weight_bytes) {
     fprintf(f, "  n_embd               %d\n", c->n_embd);
     fprintf(f, "  layers               %d (block_count %d, MTP blocks %d skipped)\n", c->n_layer, c->n_layer_all, c->n_nextn);
     fprintf(f, "  layer kinds          %d delta-net, %d full attention (", c->n_recurrent, c->n_attention);
-    if (c->full_attention_interval) fprintf(f, "every %d-th layer is attention)\n", c->full_attention_interval);
+    if (c->full_attention_interval) {
+        const int k = c->full_attention_interval, t = k % 100;
+        const char *suf = t >= 11 && t <= 13 ? "th" : k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
+        fprintf(f, "every %d%s layer is attention)\n", k, suf);
+    }
     else fprintf(f, "from attention.recurrent_layers)\n");
     fprintf(f, "  context_length       %d\n", c->n_ctx_train);
     fprintf(f, "  rms_eps              %g\n", c->rms_eps);
@@ -165,6 +170,11 @@ int cmd_inspect(int argc, char **argv) {
     int rc = 0;
     if (gguf_get(g, "general.architecture") == NULL) {
         fprintf(f, "\n(no general.architecture: not a model file)\n");
+    } else if (mmproj_is_clip(g)) { /* a multimodal projector (vision/mmproj.c) */
+        Mmproj *m = mmproj_open(path, &err);
+        if (m) mmproj_print(f, m);
+        else fprintf(f, "\n== vision projector ==\n  %s\n", err.msg), rc = 1;
+        mmproj_close(m);
     } else if (model_config_read(&cfg, g, &err) == 0) {
         print_config(f, &cfg, total);
     } else {

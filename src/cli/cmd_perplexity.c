@@ -17,6 +17,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <math.h>
@@ -158,8 +159,7 @@ int cmd_perplexity(int argc, char **argv) {
             exact ? " (exact mode)" : "");
     double nll = 0, nll2 = 0, nll_b = 0, nll_b2 = 0, kl_sum = 0, kl_sum2 = 0;
     long long count = 0, same_top = 0;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = now_s();
     int32_t *window = malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!window) {
         err_set(&err, "out of memory");
@@ -192,8 +192,7 @@ int cmd_perplexity(int argc, char **argv) {
             count++;
         }
         if (c == 0) {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            double s = now_s() - t0;
             fprintf(stderr, "perplexity: %.2f seconds per window - ETA %.2f minutes\n", s, s * (double)n_chunk / 60);
         }
         printf("[%lld]%.4f,", c + 1, exp(nll / (double)count));

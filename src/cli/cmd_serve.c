@@ -23,11 +23,12 @@ static void usage(void) {
            "  -np, --parallel N        requests computed at once (slots; default 1)\n"
            "  -c, --ctx-size N         context per slot in tokens (default min(model, 4096))\n"
            "  -b, --batch-size N       prompt tokens per forward pass (default 256)\n"
-           "  -t, --threads N          compute threads (default: all CPUs)\n"
+           "  -t, --threads N          compute threads (default: one per 128 MiB of weights read per token, at most\n"
+           "                           the CPUs: 1 for the embedded model)\n"
            "  --no-mmap                read the weights into memory instead of mapping the file\n"
            "  --mlock                  read every weight page first and lock them in memory\n"
-           "  --api-key KEY            require 'Authorization: Bearer KEY' (also $DELTALLM_API_KEY)\n"
-           "  --api-key-file FILE      the same, the key read from the first line of FILE (whitespace trimmed)\n"
+           "  --api-key KEY[,KEY...]   require 'Authorization: Bearer KEY', any of the keys (also $DELTALLM_API_KEY)\n"
+           "  --api-key-file FILE      the same, the keys read from FILE, one per line (whitespace trimmed)\n"
            "  --alias NAME             model id reported by the API (default: the file name)\n"
            "  --chat-template-file F   use this chat template instead of the GGUF's\n"
            "  --chat-format NAME       force the chat format: chatml, qwen3, qwen3-coder, qwen35\n"
@@ -40,7 +41,12 @@ static void usage(void) {
            "  --state-dir DIR          also keep checkpoints on disk (survive restarts)\n"
            "  --state-max MiB          disk budget for --state-dir (default 10240)\n"
            "  --max-body MiB           largest request body (default 8)\n"
-           "  --max-connections N      open connections at most (default 256)\n"
+           "  --max-connections N      open connections (default 256); beyond, the oldest one still sending\n"
+           "                           its headers is closed\n"
+           "  --slot-save-path DIR     POST /slots/{id}?action=save|restore keeps slot files here\n"
+           "  --ssl-key-file FILE --ssl-cert-file FILE  serve HTTPS (PEM key and certificate)\n"
+           "  --header-timeout S       a new connection's request headers must arrive within S seconds\n"
+           "                           (default 10; 0 = only --read-timeout)\n"
            "  --timeout S              idle connection timeout in seconds (default 600)\n"
            "  --read-timeout S         a request's headers and body must arrive within S seconds (default 60;\n"
            "                           0 = no deadline); idle keep-alive connections close after it too\n"
@@ -48,7 +54,8 @@ static void usage(void) {
            "  --cors-origin ORIGINS    answer browsers from these origins ('*' or a comma-separated list)\n"
            "  --metrics                serve Prometheus metrics at /metrics\n"
            "  --temp T --top-p P --top-k K --min-p P\n"
-           "                           sampling defaults for requests that do not set them (OpenAI's: 1, 1, off, off)\n"
+           "                           sampling defaults for requests that do not set them (default 0.8, 0.95, 40, 0.05:\n"
+           "                           the CLI's and the page's; GET /props shows them)\n"
            "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
            "  --no-webui               no chat page at / (by default http://HOST:PORT/ is a chat in the browser)\n"
            "  -v, --verbose            debug log\n%s%s", draft_options_help, cli_engine_help);
@@ -144,6 +151,19 @@ int cmd_serve(int argc, char **argv) {
             NEEDV;
             if (cli_parse_float("serve", a, val, 0, 1 << 20, &d)) return free(key_owned), 2;
             c.read_timeout_s = d;
+        } else if (!strcmp(a, "--slot-save-path")) {
+            NEEDV;
+            c.slot_save_path = val;
+        } else if (!strcmp(a, "--ssl-key-file")) {
+            NEEDV;
+            c.ssl_key_file = val;
+        } else if (!strcmp(a, "--ssl-cert-file")) {
+            NEEDV;
+            c.ssl_cert_file = val;
+        } else if (!strcmp(a, "--header-timeout")) {
+            NEEDV;
+            if (cli_parse_float("serve", a, val, 0, 1 << 20, &d)) return free(key_owned), 2;
+            c.header_timeout_s = d;
         } else if (!strcmp(a, "--max-connections-per-ip")) INT_OPT(0, 1 << 16, c.max_connections_per_ip);
         else if (!strcmp(a, "--cors-origin")) {
             NEEDV;
@@ -164,9 +184,9 @@ int cmd_serve(int argc, char **argv) {
 #undef INT_OPT
 #undef FLOAT_OPT
     }
-    if (!c.model_path) {
+    if (!c.model_path && !(c.model_path = cli_default_model())) {
         free(key_owned);
-        return cli_usage_error("serve", "no model: -m MODEL.gguf");
+        return cli_usage_error("serve", "no model: -m MODEL.gguf (the embedded %s is not here)", CLI_DEFAULT_MODEL);
     }
     if (draft_options_check(&dro, "serve")) return free(key_owned), 2;
     if (c.n_predict == 0) c.n_predict = -1;

@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "base/clock.h"
 
 /* Opens MODEL and loads its tokenizer; prints one line and returns NULL on failure. */
 static Tokenizer *open_tokenizer(const char *cmd, const char *path) {
@@ -32,12 +33,6 @@ static Tokenizer *open_tokenizer(const char *cmd, const char *path) {
     gguf_close(g);
     if (!t) fprintf(stderr, "deltallm %s: %s: %s\n", cmd, path, err.msg);
     return t;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* "[1,2,3]\n" — formatted by hand: printf per id would cost more than tokenizing. */

@@ -1,17 +1,12 @@
 /* progress.c — see progress.h: the load progress bar. */
 #include "cli/progress.h"
+#include "base/clock.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void load_progress_init(LoadProgress *p, FILE *out) {
     memset(p, 0, sizeof *p);
@@ -53,7 +48,7 @@ void load_progress_line(char *buf, size_t cap, const char *phase, uint64_t done,
 void load_progress_cb(void *user, const char *phase, uint64_t done, uint64_t total) {
     LoadProgress *p = user;
     if (!p || !p->enabled) return;
-    const double now = mono_s();
+    const double now = now_s();
     if (strncmp(p->phase, phase, sizeof p->phase - 1) != 0) {
         snprintf(p->phase, sizeof p->phase, "%s", phase);
         p->t_phase = now;

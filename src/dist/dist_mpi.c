@@ -5,6 +5,7 @@
  * after the other; the first starts with a 16-byte prefix holding the payload's length. Pieces are at most
  * PIECE bytes, so a snapshot of any size fits MPI's int counts. */
 #include "dist/dist.h"
+#include "base/clock.h"
 
 #include <mpi.h>
 
@@ -65,12 +66,6 @@ static struct {
     uint64_t bytes_sent;
 } D = {.mu = PTHREAD_MUTEX_INITIALIZER, .arrived = PTHREAD_COND_INITIALIZER, .kick = PTHREAD_COND_INITIALIZER,
        .failed_rank = -1};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- failure ------------------------------------------------------------------------------------------- */
 

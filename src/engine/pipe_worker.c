@@ -12,6 +12,7 @@
 #include "deltallm.h"
 #include "dist/dist.h"
 #include "kernels/cpu/isa.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,12 +35,6 @@ typedef struct Worker {
     double compute_s, t_reset;
     uint64_t batches, tokens, bytes0;
 } Worker;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void worker_close(Worker *w) {
     for (int i = 0; i < w->st_cap; i++) seqstate_free(w->st[i]);
@@ -75,12 +70,12 @@ static int worker_open(Worker *w, const PipeOpen *o, PipeOpenReply *rep, Err *er
     w->l1 = o->l1[w->rank];
     if (w->l0 < 0 || w->l0 >= w->l1 || w->l1 > w->m->cfg.n_layer) return err_set(err, "a bad layer range [%d, %d)", w->l0, w->l1);
     const BackendOptions bo = {.name = o->backend[0] ? o->backend : NULL,
-                               .isa = (int)isa,
+                               .cpu = {.isa = (int)isa, .pack = !o->no_pack},
                                .n_threads = o->n_threads,
                                .mode = o->mode == MATMUL_EXACT ? MATMUL_EXACT : o->mode == MATMUL_GGML ? MATMUL_GGML : MATMUL_FAST,
                                .kv_k = o->kv_k, /* checked by backend_create */
                                .kv_v = o->kv_v,
-                               .pack = !o->no_pack};
+                               };
     if (!(w->bound = pipe_weights(w->m, w->l0, w->l1, false, &w->n_bound, &w->bound_bytes, err)) ||
         !(w->be = backend_create(&bo, err)) || w->be->vt->bind(w->be, w->bound, w->n_bound, err))
         return -1;

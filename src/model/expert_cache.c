@@ -11,6 +11,7 @@
 #include "model/expert_cache.h"
 
 #include "gguf/gguf.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,12 +78,6 @@ struct ExpertCache {
     bool quit;
     ExpertCacheStats st;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 

@@ -4,18 +4,13 @@
  * timestamps: BackendVt.mark) the same phases and ops are timed on the device's clock from marks recorded
  * into the stream, read back when the pass ends, and the report adds the host↔device bytes per token. */
 #include "model/forward_internal.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-double fwd_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* mark tags: a phase's end is its Phase; these, and TAG_OP + the op's slot for an op's end */
 enum { TAG_PASS = -1, TAG_OP_START = -2, TAG_PHASE_START = -3, TAG_OP = 1000 };
@@ -24,12 +19,12 @@ static bool dev_marks(const Forward *f) { return f->prof.enabled && f->be->vt->m
 
 double fwd_phase_start(Forward *f) {
     if (dev_marks(f)) f->be->vt->mark(f->be, TAG_PHASE_START);
-    return fwd_now();
+    return now_s();
 }
 
 void fwd_phase(Forward *f, Phase ph, double *t0) {
     if (!f->prof.enabled) return;
-    double t = fwd_now();
+    double t = now_s();
     f->prof.phase[ph] += t - *t0;
     *t0 = t;
     if (dev_marks(f)) f->be->vt->mark(f->be, (int)ph);
@@ -61,7 +56,7 @@ static long majflt(void) {
 
 void fwd_prof_begin(Forward *f) {
     f->prof.flt0 = majflt();
-    f->prof.t0 = fwd_now();
+    f->prof.t0 = now_s();
     BackendStats st;
     backend_stats(f->be, &st);
     f->prof.h2d0 = st.h2d_bytes, f->prof.d2h0 = st.d2h_bytes;
@@ -90,7 +85,7 @@ static void read_marks(Forward *f) {
 
 void fwd_prof_end(Forward *f) {
     f->prof.majflt += majflt() - f->prof.flt0;
-    f->prof.total += fwd_now() - f->prof.t0;
+    f->prof.total += now_s() - f->prof.t0;
     f->prof.forwards++;
     f->prof.tokens += (uint64_t)f->rows;
     BackendStats st;
@@ -112,15 +107,36 @@ void fwd_prof_end(Forward *f) {
             call;                                                                                              \
         } else {                                                                                               \
             if (dev_marks(f)) (f)->be->vt->mark((f)->be, TAG_OP_START);                                         \
-            const double t_ = fwd_now();                                                                       \
+            const double t_ = now_s();                                                                       \
             call;                                                                                              \
-            fwd_prof_op((f), (label), fwd_now() - t_);                                                         \
+            fwd_prof_op((f), (label), now_s() - t_);                                                         \
         }                                                                                                      \
     } while (0)
 
 void fwd_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, BView y) {
     const MatArgs a = {w, -1, NULL, 0, 0, x, y, T};
     TIMED(f, name, f->be->vt->matmul(f->be, &a));
+}
+
+void fwd_matmul_pair(Forward *f, const char *const name[3], const Weight *wa, const Weight *wc, BView x, int64_t T,
+                     BView ya, BView yc) {
+    if (!f->be->vt->matmul_pair) {
+        fwd_matmul(f, name[0], wa, x, T, ya);
+        fwd_matmul(f, name[1], wc, x, T, yc);
+        return;
+    }
+    const MatArgs a = {wa, -1, NULL, 0, 0, x, ya, T}, c = {wc, -1, NULL, 0, 0, x, yc, T};
+    TIMED(f, name[2], f->be->vt->matmul_pair(f->be, &a, &c));
+}
+
+void fwd_out_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, int il) {
+    if (!f->be->vt->matmul_add || fwd_dumping(f, il)) {
+        fwd_matmul(f, name, w, x, T, f->b.tmp);
+        return;
+    }
+    const MatArgs a = {w, -1, NULL, 0, 0, x, f->b.x, T};
+    TIMED(f, name, f->be->vt->matmul_add(f->be, &a));
+    f->res_done = true;
 }
 
 void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, const void *data, BView x, int64_t T,
@@ -134,13 +150,17 @@ void fwd_conv_silu(Forward *f, BView x, int T, int C, int K, const Weight *w, BV
 }
 
 void fwd_deltanet(Forward *f, const DeltaArgs *a) {
-    const char *form = f->be->dn_fused_state ? "deltanet (fused)" : a->chunked ? "deltanet (chunked)" : "deltanet (recurrent)";
+    const char *form = backend_state_layout(f->be) == STATE_FUSED ? "deltanet (fused)" : a->chunked ? "deltanet (chunked)" : "deltanet (recurrent)";
     TIMED(f, form, f->be->vt->deltanet(f->be, a));
 }
 
 void fwd_moe_ffn(Forward *f, const MoeArgs *a) { TIMED(f, "moe experts (fused)", f->be->vt->moe_ffn(f->be, a)); }
 
 void fwd_attention(Forward *f, const AttentionArgs *a) { TIMED(f, "attention", f->be->vt->attention(f->be, a)); }
+
+void fwd_attention_gated(Forward *f, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head) {
+    TIMED(f, "attention+gate", f->be->vt->attention_gated(f->be, a, gate, g_row, g_head));
+}
 
 void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n) {
     TIMED(f, "swiglu", f->be->vt->swiglu(f->be, g, u, g, rows, n));
@@ -158,8 +178,50 @@ void fwd_gate_up(Forward *f, const char *const label[3], const Weight *wg, const
     TIMED(f, label[2], f->be->vt->matmul_swiglu(f->be, &ag, &au));
 }
 
+/* ---- a device's command counts ---------------------------------------------------------------------------- */
+
+static bool is_device(const Forward *f) { return f->be->vt->mark != NULL; }
+
+void fwd_count_begin(Forward *f) {
+    if (!is_device(f)) return;
+    BackendStats st;
+    backend_stats(f->be, &st);
+    f->cnt_d0 = st.dispatches, f->cnt_b0 = st.barriers, f->cnt_h0 = st.host_ns;
+}
+
+void fwd_count_end(Forward *f) {
+    if (!is_device(f)) return;
+    BackendStats st;
+    backend_stats(f->be, &st);
+    f->cnt.passes++;
+    f->cnt.tokens += (uint64_t)f->rows;
+    f->cnt.dispatches += st.dispatches - f->cnt_d0;
+    f->cnt.barriers += st.barriers - f->cnt_b0;
+    f->cnt.host_s += (double)(st.host_ns - f->cnt_h0) * 1e-9;
+}
+
+void fwd_count_layers(Forward *f, uint64_t *d0, uint64_t *b0, int n) {
+    if (!is_device(f)) return;
+    BackendStats st;
+    backend_stats(f->be, &st);
+    if (n > 0) {
+        f->cnt.layer_steps += (uint64_t)n;
+        f->cnt.layer_dispatches += st.dispatches - *d0;
+        f->cnt.layer_barriers += st.barriers - *b0;
+    }
+    *d0 = st.dispatches, *b0 = st.barriers;
+}
+
+bool forward_device_counts(Forward *f, DevCounts *out, bool reset) {
+    if (!is_device(f)) return false;
+    *out = f->cnt;
+    if (reset) memset(&f->cnt, 0, sizeof f->cnt);
+    return true;
+}
+
 void forward_profile_enable(Forward *f, bool on) {
     memset(&f->prof, 0, sizeof f->prof);
+    memset(&f->cnt, 0, sizeof f->cnt);
     f->prof.enabled = on;
 }
 
@@ -184,6 +246,15 @@ int forward_profile_report(const Forward *f, char *buf, size_t cap) {
         const double tk = p->tokens ? (double)p->tokens : 1;
         OUT("  device time %.3f s (timestamps); host<->device per token: %.0f B up, %.0f B down\n", p->dev_total,
             (double)p->h2d / tk, (double)p->d2h / tk);
+    }
+    if (is_device(f) && f->cnt.tokens) {
+        const DevCounts *c = &f->cnt;
+        const double tk = (double)c->tokens, ls = c->layer_steps ? (double)c->layer_steps : 1;
+        OUT("  device commands per token: %.2f dispatches, %.2f barriers, host %.1f us issuing; per layer: %.2f "
+            "dispatches, %.2f barriers (%s)\n",
+            (double)c->dispatches / tk, (double)c->barriers / tk, c->host_s * 1e6 / tk,
+            (double)c->layer_dispatches / ls * ((double)c->passes / tk), (double)c->layer_barriers / ls * ((double)c->passes / tk),
+            c->passes == c->tokens ? "decode" : "per pass, per token");
     }
     OUT("  %-36s %10s %7s\n", "phase", "ms", "%");
     double covered = 0;

@@ -2,7 +2,7 @@
  *   dense SwiGLU (qwen35):  down(silu(gate·y) ⊙ up·y)
  *   MoE (qwen3next, qwen35moe): softmax over all experts → top-k → renormalise (floor 6.1035e-5) → each
  *   selected expert's SwiGLU, summed in selection order with its weight → + the shared expert ⊙
- *   sigmoid(ffn_gate_inp_shexp·y)  (SPEC §2.5).
+ *   sigmoid(ffn_gate_inp_shexp·y)  (docs/MODEL.md, Feed-forward).
  * Experts run grouped: the selection comes back to the host once per layer, the rows routed to each expert
  * are listed (index work only), gathered and multiplied together, so each selected expert's weights are read
  * once per batch. The expert provider (model.h), when set, supplies the experts' bytes between routing and
@@ -15,11 +15,11 @@
 
 #include <string.h>
 
-static void ffn_dense(Forward *f, Bufs *b, const LayerW *l) {
+static void ffn_dense(Forward *f, Bufs *b, const LayerW *l, int il) {
     const int R = f->rows;
     static const char *const labels[3] = {"ffn_gate", "ffn_up", "ffn_gate+up+swiglu"};
     fwd_gate_up(f, labels, l->ffn_gate, l->ffn_up, b->h, R, b->fg, b->fu);
-    fwd_matmul(f, "ffn_down", l->ffn_down, b->fg, R, b->tmp);
+    fwd_out_matmul(f, "ffn_down", l->ffn_down, b->fg, R, il);
 }
 
 /* Lists the (row, slot) pairs of the selection by expert, ascending in both, into gidx (the row) and sidx
@@ -152,6 +152,6 @@ void layer_ffn(Forward *f, Bufs *b, int il) {
     const LayerW *l = &f->m->layers[il];
     double t0 = fwd_phase_start(f);
     if (f->m->cfg.moe) ffn_moe(f, b, l, il);
-    else ffn_dense(f, b, l);
+    else ffn_dense(f, b, l, il);
     fwd_phase(f, PH_FFN, &t0);
 }

@@ -62,7 +62,7 @@ int mtp_run(Forward *f, MtpPass *p, int which, const BatchSeq *seqs, int n_seqs,
     Backend *be = f->be;
     Bufs *b = &f->b;
     const int R = f->rows, E = p->E;
-    double t0 = fwd_now();
+    double t0 = now_s();
     be->vt->get_rows(be, t->embd, b->ids, R, b->tmp);
     const VecSet in = {R, 1, E, E, E, 2 * (int64_t)E, E};
     be->vt->rms_norm(be, b->tmp, p->cat, t->enorm, &in, m->cfg.rms_eps);

@@ -19,6 +19,7 @@
  * its end (bounded by the read deadline and by min(1 GiB, 128 x --max-body)) so that the client, still
  * sending, receives the 413 instead of a reset. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <netdb.h>
+#include <unistd.h>
 
 #include "server/http_internal.h"
 #include "server/json_io.h"
@@ -39,6 +41,8 @@ typedef struct ConnCtx {
     bool too_large;
     unsigned long long dropped; /* bytes read and dropped after too_large */
     bool refused;               /* perr is the answer, sent once the body has been read (and dropped) */
+    bool deferred;              /* no body: begin() runs at the next call */
+    bool waiting;               /* begin() did not answer: the body comes next */
     ApiError perr;
 } ConnCtx;
 
@@ -118,8 +122,7 @@ enum MHD_Result http_send_error(Server *s, struct MHD_Connection *c, const ApiEr
 
 static bool authorized(Server *s, struct MHD_Connection *c) {
     if (!s->api_key) return true;
-    return http_bearer_matches(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), s->api_key,
-                               s->api_key_len);
+    return http_bearer_matches_any(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), s->api_key);
 }
 
 /* MHD's unescaper (see http_unescape). */
@@ -128,22 +131,70 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
     return http_unescape(s);
 }
 
-static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
-    (void)kind, (void)value;
-    if (key && !strcasecmp(key, "Content-Length")) (*(int *)cls)++;
+typedef struct HeaderScan {
+    int n_cl, n_te, n_auth, n_host;
+    const char *bad; /* why a header is refused (NULL: none) */
+    char name[64];   /* the header it is about */
+} HeaderScan;
+
+/* RFC 9110 §5.6.2: a field name is a token. */
+static bool is_token(const char *s, size_t n) {
+    if (!n) return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch <= 32 || ch >= 127 || strchr("\"(),/:;<=>?@[\\]{}", ch)) return false;
+    }
+    return true;
+}
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                   const char *value, size_t value_size) {
+    (void)kind;
+    HeaderScan *h = cls;
+    if (!key || h->bad) return MHD_YES;
+    if (!h->bad && !is_token(key, key_size))
+        h->bad = "a header name must be a token: no whitespace before the colon (RFC 9112 5.1)";
+    else if (value && strlen(value) != value_size) h->bad = "a header value may not hold a NUL byte";
+    if (h->bad) {
+        snprintf(h->name, sizeof h->name, "%.*s", (int)(key_size < 60 ? key_size : 60), key);
+        return MHD_YES;
+    }
+    if (!strcasecmp(key, "Content-Length")) {
+        h->n_cl++;
+        bool digits = value && *value;
+        for (const char *p = value; p && *p; p++) digits &= *p >= '0' && *p <= '9';
+        if (!digits) h->bad = "Content-Length must be a decimal number";
+    } else if (!strcasecmp(key, "Transfer-Encoding")) {
+        h->n_te++;
+    } else if (!strcasecmp(key, "Authorization")) {
+        h->n_auth++;
+    } else if (!strcasecmp(key, "Host")) {
+        h->n_host++;
+    }
+    if (h->bad) snprintf(h->name, sizeof h->name, "%s", key);
     return MHD_YES;
 }
 
-/* Requests whose body framing is ambiguous (RFC 9112 §6.1, §6.3): refused, the connection closed. */
+/* Requests whose framing or headers are ambiguous (RFC 9112 §3.2, §5.1, §6.1, §6.3): refused, the connection
+ * closed — a proxy in front might read them differently (request smuggling). */
 static bool bad_framing(struct MHD_Connection *c, ApiError *e) {
+    HeaderScan h;
+    memset(&h, 0, sizeof h);
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_header, &h);
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
-    int n_cl = 0;
-    MHD_get_connection_values(c, MHD_HEADER_KIND, count_content_length, &n_cl);
-    if (te && n_cl)
+    if (h.bad)
+        return api_error(e, 400, "invalid_request_error", NULL, "bad_header", "bad header '%s': %s", h.name, h.bad),
+               true;
+    const char *dup = h.n_auth > 1 ? "Authorization" : h.n_te > 1 ? "Transfer-Encoding" : h.n_host > 1 ? "Host" : NULL;
+    if (dup)
+        return api_error(e, 400, "invalid_request_error", NULL, "bad_header", "a request may have one %s header only",
+                         dup),
+               true;
+    if (te && h.n_cl)
         return api_error(e, 400, "invalid_request_error", NULL, "bad_framing",
                          "a request may not have both Content-Length and Transfer-Encoding (RFC 9112)"),
                true;
-    if (n_cl > 1)
+    if (h.n_cl > 1)
         return api_error(e, 400, "invalid_request_error", NULL, "bad_framing",
                          "a request may have one Content-Length header only"),
                true;
@@ -190,12 +241,10 @@ static enum MHD_Result too_large(Server *s, struct MHD_Connection *c, const char
     return send_error(s, c, &e, method, url, close);
 }
 
-/* The first call for a request: headers are complete. */
+/* The request's headers are in (and, for a request without a body, the request is complete): answers, or
+ * returns MHD_YES with cc->waiting set to read the body first. */
 static enum MHD_Result begin(Server *s, struct MHD_Connection *c, ConnCtx *cc, const char *url, const char *method) {
     ApiError e;
-    cc->route = http_route(url, cc->id, sizeof cc->id);
-    atomic_fetch_add(&s->counters.requests[cc->route], 1);
-    if (bad_framing(c, &e)) return request_read(s, c), send_error(s, c, &e, method, url, true);
     int web_rc;
     if (!s->cfg.no_webui && web_serve(c, url, method, &web_rc)) return request_read(s, c), (enum MHD_Result)web_rc;
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
@@ -225,6 +274,7 @@ static enum MHD_Result begin(Server *s, struct MHD_Connection *c, ConnCtx *cc, c
         if (declared > drop_limit(s, cc)) return request_read(s, c), send_error(s, c, &e, method, url, true);
         cc->perr = e;
         cc->too_large = true; /* the body is dropped */
+        cc->waiting = true;
         return MHD_YES;
     }
     if (!want_post) {
@@ -239,6 +289,7 @@ static enum MHD_Result begin(Server *s, struct MHD_Connection *c, ConnCtx *cc, c
             return request_read(s, c), too_large(s, c, method, url, true);
         cc->too_large = true;
     }
+    cc->waiting = true;
     return MHD_YES;
 }
 
@@ -251,7 +302,25 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     if (!cc) {
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
+        if (s->guard) guard_headers_read(s->guard, guarded(c));
+        cc->route = http_route(url, cc->id, sizeof cc->id);
+        atomic_fetch_add(&s->counters.requests[cc->route], 1);
+        ApiError e;
+        if (bad_framing(c, &e)) return request_read(s, c), send_error(s, c, &e, method, url, true);
+        /* A request without a body is answered at the next call, when libmicrohttpd has it complete: a
+         * response queued now counts as "early" and closes the connection (no keep-alive, and a pipelined
+         * request after it would be lost). */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") && (!cl || !strtoull(cl, NULL, 10))) {
+            cc->deferred = true;
+            return MHD_YES;
+        }
         return begin(s, c, cc, url, method);
+    }
+    if (cc->deferred) {
+        cc->deferred = false;
+        enum MHD_Result rc = begin(s, c, cc, url, method);
+        if (!cc->waiting) return rc;
     }
     if (*upload_data_size) {
         if (!cc->too_large) {
@@ -282,8 +351,16 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         return http_send_error(s, c, &e, method, url);
     }
     const char *body = cc->body.p ? cc->body.p : "";
-    if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || cc->route == R_RESPONSES)
+    if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || cc->route == R_RESPONSES || cc->route == R_LLAMA_COMPLETION ||
+        cc->route == R_MESSAGES)
         return http_generate(s, c, cc->route, body, cc->body.n, method, url);
+    if (cc->route == R_SLOT_ACTION) {
+        ApiError e;
+        char *json = NULL;
+        const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
+        if (slot_action(s, cc->id, action, body, cc->body.n, &json, &e)) return http_send_error(s, c, &e, method, url);
+        return http_send_json(s, c, 200, json, NULL, NULL);
+    }
     return http_utility(s, c, cc->route, body, cc->body.n, method, url);
 }
 
@@ -331,7 +408,7 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
 
 /* ------------------------------------------------------------------------------------------ start/stop */
 
-int http_start(Server *s, Err *err) {
+int http_bind(Server *s, Err *err) {
     struct addrinfo hints = {0}, *ai = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -348,25 +425,81 @@ int http_start(Server *s, Err *err) {
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
     memcpy(&addr, pick->ai_addr, pick->ai_addrlen);
-    bool v6 = pick->ai_family == AF_INET6;
+    const socklen_t len = pick->ai_addrlen;
+    const int family = pick->ai_family;
     freeaddrinfo(ai);
-    if (v6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)s->cfg.port);
+    if (family == AF_INET6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)s->cfg.port);
     else ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)s->cfg.port);
-    if (s->cfg.read_timeout_s > 0 && !(s->guard = guard_new(s->cfg.read_timeout_s, err))) return -1;
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0) return err_set(err, "cannot open a socket: %s", strerror(errno));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&addr, len) != 0 || listen(fd, 128) != 0) {
+        const int e = errno;
+        close(fd);
+        return err_set(err, "cannot listen on %s:%d: %s%s", s->cfg.host, s->cfg.port, strerror(e),
+                       e == EADDRINUSE ? " (another server runs there: pick another --port, or 0 for any free one)"
+                       : e == EACCES   ? " (ports below 1024 need privileges: pick another --port)"
+                                       : "");
+    }
+    s->listen_fd = fd;
+    return 0;
+}
+
+int http_start(Server *s, Err *err) {
+    if (s->listen_fd < 0 && http_bind(s, err)) return -1;
+    struct sockaddr_storage addr;
+    socklen_t alen = sizeof addr;
+    const bool v6 = getsockname(s->listen_fd, (struct sockaddr *)&addr, &alen) == 0 && addr.ss_family == AF_INET6;
+    if (!(s->guard = guard_new(s->cfg.read_timeout_s, s->cfg.header_timeout_s, s->cfg.max_connections, err)))
+        return -1;
+    /* libmicrohttpd refuses connections beyond its own limit before we see them: it is set above the cap, and
+     * the guard closes the oldest connection still waiting for headers when one opens beyond the cap */
+    unsigned mhd_limit = (unsigned)s->cfg.max_connections + 8 + (unsigned)s->cfg.max_connections / 4;
     unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG |
                      (v6 ? MHD_USE_IPv6 : 0);
     unsigned per_ip = s->cfg.max_connections_per_ip > 0 ? (unsigned)s->cfg.max_connections_per_ip : 0;
+    /* TLS (--ssl-key-file, --ssl-cert-file): libmicrohttpd's GnuTLS support, the PEM files read into memory */
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    char *key_pem = NULL, *cert_pem = NULL;
+    if (s->cfg.ssl_key_file || s->cfg.ssl_cert_file) {
+        int rc = 0;
+        if (!s->cfg.ssl_key_file || !s->cfg.ssl_cert_file)
+            rc = err_set(err, "TLS needs both --ssl-key-file and --ssl-cert-file");
+        else if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            rc = err_set(err, "TLS is not available: this libmicrohttpd was built without GnuTLS");
+        else if (!(key_pem = server_read_file(s->cfg.ssl_key_file, err)) ||
+                 !(cert_pem = server_read_file(s->cfg.ssl_cert_file, err)))
+            rc = -1;
+        if (rc) {
+            free(key_pem);
+            guard_free(s->guard);
+            s->guard = NULL;
+            return -1;
+        }
+        flags |= MHD_USE_TLS;
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, key_pem};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, cert_pem};
+    }
     s->daemon = MHD_start_daemon(
-        flags, (uint16_t)s->cfg.port, NULL, NULL, access_handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+        flags, (uint16_t)s->cfg.port, NULL, NULL, access_handler, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, notify_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_END);
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+    /* libmicrohttpd parses the PEM text at start and keeps its own credentials */
+    free(key_pem);
+    free(cert_pem);
     if (!s->daemon) {
         guard_free(s->guard);
         s->guard = NULL;
-        return err_set(err, "cannot listen on %s:%d (address in use, or not allowed)", s->cfg.host, s->cfg.port);
+        if (flags & MHD_USE_TLS)
+            return err_set(err, "cannot start TLS on %s:%d: the address is in use, or the key or certificate is not "
+                                "valid PEM (--ssl-key-file %s, --ssl-cert-file %s)",
+                           s->cfg.host, s->cfg.port, s->cfg.ssl_key_file, s->cfg.ssl_cert_file);
+        return err_set(err, "cannot serve on %s:%d (libmicrohttpd refused the socket; see the log above)", s->cfg.host,
+                       s->cfg.port);
     }
+    s->listen_fd = -1; /* the daemon's now: MHD_stop_daemon closes it */
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->cfg.port;
     return 0;

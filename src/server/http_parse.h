@@ -22,6 +22,9 @@ typedef enum Route {
     R_PROPS,
     R_SLOTS,
     R_METRICS,
+    R_LLAMA_COMPLETION, /* POST /completion: llama.cpp's native endpoint */
+    R_SLOT_ACTION,      /* POST /slots/{id}?action=save|restore|erase */
+    R_MESSAGES,         /* POST /v1/messages: the Anthropic Messages API */
     R_COUNT
 } Route;
 
@@ -40,5 +43,8 @@ bool http_origin_allowed(const char *configured, const char *origin);
 /* Whether an Authorization header value ("Bearer KEY", case-insensitive scheme, blanks around) carries key
  * (compared in constant time). */
 bool http_bearer_matches(const char *header, const char *key, size_t key_len);
+/* The same against a comma-separated list of keys (blanks around each ignored): every key is compared, so
+ * the time taken does not tell which one matched. */
+bool http_bearer_matches_any(const char *header, const char *keys);
 
 #endif

@@ -171,6 +171,41 @@ static const char *find_duplicate(const cJSON *v, char *path, size_t cap) {
 
 /* ------------------------------------------------------------------------------------------ parsing */
 
+/* The first \uXXXX escape that is half a surrogate pair without its other half (*at: its offset). */
+static bool lone_surrogate(const char *b, size_t n, size_t *at) {
+    for (size_t i = 0; i + 6 <= n; i++) {
+        if (b[i] != '\\') continue;
+        if (b[i + 1] != 'u') {
+            i++; /* an escaped character, \\ included */
+            continue;
+        }
+        unsigned v = 0;
+        bool hex = true;
+        for (int k = 2; k < 6; k++) {
+            int d = hex_digit(b[i + k]);
+            hex &= d >= 0;
+            v = v * 16 + (unsigned)(d < 0 ? 0 : d);
+        }
+        if (!hex) continue;
+        if (v >= 0xD800 && v <= 0xDBFF) {
+            unsigned w = 0;
+            bool pair = i + 12 <= n && b[i + 6] == '\\' && b[i + 7] == 'u';
+            for (int k = 8; pair && k < 12; k++) {
+                int d = hex_digit(b[i + k]);
+                pair &= d >= 0;
+                w = w * 16 + (unsigned)(d < 0 ? 0 : d);
+            }
+            if (!pair || w < 0xDC00 || w > 0xDFFF) return *at = i, true;
+            i += 11;
+        } else if (v >= 0xDC00 && v <= 0xDFFF) {
+            return *at = i, true;
+        } else {
+            i += 5;
+        }
+    }
+    return false;
+}
+
 cJSON *json_parse_body(const char *body, size_t len, bool exact_numbers, char *msg, size_t msg_cap, char *where,
                        size_t where_cap) {
     where[0] = 0;
@@ -202,7 +237,12 @@ cJSON *json_parse_body(const char *body, size_t len, bool exact_numbers, char *m
         size_t off = end && end >= text ? (size_t)(end - text) : 0, shift = 0;
         for (size_t i = 0; i + 1 < off; i++)
             if ((unsigned char)text[i] == 0xC0 && (unsigned char)text[i + 1] == 0x80) shift += 4;
-        snprintf(msg, msg_cap, "the request body is not valid JSON (error near byte %zu)", off + shift);
+        size_t at = 0;
+        if (lone_surrogate(body, len, &at))
+            snprintf(msg, msg_cap, "the request body is not valid JSON: a lone UTF-16 surrogate escape (\\u%.4s) "
+                                   "at byte %zu; a surrogate must come in a \\uD800-\\uDBFF + \\uDC00-\\uDFFF "
+                                   "pair", body + at + 2, at);
+        else snprintf(msg, msg_cap, "the request body is not valid JSON (error near byte %zu)", off + shift);
         free(text);
         return NULL;
     }

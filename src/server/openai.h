@@ -16,6 +16,7 @@
 
 #include "deltallm.h"
 #include "server/job.h"
+#include "server/llama_params.h"
 #include "server/stop.h"
 
 typedef struct ApiError {
@@ -43,7 +44,7 @@ typedef struct ApiDefaults {
     int completion_max_tokens; /* OpenAI's default for /v1/completions is 16 */
 } ApiDefaults;
 
-enum { API_MAX_PROMPTS = 256 };
+enum { API_MAX_PROMPTS = 256, API_MAX_N = 16 };
 
 /* One /v1/completions prompt: text (JSON_NUL for NUL characters), or token ids. */
 typedef struct ApiPrompt {
@@ -54,14 +55,27 @@ typedef struct ApiPrompt {
 
 typedef struct ResponsesReq ResponsesReq; /* responses.c: what a /v1/responses request echoes and stores */
 
+/* llama-server's fields (openai_llama.c); all zero is the default. */
+typedef struct ApiLlama {
+    int n_predict; /* n_predict_given: replaces max_tokens (-1: until the context is full) */
+    bool n_predict_given;
+    bool id_slot_given; /* id_slot ≥ 0: the job runs in that slot (-1, the default: any) */
+    int id_slot;
+    bool include_stop; /* include_stop_str_in_output: the matched stop string ends the text */
+    bool keep_special; /* skip_special_tokens: false renders control tokens as text */
+    bool reasoning_raw; /* reasoning_format "none": chat text is returned unparsed, <think> included */
+} ApiLlama;
+
 typedef struct ApiRequest {
     bool chat;
     cJSON *doc; /* the body; the pointers below point into it (messages and tools: into render_doc) */
     cJSON *render_doc; /* chat: the body again, numbers kept as written (chat_json_parse), for rendering */
     bool stream, include_usage;
+    int n; /* choices per prompt (≥ 1): the prompt is evaluated once, its state copied to each */
     int max_tokens; /* -1: until the context is full */
     bool max_tokens_given;
     DlSamplingParams sp;
+    SamplerSpec *spx; /* llama.cpp's further samplers (llama_params.h), NULL: none */
     bool seed_given;
     const char *stop[STOP_MAX];
     int n_stop;
@@ -78,16 +92,23 @@ typedef struct ApiRequest {
     int enable_thinking;   /* -1 default, 0, 1 */
     RespFormat response_format;
     const cJSON *schema; /* RF_JSON_SCHEMA (may be NULL: any object) */
+    const char *grammar; /* a GBNF grammar (llama.cpp's `grammar`; every endpoint), or NULL */
     /* completion: one choice per prompt */
     ApiPrompt *prompts; /* malloc'd */
     int n_prompts;
     /* /v1/responses */
     ResponsesReq *responses;
+    ApiLlama llama;
 } ApiRequest;
 
 /* Parses and validates a body. On failure *e holds the 4xx to send; r is left empty. */
 int api_parse(bool chat, const char *body, size_t len, const ApiDefaults *d, ApiRequest *r, ApiError *e);
 void api_request_free(ApiRequest *r);
+
+/* openai_llama.c: takes llama-server's fields out of r->doc (before the strict key check) and applies them
+ * (after the OpenAI fields are parsed). */
+int api_llama_take(ApiRequest *r, ApiError *e);
+int api_llama_apply(ApiRequest *r, ApiError *e);
 
 /* Helpers shared with responses.c. */
 const char *api_type_name(const cJSON *v); /* "a string", "an object", ... */

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ typedef struct Entry {
     size_t pos;
     int32_t *tokens;
     Blob *blob;
+    bool exact;                  /* pcache_store_exact: any position, RAM only, found by pcache_lookup_exact */
     struct Entry *hnext;         /* hash chain */
     struct Entry *prev, *next;   /* LRU list: head = most recent */
 } Entry;
@@ -230,16 +232,20 @@ static uint64_t body_sum(const int32_t *tokens, size_t n, const void *data, size
 }
 
 /* Reads and checks a header: 0 valid, 1 stale (another model/settings/version), -1 corrupt. */
-static int read_header(FILE *f, const PrefixCache *pc, CkptHeader *h, uint64_t file_size) {
+static int check_header(FILE *f, const uint64_t fp[2], CkptHeader *h, uint64_t file_size) {
     if (fread(h, sizeof *h, 1, f) != 1) return -1;
     if (memcmp(h->magic, CKPT_MAGIC, 8) != 0) return -1;
     if (h->version != CKPT_VERSION || h->header_bytes != sizeof *h) return 1;
     if (h->header_sum != header_sum(h)) return -1;
-    if (h->fingerprint[0] != pc->cfg.fingerprint[0] || h->fingerprint[1] != pc->cfg.fingerprint[1]) return 1;
+    if (h->fingerprint[0] != fp[0] || h->fingerprint[1] != fp[1]) return 1;
     if (h->n_tokens > (uint64_t)1 << 32 || h->data_bytes > file_size ||
         sizeof *h + h->n_tokens * 4 + h->data_bytes != file_size)
         return -1;
     return 0;
+}
+
+static int read_header(FILE *f, const PrefixCache *pc, CkptHeader *h, uint64_t file_size) {
+    return check_header(f, pc->cfg.fingerprint, h, file_size);
 }
 
 /* Opens a checkpoint file for reading only when it is a regular file: a FIFO would block open() (and the
@@ -268,6 +274,29 @@ static FILE *open_regular(const char *path, struct stat *sb, const char **why) {
     return f;
 }
 
+/* A temporary file "NAME.dlckpt.tmp<pid>" whose writer is gone (a server killed while writing): deleted, so
+ * that crashes do not leave files that nothing counts against the disk budget. One whose process still runs
+ * (another server on the same directory, writing now) is left alone. Returns whether name was such a file. */
+static bool orphan_tmp(PrefixCache *pc, const char *name) {
+    const char *t = strstr(name, ".dlckpt.tmp");
+    if (!t || t == name) return false;
+    const char *digits = t + 11;
+    char *end = NULL;
+    long pid = strtol(digits, &end, 10);
+    if (end == digits || *end || pid <= 0) return false;
+    if (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) return true; /* still writing */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", pc->dir, name);
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return true;
+    if (unlink(path) == 0) {
+        pc->st.orphans_removed++;
+        srv_log(LOG_WARN, "prefix cache: removed %s (%llu bytes), left by a writer that did not finish", path,
+                (unsigned long long)sb.st_size);
+    }
+    return true;
+}
+
 static void scan_dir(PrefixCache *pc) {
     DIR *d = opendir(pc->dir);
     if (!d) return;
@@ -276,6 +305,7 @@ static void scan_dir(PrefixCache *pc) {
     char path[4096];
     while ((de = readdir(d))) {
         size_t n = strlen(de->d_name);
+        if (orphan_tmp(pc, de->d_name)) continue;
         if (n < 8 || strcmp(de->d_name + n - 7, ".dlckpt") != 0) continue;
         snprintf(path, sizeof path, "%s/%s", pc->dir, de->d_name);
         struct stat sb;
@@ -312,33 +342,80 @@ static void scan_dir(PrefixCache *pc) {
     disk_evict_to(pc, pc->cfg.disk_bytes);
 }
 
-static bool write_file(PrefixCache *pc, const WriteJob *w, char *path, size_t cap) {
+/* Writes a checkpoint file: to path.tmp<pid>, then renamed (a reader never sees half a file). */
+static bool write_ckpt(const uint64_t fp[2], const char *path, uint64_t key, const int32_t *tokens, size_t pos,
+                       const void *data, size_t size) {
     char tmp[4200];
-    file_name(pc, w->key, w->pos, path, cap);
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
     CkptHeader h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CKPT_MAGIC, 8);
     h.version = CKPT_VERSION;
     h.header_bytes = sizeof h;
-    h.fingerprint[0] = pc->cfg.fingerprint[0];
-    h.fingerprint[1] = pc->cfg.fingerprint[1];
-    h.key = w->key;
-    h.n_tokens = w->pos;
-    h.data_bytes = w->blob->size;
-    h.body_sum = body_sum(w->tokens, w->pos, w->blob->data, w->blob->size);
+    h.fingerprint[0] = fp[0];
+    h.fingerprint[1] = fp[1];
+    h.key = key;
+    h.n_tokens = pos;
+    h.data_bytes = size;
+    h.body_sum = body_sum(tokens, pos, data, size);
     h.header_sum = header_sum(&h);
     FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 &&
-              (w->pos == 0 || fwrite(w->tokens, sizeof(int32_t), w->pos, f) == w->pos) &&
-              fwrite(w->blob->data, 1, w->blob->size, f) == w->blob->size;
+    bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 && (pos == 0 || fwrite(tokens, sizeof(int32_t), pos, f) == pos) &&
+              fwrite(data, 1, size, f) == size;
     if (f && fclose(f) != 0) ok = false;
     if (ok && rename(tmp, path) != 0) ok = false;
     if (!ok) {
-        srv_log(LOG_WARN, "prefix cache: cannot write %s: %s", path, strerror(errno));
+        int saved = errno;
         unlink(tmp);
+        errno = saved;
     }
     return ok;
+}
+
+static bool write_file(PrefixCache *pc, const WriteJob *w, char *path, size_t cap) {
+    file_name(pc, w->key, w->pos, path, cap);
+    bool ok = write_ckpt(pc->cfg.fingerprint, path, w->key, w->tokens, w->pos, w->blob->data, w->blob->size);
+    if (!ok) srv_log(LOG_WARN, "prefix cache: cannot write %s: %s", path, strerror(errno));
+    return ok;
+}
+
+int pcache_file_write(const uint64_t fingerprint[2], const char *path, const int32_t *tokens, size_t n,
+                      const void *data, size_t size, Err *err) {
+    uint64_t key = hash64(tokens, n * sizeof *tokens, 0x534c4f54);
+    if (!write_ckpt(fingerprint, path, key, tokens, n, data, size))
+        return err_set(err, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int pcache_file_read(const uint64_t fingerprint[2], const char *path, int32_t **tokens, size_t *n, void **data,
+                     size_t *size, Err *err) {
+    *tokens = NULL, *data = NULL, *n = *size = 0;
+    struct stat sb;
+    const char *why;
+    FILE *f = open_regular(path, &sb, &why);
+    if (!f) return err_set(err, "%s %s", path, errno == ENOENT ? "does not exist" : why);
+    CkptHeader h;
+    int rc = check_header(f, fingerprint, &h, (uint64_t)sb.st_size);
+    int32_t *tk = NULL;
+    void *d = NULL;
+    if (rc > 0) why = "was saved by another model or with other settings";
+    else if (rc < 0) why = "is not a checkpoint file (bad header)";
+    else if (!(tk = malloc(h.n_tokens * sizeof *tk + 1)) || !(d = malloc(h.data_bytes ? h.data_bytes : 1)))
+        why = "does not fit in memory";
+    else if ((h.n_tokens && fread(tk, sizeof *tk, h.n_tokens, f) != h.n_tokens) || fread(d, 1, h.data_bytes, f) != h.data_bytes)
+        why = "is truncated";
+    else if (body_sum(tk, h.n_tokens, d, h.data_bytes) != h.body_sum)
+        why = "fails its checksum";
+    else
+        why = NULL;
+    fclose(f);
+    if (why) {
+        free(tk);
+        free(d);
+        return err_set(err, "%s %s", path, why);
+    }
+    *tokens = tk, *n = h.n_tokens, *data = d, *size = h.data_bytes;
+    return 0;
 }
 
 static void *writer_main(void *arg) {
@@ -601,6 +678,45 @@ void pcache_store(PrefixCache *pc, const int32_t *tokens, size_t pos, uint64_t k
     }
     ram_insert(pc, tokens, pos, key, blob); /* takes the creation reference */
     pthread_mutex_unlock(&pc->mu);
+}
+
+static uint64_t exact_key(const int32_t *tokens, size_t pos) {
+    return hash64(tokens, pos * sizeof *tokens, 0x6578616374ull); /* "exact" */
+}
+
+void pcache_store_exact(PrefixCache *pc, const int32_t *tokens, size_t pos, void *data, size_t size) {
+    Blob *blob = pos ? blob_new(data, size) : NULL;
+    if (!blob) {
+        free(data);
+        return;
+    }
+    const uint64_t key = exact_key(tokens, pos);
+    pthread_mutex_lock(&pc->mu);
+    pc->st.stores++;
+    Entry *old = ram_find(pc, key, pos);
+    if (old) ram_remove(pc, old);
+    Entry *e = ram_insert(pc, tokens, pos, key, blob);
+    if (e) e->exact = true;
+    pthread_mutex_unlock(&pc->mu);
+}
+
+bool pcache_lookup_exact(PrefixCache *pc, const int32_t *tokens, size_t min_pos, size_t max_pos, PcacheHit *hit) {
+    memset(hit, 0, sizeof *hit);
+    pthread_mutex_lock(&pc->mu);
+    Entry *best = NULL;
+    for (Entry *e = pc->lru_head; e; e = e->next)
+        if (e->exact && e->pos > min_pos && e->pos <= max_pos && (!best || e->pos > best->pos) &&
+            memcmp(e->tokens, tokens, e->pos * sizeof *tokens) == 0)
+            best = e;
+    if (best) {
+        pc->st.hits_ram++;
+        lru_unlink(pc, best);
+        lru_push_front(pc, best);
+        blob_ref(best->blob);
+        *hit = (PcacheHit){.pos = best->pos, .data = best->blob->data, .size = best->blob->size, .blob_ = best->blob};
+    }
+    pthread_mutex_unlock(&pc->mu);
+    return best != NULL;
 }
 
 void pcache_stats(PrefixCache *pc, PcacheStats *st) {

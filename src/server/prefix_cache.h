@@ -13,6 +13,8 @@
  * checksum of tokens + snapshot. At start the directory is scanned: files of another model or settings
  * (stale) and files with a bad header (corrupt) are ignored with a warning; a body that fails its
  * checksum when loaded is ignored with a warning too. The disk has its own byte budget (LRU by use).
+ * Temporary files left by a writer that died (NAME.dlckpt.tmp<pid>, the pid no longer running) are deleted
+ * by the scan.
  *
  * Threads: all calls may come from any thread (one mutex); the disk writer runs on its own thread. */
 #ifndef DL_SERVER_PREFIX_CACHE_H
@@ -62,13 +64,29 @@ bool pcache_contains(PrefixCache *pc, uint64_t key, size_t pos);
  * the cache, which frees it at once if it does not fit the budgets). */
 void pcache_store(PrefixCache *pc, const int32_t *tokens, size_t pos, uint64_t key, void *data, size_t size);
 
+/* Checkpoints at any position, kept in RAM only (same budget and LRU): the state right before a chat's last
+ * turn header and the state at the end of a reply, so the next turn of the conversation resumes exactly where
+ * its prompt stops matching (the interval checkpoints above only exist at multiples of the interval).
+ * pcache_lookup_exact: the longest one with min_pos < pos ≤ max_pos whose tokens are tokens[0, pos) (compared
+ * in full; a linear scan of the entries). */
+void pcache_store_exact(PrefixCache *pc, const int32_t *tokens, size_t pos, void *data, size_t size);
+bool pcache_lookup_exact(PrefixCache *pc, const int32_t *tokens, size_t min_pos, size_t max_pos, PcacheHit *hit);
+
 typedef struct PcacheStats {
     size_t ram_entries, ram_bytes;
     size_t disk_entries;
     uint64_t disk_bytes;
     uint64_t hits_ram, hits_disk, misses, stores, evictions, disk_writes, disk_errors, ignored_files;
+    uint64_t orphans_removed; /* temporary files of writers that died (kill -9), deleted at start */
 } PcacheStats;
 void pcache_stats(PrefixCache *pc, PcacheStats *st);
+/* A checkpoint file of its own (slot save / restore): the same format (header, fingerprint, checksums),
+ * written to path through a temporary name; read back with every check. On failure a one-line reason. */
+int pcache_file_write(const uint64_t fingerprint[2], const char *path, const int32_t *tokens, size_t n,
+                      const void *data, size_t size, Err *err);
+int pcache_file_read(const uint64_t fingerprint[2], const char *path, int32_t **tokens, size_t *n, void **data,
+                     size_t *size, Err *err);
+
 /* Waits until the disk writer has nothing pending (tests, shutdown). */
 void pcache_flush(PrefixCache *pc);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/anthropic.h"
 #include "server/json_io.h"
 #include "server/responses.h"
 
@@ -14,7 +15,7 @@ int resp_init(Responder *r, const ApiRequest *req, RespKind kind, int index, Cha
               const char *model, const DlEngine *engine, const char *id, Err *err) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
-    r->chat = kind != RESP_COMPLETION;
+    r->chat = kind != RESP_COMPLETION && kind != RESP_LLAMA;
     r->stream = req->stream;
     r->include_usage = req->include_usage;
     r->index = index;
@@ -27,17 +28,21 @@ int resp_init(Responder *r, const ApiRequest *req, RespKind kind, int index, Cha
     } else {
         char rnd[25];
         random_alnum(rnd, 24);
-        snprintf(r->id, sizeof r->id, "%s%s", kind == RESP_CHAT ? "chatcmpl-" : kind == RESP_RESPONSES ? "resp_" : "cmpl-",
+        snprintf(r->id, sizeof r->id, "%s%s",
+                 kind == RESP_CHAT ? "chatcmpl-" : kind == RESP_RESPONSES ? "resp_" : kind == RESP_ANTHROPIC ? "msg_" : "cmpl-",
                  rnd);
     }
-    if (r->chat && !(r->parser = chat_parser_new(fmt, starts_in_reasoning, req->tools, err))) return -1;
+    r->raw = kind == RESP_CHAT && req->llama.reasoning_raw; /* reasoning_format "none": no parsing */
+    if (r->chat && !r->raw && !(r->parser = chat_parser_new(fmt, starts_in_reasoning, req->tools, err))) return -1;
     if (kind == RESP_RESPONSES && !(r->rs = responses_state_new(req, r, err))) return -1;
+    if (kind == RESP_ANTHROPIC && !(r->as = anthropic_state_new())) return err_set(err, "out of memory");
     return 0;
 }
 
 void resp_free(Responder *r) {
     chat_parser_free(r->parser);
     responses_state_free(r->rs);
+    anthropic_state_free(r->as);
     sbuf_free(&r->text);
     free(r->lp);
     memset(r, 0, sizeof *r);
@@ -63,6 +68,25 @@ cJSON *resp_usage_object(const JobResult *res) {
     cJSON_AddNumberToObject(u, "total_tokens", res->n_prompt + res->n_gen);
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", res->n_cached);
+    return u;
+}
+
+/* Chat: completion_tokens_details.reasoning_tokens, the reasoning text of choices r[0..k) counted in tokens
+ * (as the Responses API counts them), at most the tokens generated. */
+static cJSON *chat_usage(Responder *r, int k, const JobResult *total) {
+    cJSON *u = resp_usage_object(total);
+    if (!r[0].chat) return u;
+    size_t n = 0;
+    for (int i = 0; i < k; i++) {
+        size_t len = 0, n_ids = 0;
+        const char *text = r[i].parser ? chat_parser_reasoning(r[i].parser, &len) : NULL;
+        int32_t *ids = NULL;
+        DlError de;
+        if (len && r[i].engine && dl_tokenize(r[i].engine, text, len, false, &ids, &n_ids, &de) == 0) n += n_ids;
+        free(ids);
+    }
+    if (n > (size_t)total->n_gen) n = (size_t)total->n_gen;
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens", (double)n);
     return u;
 }
 
@@ -261,7 +285,15 @@ int resp_stream_text(Responder *r, const char *text, size_t n, const TokenLogpro
     resp_keep_logprobs(r, lp, n_lp);
     if (!n) return 0;
     if (r->kind == RESP_RESPONSES) return responses_stream_text(r, text, n, out, err);
-    if (r->chat) {
+    if (r->kind == RESP_LLAMA) return llama_stream_text(r, text, n, out, err);
+    if (r->kind == RESP_ANTHROPIC) return anthropic_stream_text(r, text, n, out, err);
+    if (r->raw) {
+        ChatDelta dl;
+        memset(&dl, 0, sizeof dl);
+        dl.content = text;
+        dl.content_len = n;
+        delta_chunks(r, &dl, out);
+    } else if (r->chat) {
         ChatDelta dl;
         if (chat_parser_feed(r->parser, text, n, &dl, err)) return -1;
         delta_chunks(r, &dl, out);
@@ -275,7 +307,11 @@ int resp_stream_text(Responder *r, const char *text, size_t n, const TokenLogpro
 
 int resp_stream_finish(Responder *r, const JobResult *res, const JobResult *total, SBuf *out, Err *err) {
     if (r->kind == RESP_RESPONSES) return responses_stream_finish(r, res, out, err);
-    if (r->chat) {
+    if (r->kind == RESP_LLAMA) return llama_stream_finish(r, res, out, err);
+    if (r->kind == RESP_ANTHROPIC) return anthropic_stream_finish(r, res, out, err);
+    if (r->raw) {
+        role_chunk(r, out);
+    } else if (r->chat) {
         ChatDelta dl;
         if (chat_parser_finish(r->parser, &dl, err)) return -1;
         delta_chunks(r, &dl, out);
@@ -285,17 +321,17 @@ int resp_stream_finish(Responder *r, const JobResult *res, const JobResult *tota
     if (!r->chat) cJSON_AddStringToObject(d, "text", "");
     cJSON_AddItemToObject(o, "timings", resp_timings_object(res));
     /* usage in every final response: here, unless the client asked for OpenAI's separate usage chunk */
-    if (total && !r->include_usage) cJSON_AddItemToObject(o, "usage", resp_usage_object(total));
+    if (total && !r->include_usage) cJSON_AddItemToObject(o, "usage", chat_usage(r, 1, total));
     resp_sse(out, NULL, o);
     return out->oom ? err_set(err, "out of memory") : 0;
 }
 
 int resp_stream_done(Responder *r, const JobResult *total, SBuf *out, Err *err) {
-    if (r->kind == RESP_RESPONSES) return 0;
+    if (r->kind == RESP_RESPONSES || r->kind == RESP_LLAMA || r->kind == RESP_ANTHROPIC) return 0;
     if (r->include_usage) {
         cJSON *o = base_object(r, true);
         cJSON_AddArrayToObject(o, "choices");
-        cJSON_AddItemToObject(o, "usage", resp_usage_object(total));
+        cJSON_AddItemToObject(o, "usage", chat_usage(r, 1, total));
         resp_sse(out, NULL, o);
     }
     sbuf_puts(out, "data: [DONE]\n\n");
@@ -324,7 +360,7 @@ void resp_stream_error(Responder *r, const char *message, SBuf *out) {
 int resp_feed(Responder *r, const char *text, size_t n, const TokenLogprob *lp, size_t n_lp, Err *err) {
     resp_keep_logprobs(r, lp, n_lp);
     if (!n) return 0;
-    if (r->chat) return chat_parser_feed(r->parser, text, n, NULL, err);
+    if (r->chat && !r->raw) return chat_parser_feed(r->parser, text, n, NULL, err);
     sbuf_put(&r->text, text, n);
     return r->text.oom ? err_set(err, "out of memory") : 0;
 }
@@ -333,7 +369,11 @@ static int choice_json(Responder *r, const JobResult *res, cJSON *choices, Err *
     cJSON *c = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, c);
     cJSON_AddNumberToObject(c, "index", r->index);
-    if (r->chat) {
+    if (r->raw) {
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        json_add_string_n(m, "content", r->text.p ? r->text.p : "", r->text.n);
+    } else if (r->chat) {
         if (chat_parser_finish(r->parser, NULL, err)) return -1;
         size_t n_reason, n_content;
         const char *reason = chat_parser_reasoning(r->parser, &n_reason);
@@ -360,13 +400,15 @@ static int choice_json(Responder *r, const JobResult *res, cJSON *choices, Err *
 
 char *resp_body(Responder *r, int k, const JobResult *res, const JobResult *total, Err *err) {
     if (r[0].kind == RESP_RESPONSES) return responses_body(&r[0], &res[0], err);
+    if (r[0].kind == RESP_LLAMA) return llama_body(r, k, res, err);
+    if (r[0].kind == RESP_ANTHROPIC) return anthropic_body(&r[0], &res[0], err);
     cJSON *o = base_object(&r[0], false), *choices = cJSON_AddArrayToObject(o, "choices");
     for (int i = 0; i < k; i++)
         if (choice_json(&r[i], &res[i], choices, err)) {
             cJSON_Delete(o);
             return NULL;
         }
-    cJSON_AddItemToObject(o, "usage", resp_usage_object(total));
+    cJSON_AddItemToObject(o, "usage", chat_usage(r, k, total));
     cJSON_AddItemToObject(o, "timings", resp_timings_object(total));
     char *s = json_print(o);
     cJSON_Delete(o);

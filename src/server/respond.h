@@ -22,9 +22,18 @@ typedef struct JobResult {
     JobFinish finish;
     int n_prompt, n_cached, n_gen;
     double queue_ms, prompt_ms, gen_ms;
+    int slot;                  /* the slot that ran it */
+    bool stop_word;            /* a stop string ended it */
+    const char *stopping_word; /* that string (the job's copy) */
 } JobResult;
 
-typedef enum RespKind { RESP_CHAT, RESP_COMPLETION, RESP_RESPONSES } RespKind;
+typedef enum RespKind {
+    RESP_CHAT,
+    RESP_COMPLETION,
+    RESP_RESPONSES,
+    RESP_LLAMA,     /* POST /completion */
+    RESP_ANTHROPIC, /* POST /v1/messages (anthropic.c) */
+} RespKind;
 
 typedef struct ResponsesState ResponsesState; /* responses.c */
 
@@ -37,7 +46,8 @@ typedef struct Responder {
     const DlEngine *engine; /* token pieces for logprobs */
     char id[48];
     long created;
-    ChatParser *parser;
+    ChatParser *parser; /* NULL with raw */
+    bool raw;           /* chat with reasoning_format "none": the text is the content, unparsed */
     int n_calls_sent;
     bool role_sent;
     SBuf text;          /* completions: everything so far (non-streaming) */
@@ -46,6 +56,8 @@ typedef struct Responder {
     size_t n_lp, cap_lp;
     size_t text_offset; /* completions: bytes of text before the next entry */
     ResponsesState *rs; /* RESP_RESPONSES */
+    struct AnthropicState *as; /* RESP_ANTHROPIC */
+    int n_prompt;       /* the job's prompt tokens (the Anthropic stream reports them first) */
 } Responder;
 
 /* chat: fmt, starts_in_reasoning and the request's tools configure the parser. id: shared by the choices of
@@ -80,5 +92,10 @@ void resp_sse(SBuf *out, const char *event, cJSON *obj /* consumed */);
 void resp_keep_logprobs(Responder *r, const TokenLogprob *lp, size_t n_lp);
 /* The chat form of r's pending entries ({"content": [...], "refusal": null}); empties the list. */
 cJSON *resp_chat_logprobs(Responder *r);
+
+/* respond_llama.c: llama.cpp's /completion shapes. */
+int llama_stream_text(Responder *r, const char *text, size_t n, SBuf *out, Err *err);
+int llama_stream_finish(Responder *r, const JobResult *res, SBuf *out, Err *err);
+char *llama_body(Responder *r, int k, const JobResult *res, Err *err);
 
 #endif

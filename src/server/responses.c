@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <time.h>
 
@@ -391,7 +392,7 @@ static cJSON *to_chat(const cJSON *doc, ResponsesStore *st, cJSON **history, Api
         goto fail;
     copy_json_member(chat, doc, "max_output_tokens", "max_tokens");
     static const char *const same[] = {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "top_k", "min_p", "repeat_penalty", "presence_penalty",
-                                       "frequency_penalty", "cache_prompt", "ignore_eos", "chat_template_kwargs", NULL};
+                                       "frequency_penalty", "cache_prompt", "ignore_eos", "chat_template_kwargs", "grammar", NULL};
     for (int i = 0; same[i]; i++) copy_json_member(chat, doc, same[i], NULL);
     return chat;
 fail:
@@ -401,15 +402,34 @@ fail:
     return NULL;
 }
 
-/* Errors of the chat validation, named as the Responses API names the fields. */
+/* Replaces the whole word `from` (not part of a longer name) by `to` in text (cap bytes). */
+static void replace_word(char *text, size_t cap, const char *from, const char *to) {
+    char out[1024];
+    size_t n = 0, nf = strlen(from), nt = strlen(to);
+    for (const char *p = text; *p && n + 1 < sizeof out;) {
+        bool word = !strncmp(p, from, nf) && (p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_')) &&
+                    !(isalnum((unsigned char)p[nf]) || p[nf] == '_');
+        if (word && n + nt + 1 < sizeof out) {
+            memcpy(out + n, to, nt);
+            n += nt;
+            p += nf;
+        } else {
+            out[n++] = *p++;
+        }
+    }
+    if (n >= cap) n = cap - 1;
+    memcpy(text, out, n);
+    text[n] = 0;
+}
+
+/* Errors of the chat validation, named as the Responses API names the fields (param and message). */
 static void rename_param(ApiError *e) {
     static const char *const map[][2] = {{"max_tokens", "max_output_tokens"}, {"messages", "input"},
                                          {"response_format", "text.format"}, {"logprobs", "top_logprobs"}};
-    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
-        if (!strncmp(e->param, map[i][0], strlen(map[i][0]))) {
-            snprintf(e->param, sizeof e->param, "%s", map[i][1]);
-            return;
-        }
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+        if (!strncmp(e->param, map[i][0], strlen(map[i][0]))) snprintf(e->param, sizeof e->param, "%s", map[i][1]);
+        replace_word(e->message, sizeof e->message, map[i][0], map[i][1]);
+    }
 }
 
 int responses_parse(const char *body, size_t len, const ApiDefaults *d, ResponsesStore *st, ApiRequest *r,
@@ -430,7 +450,7 @@ int responses_parse(const char *body, size_t len, const ApiDefaults *d, Response
         "safety_identifier", "top_logprobs",
         /* extensions */
         "seed", "top_k", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty", "cache_prompt",
-        "ignore_eos", "chat_template_kwargs", NULL};
+        "ignore_eos", "chat_template_kwargs", "grammar", NULL};
     cJSON *history = NULL, *chat = NULL;
     char *text = NULL;
     int rc = -1;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------------------------ jobs */
 
@@ -18,16 +19,32 @@ Job *job_new(void) {
     atomic_init(&j->refs, 1);
     j->use_cache = true;
     j->logprobs = -1;
+    j->slot_id = -1;
+    j->slot_ran = -1;
     return j;
 }
 
 void job_ref(Job *j) { atomic_fetch_add(&j->refs, 1); }
+
+PromptShare *prompt_share_new(void) {
+    PromptShare *p = calloc(1, sizeof *p);
+    if (p) atomic_init(&p->refs, 1), atomic_init(&p->dead, false);
+    return p;
+}
+
+void prompt_share_unref(PromptShare *p) {
+    if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
+    free(p->state);
+    free(p);
+}
 
 void job_unref(Job *j) {
     if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
     free(j->prompt);
     stop_free(&j->stop);
     constraint_free(j->constraint);
+    sampler_spec_free(j->spx);
+    prompt_share_unref(j->share);
     free(j->bias);
     free(j->lp);
     sbuf_free(&j->text);
@@ -38,7 +55,7 @@ void job_unref(Job *j) {
 
 /* ------------------------------------------------------------------------------------------ state */
 
-enum { SLOT_FREE, SLOT_PREFILL, SLOT_GEN };
+enum { SLOT_FREE, SLOT_PREFILL, SLOT_GEN, SLOT_WAIT /* n > 1: for the leader's prompt state */ };
 
 typedef struct Slot {
     int id, state;
@@ -55,7 +72,15 @@ typedef struct Slot {
     bool truncating; /* constrained, and the shortest answer does not fit max_tokens: cut, not closed */
     uint64_t order; /* admission order */
     SBuf out;       /* scratch for released text */
+    int32_t *gen;   /* the tokens emitted so far (the reply checkpoint's tail) */
+    size_t n_gen, cap_gen;
+    bool gen_lost;  /* out of memory while recording them: no reply checkpoint */
     bool in_flight; /* over MPI: its decode step is in the pipe */
+    int32_t *hist;  /* the tokens of the last job: prompt, then what it generated (slot save) */
+    size_t n_hist, cap_hist;
+    bool kept;      /* the session holds hist[0, n_hist) exactly (a restored slot): a job whose prompt starts
+                       with it continues from there */
+    bool held;      /* a slot action (save / restore / erase) works on it: not admitted to */
 } Slot;
 
 /* Over MPI: one group of slots whose decode step is in the pipe (dl_decode_start). */
@@ -119,6 +144,10 @@ static void job_finish(Job *j, JobFinish f, const char *error) {
 }
 
 static void slot_release(Scheduler *s, Slot *sl) {
+    sl->n_gen = 0;
+    sl->gen_lost = false;
+    if (sl->job && sl->job->share && sl->job->share_leader && !sl->job->share->ready)
+        atomic_store(&sl->job->share->dead, true);
     dl_sampler_free(sl->smp);
     dl_detok_free(sl->detok);
     free(sl->keys);
@@ -143,7 +172,36 @@ static void slot_release(Scheduler *s, Slot *sl) {
     sl->state = SLOT_FREE;
 }
 
+/* A checkpoint of the session as it stands (tokens[0, pos) = the prompt, then gen[0, pos - n_prompt)), kept
+ * at that exact position: the next turn of a conversation resumes there. */
+static void keep_exact(Scheduler *s, Slot *sl, size_t pos) {
+    Job *j = sl->job;
+    if (!s->cfg.cache || !j || !j->use_cache || pos < 1 || pos > j->n_prompt + sl->n_gen) return;
+    int32_t *tokens = malloc(pos * sizeof *tokens);
+    size_t size = dl_session_snapshot_size(sl->sess);
+    void *buf = tokens ? malloc(size) : NULL;
+    DlError e = {{0}};
+    if (buf && dl_session_snapshot(sl->sess, buf, size, &e) == 0) {
+        const size_t np = pos < j->n_prompt ? pos : j->n_prompt;
+        memcpy(tokens, j->prompt, np * sizeof *tokens);
+        memcpy(tokens + np, sl->gen, (pos - np) * sizeof *tokens);
+        pcache_store_exact(s->cfg.cache, tokens, pos, buf, size);
+    } else {
+        free(buf);
+        srv_log(LOG_WARN, "checkpoint at %zu tokens not taken: %s", pos, buf ? e.msg : "out of memory");
+    }
+    free(tokens);
+}
+
 static void slot_fail(Scheduler *s, Slot *sl, JobFinish f, const char *why) {
+    /* a reply that ended normally: the session holds the state after its evaluated tokens (not the last one
+       sampled, an end-of-turn token the next prompt writes itself) — bit for bit the state a prefill of the
+       same tokens gives, as the default arithmetic does not depend on how the tokens are batched */
+    if ((f == FINISH_STOP || f == FINISH_LENGTH) && sl->job && sl->state == SLOT_GEN && !sl->ahead && !sl->in_flight &&
+        !sl->pending && !sl->gen_lost) {
+        const size_t past = (size_t)dl_session_n_past(sl->sess);
+        if (past > sl->job->n_prompt) keep_exact(s, sl, past);
+    }
     if (sl->job) job_finish(sl->job, f, why);
     slot_release(s, sl);
 }
@@ -160,24 +218,107 @@ static bool keep_checkpoint(const Scheduler *s, size_t b, const Job *j) {
     return b == j->n_prompt / K || (j->n_stable && b == j->n_stable / K) || (b & (b - 1)) == 0;
 }
 
+static bool hist_put(Slot *sl, const int32_t *t, size_t n) {
+    if (sl->n_hist + n > sl->cap_hist) {
+        size_t cap = (sl->n_hist + n) * 2 + 64;
+        int32_t *p = realloc(sl->hist, cap * sizeof *p);
+        if (!p) return false;
+        sl->hist = p, sl->cap_hist = cap;
+    }
+    memcpy(sl->hist + sl->n_hist, t, n * sizeof *t);
+    sl->n_hist += n;
+    return true;
+}
+
+/* n > 1: the leader's prompt is done: its state for the other choices. */
+static void share_publish(Slot *sl) {
+    PromptShare *p = sl->job->share;
+    if (!p || !sl->job->share_leader || p->ready) return;
+    DlError e = {{0}};
+    p->size = dl_session_snapshot_size(sl->sess);
+    if ((p->state = malloc(p->size)) && dl_session_snapshot(sl->sess, p->state, p->size, &e) == 0) {
+        p->ready = true;
+        return;
+    }
+    srv_log(LOG_WARN, "job %llu: the prompt state was not shared (%s): the other choices evaluate it",
+            (unsigned long long)sl->job->id, p->state ? e.msg : "out of memory");
+    free(p->state);
+    p->state = NULL;
+    atomic_store(&p->dead, true);
+}
+
+/* n > 1: a choice waiting for the leader's prompt state takes it when it is there (true: the slot moved on). */
+static bool share_take(Scheduler *s, Slot *sl) {
+    Job *j = sl->job;
+    PromptShare *p = j->share;
+    DlError e = {{0}};
+    if (p->ready && dl_session_restore(sl->sess, p->state, p->size, &e) == 0) {
+        sl->n_done = j->n_prompt;
+        sl->state = SLOT_GEN;
+        pthread_mutex_lock(&j->mu);
+        j->n_cached = (int)j->n_prompt;
+        pthread_mutex_unlock(&j->mu);
+        pthread_mutex_lock(&s->mu);
+        s->st.tokens_prompt += j->n_prompt;
+        s->st.tokens_cached += j->n_prompt;
+        pthread_mutex_unlock(&s->mu);
+        job_set_time(j, &j->t_prompt_done);
+        return true;
+    }
+    if (p->ready) srv_log(LOG_WARN, "job %llu: the shared prompt state was not restored: %s", (unsigned long long)j->id, e.msg);
+    if (p->ready || atomic_load(&p->dead)) { /* evaluate it here */
+        dl_session_reset(sl->sess);
+        sl->n_done = 0;
+        sl->state = SLOT_PREFILL;
+        pthread_mutex_lock(&s->mu);
+        s->st.tokens_prompt += j->n_prompt;
+        pthread_mutex_unlock(&s->mu);
+        return true;
+    }
+    return false;
+}
+
 static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     DlError e = {{0}};
     sl->order = ++s->order; /* sl->job was set at admission, under the lock */
+    /* a restored slot continues a prompt that starts with its tokens (a prefix of the prompt, all of it at most) */
+    /* (a choice that shares its leader's prompt evaluation takes the leader's snapshot instead) */
+    size_t resume = sl->kept && sl->n_hist && sl->n_hist <= j->n_prompt && !(j->share && !j->share_leader) &&
+                            !memcmp(sl->hist, j->prompt, sl->n_hist * sizeof *sl->hist)
+                        ? sl->n_hist
+                        : 0;
+    sl->kept = false;
+    sl->n_hist = 0;
+    if (!hist_put(sl, j->prompt, j->n_prompt)) sl->n_hist = 0;
     sl->n_done = 0;
     sl->pending = false;
     sl->ahead = 0;
     job_set_time(j, &j->t_admit);
-    sl->smp = dl_sampler_new(s->cfg.engine, &j->sp, &e);
-    sl->detok = sl->smp ? dl_detok_new(s->cfg.engine, false, &e) : NULL;
+    pthread_mutex_lock(&j->mu);
+    j->slot_ran = sl->id;
+    pthread_mutex_unlock(&j->mu);
+    sl->smp = dl_sampler_new_extra(s->cfg.engine, &j->sp, j->spx ? &j->spx->x : NULL, &e);
+    sl->detok = sl->smp ? dl_detok_new(s->cfg.engine, j->render_special, &e) : NULL;
     size_t nk = j->n_prompt / (size_t)s->cfg.chunk;
     sl->keys = malloc((nk + 1) * sizeof *sl->keys);
     if (!sl->smp || !sl->detok || !sl->keys) {
         slot_fail(s, sl, FINISH_ERROR, sl->keys ? e.msg : "out of memory");
         return;
     }
-    dl_session_reset(sl->sess);
-    if (s->cfg.cache && j->use_cache) {
-        pcache_prefix_keys(j->prompt, j->n_prompt, s->cfg.chunk, sl->keys);
+    if (resume) {
+        sl->n_done = resume;
+        srv_log(LOG_DEBUG, "job %llu: continues the restored state of slot %d (%zu tokens)", (unsigned long long)j->id,
+                sl->id, resume);
+    } else {
+        dl_session_reset(sl->sess);
+    }
+    if (!resume && j->share && !j->share_leader) {
+        sl->state = SLOT_WAIT;
+        share_take(s, sl);
+        return;
+    }
+    if (s->cfg.cache && j->use_cache) pcache_prefix_keys(j->prompt, j->n_prompt, s->cfg.chunk, sl->keys);
+    if (!resume && s->cfg.cache && j->use_cache) {
         PcacheHit hit;
         if (pcache_lookup(s->cfg.cache, j->prompt, s->cfg.chunk, sl->keys, j->n_prompt, &hit)) {
             if (dl_session_restore(sl->sess, hit.data, hit.size, &e) == 0) {
@@ -190,6 +331,19 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
             }
             pcache_release(s->cfg.cache, &hit);
         }
+        /* a checkpoint at a turn header or at the end of a reply, when it covers more */
+        if (pcache_lookup_exact(s->cfg.cache, j->prompt, sl->n_done, j->n_prompt, &hit)) {
+            if (dl_session_restore(sl->sess, hit.data, hit.size, &e) == 0) {
+                sl->n_done = hit.pos;
+                srv_log(LOG_DEBUG, "job %llu: resumed from the exact checkpoint of %zu tokens", (unsigned long long)j->id,
+                        hit.pos);
+            } else {
+                srv_log(LOG_WARN, "job %llu: checkpoint not restored: %s", (unsigned long long)j->id, e.msg);
+                dl_session_reset(sl->sess);
+                sl->n_done = 0;
+            }
+            pcache_release(s->cfg.cache, &hit);
+        }
     }
     pthread_mutex_lock(&j->mu);
     j->n_cached = (int)sl->n_done;
@@ -199,7 +353,7 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     s->st.tokens_cached += sl->n_done;
     pthread_mutex_unlock(&s->mu);
     sl->state = sl->n_done == j->n_prompt ? SLOT_GEN : SLOT_PREFILL;
-    if (sl->state == SLOT_GEN) job_set_time(j, &j->t_prompt_done);
+    if (sl->state == SLOT_GEN) job_set_time(j, &j->t_prompt_done), share_publish(sl);
 }
 
 /* ------------------------------------------------------------------------------------------ prefill */
@@ -210,6 +364,10 @@ static void prefill_step(Scheduler *s, Slot *sl) {
     const size_t seg = (size_t)s->cfg.segment, K = (size_t)s->cfg.chunk;
     size_t end = (sl->n_done / seg + 1) * seg;
     if (end > j->n_prompt) end = j->n_prompt;
+    /* land on the last turn header: the next turn's prompt matches up to there (the template may write this
+       turn's reply differently in the history, as Qwen3.5's drops an empty think block) */
+    const bool at_stable = s->cfg.cache && j->use_cache && j->n_stable > sl->n_done && j->n_stable < end && j->n_stable % K != 0;
+    if (at_stable) end = j->n_stable;
     s->n_forward++;
     if (dl_session_eval(sl->sess, j->prompt + sl->n_done, end - sl->n_done, &e)) {
         srv_log(LOG_ERROR, "job %llu: prefill failed: %s", (unsigned long long)j->id, e.msg);
@@ -217,6 +375,7 @@ static void prefill_step(Scheduler *s, Slot *sl) {
         return;
     }
     sl->n_done = end;
+    if (at_stable) keep_exact(s, sl, end);
     if (s->cfg.cache && j->use_cache && end % K == 0 && keep_checkpoint(s, end / K, j)) {
         uint64_t key = sl->keys[end / K - 1];
         if (!pcache_contains(s->cfg.cache, key, end)) {
@@ -233,13 +392,16 @@ static void prefill_step(Scheduler *s, Slot *sl) {
     if (sl->n_done == j->n_prompt) {
         sl->state = SLOT_GEN;
         job_set_time(j, &j->t_prompt_done);
+        share_publish(sl);
     }
 }
 
 /* ------------------------------------------------------------------------------------------ sampling */
 
 static bool token_allowed(const Scheduler *s, const Constraint *c, int32_t t) {
-    if (t < 0 || t >= s->info->n_vocab || s->tok_flags[t] || !s->piece_len[t]) return false;
+    if (t < 0 || t >= s->info->n_vocab) return false;
+    if (s->tok_flags[t] & 1) return constraint_can_end(c); /* a grammar that may stop here */
+    if (s->tok_flags[t] || !s->piece_len[t]) return false;
     return constraint_allows(c, s->piece[t], s->piece_len[t]);
 }
 
@@ -398,7 +560,7 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
         close_constraint(s, sl, budget_left(sl));
         return false;
     }
-    if (!j->constraint && (s->tok_flags[t] & 1)) {
+    if ((s->tok_flags[t] & 1) && (!j->constraint || constraint_can_end(j->constraint))) {
         flush_text(sl);
         slot_fail(s, sl, FINISH_STOP, NULL);
         return false;
@@ -409,11 +571,19 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
     }
     const char *text;
     size_t n;
+    hist_put(sl, &t, 1); /* on failure the history is short: a save then refuses (n_past beyond it) */
     if (dl_detok_push(sl->detok, t, &text, &n, &e)) {
         slot_fail(s, sl, FINISH_ERROR, e.msg);
         return false;
     }
     if (accept) dl_sampler_accept(sl->smp, t);
+    if (sl->n_gen == sl->cap_gen) {
+        size_t cap = sl->cap_gen ? 2 * sl->cap_gen : 256;
+        int32_t *g = realloc(sl->gen, cap * sizeof *g);
+        if (g) sl->gen = g, sl->cap_gen = cap;
+    }
+    if (sl->n_gen < sl->cap_gen && !sl->gen_lost) sl->gen[sl->n_gen++] = t;
+    else sl->gen_lost = true;
     pthread_mutex_lock(&j->mu);
     j->n_gen++;
     if (j->n_gen == 1) j->t_first = now_s();
@@ -607,11 +777,23 @@ static void *sched_main(void *arg) {
         pthread_mutex_lock(&s->mu);
         while (!s->stopping && !s->q_head && !any_active(s)) pthread_cond_wait(&s->cv, &s->mu);
         bool stopping = s->stopping;
-        for (int i = 0; i < s->cfg.n_slots && s->q_head && !stopping; i++) {
-            if (s->slots[i].state != SLOT_FREE) continue;
-            Job *j = s->q_head;
-            s->q_head = j->next;
-            if (!s->q_head) s->q_tail = NULL;
+        /* FIFO; a job that names its slot (id_slot) waits for that one, and the jobs behind it go ahead */
+        Job *prev = NULL, *next;
+        for (Job *j = s->q_head; j && !stopping && n_admit < s->cfg.n_slots; j = next) {
+            next = j->next;
+            int i = -1;
+            if (j->slot_id >= 0 && j->slot_id < s->cfg.n_slots && s->slots[j->slot_id].state == SLOT_FREE &&
+                !s->slots[j->slot_id].held)
+                i = j->slot_id;
+            for (int k = 0; j->slot_id < 0 && k < s->cfg.n_slots && i < 0; k++)
+                if (s->slots[k].state == SLOT_FREE && !s->slots[k].held) i = k;
+            if (i < 0) {
+                prev = j;
+                continue;
+            }
+            if (prev) prev->next = next;
+            else s->q_head = next;
+            if (s->q_tail == j) s->q_tail = prev;
             s->q_len--;
             j->next = NULL;
             s->slots[i].state = SLOT_PREFILL; /* reserved */
@@ -619,6 +801,12 @@ static void *sched_main(void *arg) {
             s->slots[i].job = j;
             admit[n_admit] = j;
             into[n_admit++] = &s->slots[i];
+        }
+        if (!stopping && !n_admit && !any_active(s)) {
+            /* queued jobs all wait for slots held by a slot action (id_slot): sleep until one is given back */
+            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            continue;
         }
         pthread_mutex_unlock(&s->mu);
         if (stopping) break;
@@ -638,6 +826,8 @@ static void *sched_main(void *arg) {
                 slot_fail(s, sl, FINISH_CANCELLED, NULL);
             }
         }
+        for (int i = 0; i < s->cfg.n_slots; i++)
+            if (s->slots[i].state == SLOT_WAIT) share_take(s, &s->slots[i]);
         /* one prefill segment: the earliest admitted slot first */
         Slot *pre = NULL;
         for (int i = 0; i < s->cfg.n_slots; i++) {
@@ -729,7 +919,8 @@ void sched_free(Scheduler *s) {
     if (!s) return;
     sched_shutdown(s);
     for (int i = 0; s->slots && i < s->cfg.n_slots; i++) dl_session_free(s->slots[i].sess);
-    for (int i = 0; s->slots && i < s->cfg.n_slots; i++) sbuf_free(&s->slots[i].out);
+    for (int i = 0; s->slots && i < s->cfg.n_slots; i++) sbuf_free(&s->slots[i].out), free(s->slots[i].hist);
+    for (int i = 0; s->slots && i < s->cfg.n_slots; i++) free(s->slots[i].gen);
     free(s->slots);
     free(s->work);
     free(s->piece);
@@ -741,12 +932,36 @@ void sched_free(Scheduler *s) {
     free(s);
 }
 
-int sched_submit(Scheduler *s, Job *job) {
+/* Places free now: the queue's bound plus the slots that are free and not yet claimed by a queued job (every
+ * job passes through the queue, so a free slot means one more job may wait there for an instant). */
+/* A busy slot whose job is done: its answer may already be with the client, and the slot is free at the
+ * scheduler's next step (under s->mu; the job's lock nests inside it, as in sched_slots). */
+static bool finishing(const Slot *sl) {
+    Job *j = sl->busy && !sl->held ? sl->job : NULL;
+    if (!j) return false;
+    pthread_mutex_lock(&j->mu);
+    bool done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    return done;
+}
+
+static int places_left(const Scheduler *s) {
+    int free_slots = 0;
+    /* a finishing slot counts as free: a client that sends its next request the moment it has the answer
+     * would otherwise find the slot still taken (a 503 with --queue 0) */
+    for (int i = 0; i < s->cfg.n_slots; i++) free_slots += !s->slots[i].busy || finishing(&s->slots[i]);
+    return s->cfg.queue_max + free_slots - s->q_len;
+}
+
+int sched_submit_all(Scheduler *s, Job *const *jobs, int k) {
     pthread_mutex_lock(&s->mu);
     int rc = SUBMIT_OK;
     if (s->stopping) rc = SUBMIT_STOPPING;
-    else if (s->q_len >= s->cfg.queue_max) rc = SUBMIT_QUEUE_FULL;
-    if (rc == SUBMIT_OK) {
+    else if (k > s->cfg.queue_max + s->cfg.n_slots ? s->q_len > 0 || places_left(s) < s->cfg.queue_max + s->cfg.n_slots
+                                                   : k > places_left(s))
+        rc = SUBMIT_QUEUE_FULL; /* a batch larger than the whole capacity waits only on an idle server */
+    for (int i = 0; rc == SUBMIT_OK && i < k; i++) {
+        Job *job = jobs[i];
         job_ref(job);
         job->t_submit = now_s();
         job->next = NULL;
@@ -754,11 +969,13 @@ int sched_submit(Scheduler *s, Job *job) {
         else s->q_head = job;
         s->q_tail = job;
         s->q_len++;
-        pthread_cond_broadcast(&s->cv);
     }
+    if (rc == SUBMIT_OK) pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
+
+int sched_submit(Scheduler *s, Job *job) { return sched_submit_all(s, &job, 1); }
 
 void sched_cancel(Scheduler *s, Job *job) {
     atomic_store(&job->cancel, true);
@@ -781,6 +998,7 @@ void sched_cancel(Scheduler *s, Job *job) {
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (removed) {
+        if (job->share && job->share_leader) atomic_store(&job->share->dead, true);
         job_finish(job, FINISH_CANCELLED, NULL);
         job_unref(job);
     }
@@ -824,4 +1042,94 @@ int sched_slots(Scheduler *s, SlotInfo *out, int cap) {
     }
     pthread_mutex_unlock(&s->mu);
     return n;
+}
+
+/* ------------------------------------------------------------------------------------------ slot actions */
+
+/* Takes an idle slot away from admission (NULL: no such slot, or busy: *busy set). */
+static Slot *slot_hold(Scheduler *s, int id, bool *busy) {
+    *busy = false;
+    if (id < 0 || id >= s->cfg.n_slots) return NULL;
+    pthread_mutex_lock(&s->mu);
+    Slot *sl = &s->slots[id];
+    /* a slot whose job is done is released at the scheduler's next step: wait for it (up to a second) */
+    for (int i = 0; i < 1000 && finishing(sl); i++) {
+        pthread_mutex_unlock(&s->mu);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&s->mu);
+    }
+    if (sl->busy || sl->held) {
+        *busy = true;
+        sl = NULL;
+    } else {
+        sl->held = true;
+        sl->busy = true;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return sl;
+}
+
+static void slot_unhold(Scheduler *s, Slot *sl) {
+    pthread_mutex_lock(&s->mu);
+    sl->held = false;
+    sl->busy = false;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int sched_slot_save(Scheduler *s, int id, int32_t **tokens, size_t *n, void **data, size_t *size, Err *err) {
+    bool busy;
+    *tokens = NULL, *data = NULL, *n = *size = 0;
+    Slot *sl = slot_hold(s, id, &busy);
+    if (!sl) return err_set(err, busy ? "slot %d is busy" : "no slot %d", id), busy ? SLOT_BUSY : SLOT_BAD;
+    int rc = 0;
+    size_t past = (size_t)dl_session_n_past(sl->sess);
+    DlError e = {{0}};
+    if (past == 0) rc = SLOT_BAD, err_set(err, "slot %d holds nothing to save", id);
+    else if (past > sl->n_hist) rc = SLOT_FAILED, err_set(err, "slot %d: its tokens are not known (%zu past)", id, past);
+    else if (!(*tokens = malloc(past * sizeof **tokens)) || !(*size = dl_session_snapshot_size(sl->sess)) ||
+             !(*data = malloc(*size)))
+        rc = SLOT_FAILED, err_set(err, "out of memory");
+    else if (dl_session_snapshot(sl->sess, *data, *size, &e))
+        rc = SLOT_FAILED, err_set(err, "%s", e.msg);
+    if (rc == 0) {
+        memcpy(*tokens, sl->hist, past * sizeof **tokens);
+        *n = past;
+    } else {
+        free(*tokens), free(*data);
+        *tokens = NULL, *data = NULL, *size = 0;
+    }
+    slot_unhold(s, sl);
+    return rc;
+}
+
+int sched_slot_restore(Scheduler *s, int id, const int32_t *tokens, size_t n, const void *data, size_t size, Err *err) {
+    bool busy;
+    Slot *sl = slot_hold(s, id, &busy);
+    if (!sl) return err_set(err, busy ? "slot %d is busy" : "no slot %d", id), busy ? SLOT_BUSY : SLOT_BAD;
+    DlError e = {{0}};
+    int rc = 0;
+    sl->kept = false;
+    sl->n_hist = 0;
+    if (dl_session_restore(sl->sess, data, size, &e)) rc = SLOT_BAD, err_set(err, "%s", e.msg);
+    else if ((size_t)dl_session_n_past(sl->sess) != n) rc = SLOT_BAD, err_set(err, "the file's state and tokens disagree");
+    else if (!hist_put(sl, tokens, n)) rc = SLOT_FAILED, err_set(err, "out of memory");
+    if (rc) dl_session_reset(sl->sess), sl->n_hist = 0;
+    else sl->kept = true;
+    slot_unhold(s, sl);
+    return rc;
+}
+
+int sched_slot_erase(Scheduler *s, int id, size_t *n_erased, Err *err) {
+    bool busy;
+    *n_erased = 0;
+    Slot *sl = slot_hold(s, id, &busy);
+    if (!sl) return err_set(err, busy ? "slot %d is busy" : "no slot %d", id), busy ? SLOT_BUSY : SLOT_BAD;
+    *n_erased = (size_t)dl_session_n_past(sl->sess);
+    dl_session_reset(sl->sess);
+    sl->n_hist = 0;
+    sl->kept = false;
+    slot_unhold(s, sl);
+    return 0;
 }

@@ -51,6 +51,10 @@ void sched_shutdown(Scheduler *s);
 enum { SUBMIT_OK = 0, SUBMIT_QUEUE_FULL = 1, SUBMIT_STOPPING = 2 };
 /* Queues a job (the scheduler takes its own reference). */
 int sched_submit(Scheduler *s, Job *job);
+/* Queues k jobs or none. They fit when the queue's bound plus the free slots leaves room for them (so
+ * queue_max 0 means "a free slot or 503"); a batch larger than slots + queue_max is taken when the server is
+ * idle (nothing running or queued), so that it is never refused for good. */
+int sched_submit_all(Scheduler *s, Job *const *jobs, int k);
 /* The client is gone: the job ends (FINISH_CANCELLED) and its slot is freed at the next iteration. */
 void sched_cancel(Scheduler *s, Job *job);
 
@@ -62,6 +66,16 @@ typedef struct SchedStats {
     double prompt_seconds, gen_seconds; /* time finished jobs spent in prefill / generating */
 } SchedStats;
 void sched_stats(Scheduler *s, SchedStats *st);
+
+/* Slot actions (POST /slots/{id}?action=...), on an idle slot only: save takes the session's snapshot and
+ * the tokens it stands for (the last job's prompt and output, as far as evaluated; both malloc'd); restore
+ * puts such a state into the slot, and the next job there whose prompt starts with those tokens continues
+ * from it (its prefill then starts at that position: segments, and so the last bits of the logits, may differ
+ * from a run from scratch); erase empties the slot. 0, or SLOT_BUSY / SLOT_BAD (4xx) / SLOT_FAILED (5xx). */
+enum { SLOT_BUSY = 1, SLOT_BAD = 2, SLOT_FAILED = 3 };
+int sched_slot_save(Scheduler *s, int id, int32_t **tokens, size_t *n, void **data, size_t *size, Err *err);
+int sched_slot_restore(Scheduler *s, int id, const int32_t *tokens, size_t n, const void *data, size_t size, Err *err);
+int sched_slot_erase(Scheduler *s, int id, size_t *n_erased, Err *err);
 
 /* What one slot is doing (for /slots). */
 typedef struct SlotInfo {

@@ -21,12 +21,15 @@ void server_config_init(ServerConfig *c) {
     c->max_body_bytes = (size_t)8 << 20;
     c->timeout_s = 600;
     c->read_timeout_s = 60;
+    c->header_timeout_s = 10;
     c->max_connections = 256;
     c->max_connections_per_ip = 32;
-    c->temperature = 1.0f;
-    c->top_p = 1.0f;
-    c->min_p = 0.0f;
-    c->top_k = 0;
+    DlSamplingParams sp; /* the CLI's and the page's defaults (llama-server's too): one set everywhere */
+    dl_sampling_params_init(&sp);
+    c->temperature = sp.temperature;
+    c->top_p = sp.top_p;
+    c->min_p = sp.min_p;
+    c->top_k = sp.top_k;
     c->n_predict = -1;
 }
 
@@ -45,6 +48,8 @@ static char *read_text_file(const char *path, Err *err) {
     if (!b.p) sbuf_put(&b, "", 0);
     return b.p;
 }
+
+char *server_read_file(const char *path, Err *err) { return read_text_file(path, err); }
 
 /* The model's identity: its size, its first 4 MiB (header, metadata, tensor table) and 64 samples of
  * 4 KiB spread over the file — enough to tell apart two files of the same shape (a fine-tune, another
@@ -100,6 +105,7 @@ static int setup_template(Server *s, Err *err) {
         s->have_template = true;
     } else if (chat_format_detect(text, &s->tmpl.format, &s->tmpl.default_system, &e) == 0) {
         s->have_template = true;
+        s->tmpl.thinking_opt_in = chat_thinking_opt_in(text);
     } else if (c->chat_template_file) {
         free(file_text);
         return err_set(err, "%s: %s", c->chat_template_file, e.msg);
@@ -117,24 +123,54 @@ int server_read_key_file(const char *path, char **key, Err *err) {
     *key = NULL;
     char *text = read_text_file(path, err);
     if (!text) return -1;
-    /* the first line, without the whitespace around it (a trailing newline, a CR, spaces) */
-    char *p = text;
-    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
-    size_t n = strcspn(p, "\r\n");
-    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
-    if (n) *key = strndup(p, n);
+    /* one key per line (llama-server's --api-key-file), without the whitespace around it; blank lines are
+     * skipped; the keys are joined with commas, as --api-key k1,k2 gives them */
+    SBuf keys = {0};
+    int line = 0;
+    for (char *p = text; *p;) {
+        size_t n = strcspn(p, "\r\n");
+        line++;
+        char *a = p;
+        size_t m = n;
+        while (m && (*a == ' ' || *a == '\t')) a++, m--;
+        while (m && (a[m - 1] == ' ' || a[m - 1] == '\t')) m--;
+        if (m && memchr(a, ',', m)) {
+            free(text);
+            sbuf_free(&keys);
+            return err_set(err, "%s line %d: an API key may not contain ','", path, line);
+        }
+        if (m) {
+            if (keys.n) sbuf_put(&keys, ",", 1);
+            sbuf_put(&keys, a, m);
+        }
+        p += n;
+        if (*p == '\r' && p[1] == '\n') p++;
+        if (*p) p++;
+    }
     free(text);
-    if (!n) return err_set(err, "%s holds no API key (the file is empty)", path);
-    return *key ? 0 : err_set(err, "out of memory");
+    if (!keys.n) return sbuf_free(&keys), err_set(err, "%s holds no API key (the file is empty)", path);
+    if (keys.oom) return sbuf_free(&keys), err_set(err, "out of memory");
+    *key = keys.p;
+    return 0;
 }
 
 Server *server_start(const ServerConfig *c, Err *err) {
     if (c->api_key && !c->api_key[0])
         return err_set(err, "the API key is empty: every request would be refused (omit --api-key for none)"), NULL;
+    for (const char *k = c->api_key; k && *k;) { /* a list: "k1,k2" */
+        size_t n = strcspn(k, ",");
+        size_t blank = 0;
+        while (blank < n && (k[blank] == ' ' || k[blank] == '\t')) blank++;
+        if (blank == n) return err_set(err, "the API key list '%s' has an empty key", c->api_key), NULL;
+        k += n + (k[n] == ',');
+        if (k[-1] == ',' && !*k) return err_set(err, "the API key list '%s' has an empty key", c->api_key), NULL;
+    }
     Server *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, "out of memory"), NULL;
     s->cfg = *c;
     s->started = wall_s();
+    s->listen_fd = -1;
+    if (http_bind(s, err)) goto fail;
     const int chunk = c->cache_chunk, batch = c->batch_size;
     if (chunk < 1 || batch < 1 || (chunk % batch && batch % chunk)) {
         err_set(err, "the checkpoint interval (%d) must be a multiple or a divisor of the batch size (%d)", chunk, batch);
@@ -202,15 +238,25 @@ Server *server_start(const ServerConfig *c, Err *err) {
     s->defaults.n_vocab = s->info->n_vocab;
     s->defaults.chat_max_tokens = c->n_predict;
     s->defaults.completion_max_tokens = 16;
-    if (!c->no_cache) {
-        PrefixCacheConfig pc = {.ram_bytes = c->cache_ram_mib << 20,
-                                .dir = c->state_dir,
-                                .disk_bytes = (uint64_t)c->state_max_mib << 20};
-        if (model_fingerprint(c->model_path, &pc.fingerprint[0], err)) goto fail;
+    if (!c->no_cache || c->slot_save_path) {
+        if (model_fingerprint(c->model_path, &s->fingerprint[0], err)) goto fail;
         char settings[256];
         snprintf(settings, sizeof settings, "deltallm-ckpt v1 ops=%s threads=%d chunk=%d segment=%d", s->info->ops,
                  s->info->n_threads, chunk, segment);
-        pc.fingerprint[1] = hash64(settings, strlen(settings), pc.fingerprint[0]);
+        s->fingerprint[1] = hash64(settings, strlen(settings), s->fingerprint[0]);
+    }
+    if (c->slot_save_path) {
+        struct stat sb;
+        if (stat(c->slot_save_path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            err_set(err, "--slot-save-path %s: not a directory", c->slot_save_path);
+            goto fail;
+        }
+    }
+    if (!c->no_cache) {
+        PrefixCacheConfig pc = {.ram_bytes = c->cache_ram_mib << 20,
+                                .dir = c->state_dir,
+                                .disk_bytes = (uint64_t)c->state_max_mib << 20,
+                                .fingerprint = {s->fingerprint[0], s->fingerprint[1]}};
         if (!(s->cache = pcache_new(&pc, err))) goto fail;
         srv_log(LOG_INFO, "prefix cache: checkpoints every %d tokens, %zu MiB of RAM%s%s", chunk, c->cache_ram_mib,
                 c->state_dir ? ", disk: " : "", c->state_dir ? c->state_dir : "");
@@ -244,6 +290,7 @@ void server_stop(Server *s) {
     if (!s) return;
     if (s->sched) sched_shutdown(s->sched);
     http_stop(s);
+    if (s->listen_fd >= 0) close(s->listen_fd);
     sched_free(s->sched);
     if (s->cache) pcache_flush(s->cache);
     pcache_free(s->cache);

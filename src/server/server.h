@@ -23,7 +23,7 @@ typedef struct ServerConfig {
     bool mlock;       /* read every weight page and lock them in memory before serving */
     void (*load_progress)(void *user, const char *phase, uint64_t done, uint64_t total); /* DlProgressFn */
     void *load_progress_user;
-    const char *api_key; /* NULL: no authentication; "" is refused */
+    const char *api_key; /* NULL: no authentication; "" is refused; "k1,k2": any of these keys */
     const char *alias;   /* model id in responses; NULL: the file name without .gguf */
     const char *chat_template_file; /* overrides the GGUF's template */
     const char *chat_format;        /* overrides the detected format: chatml, qwen3, qwen3-coder, qwen35 */
@@ -32,13 +32,16 @@ typedef struct ServerConfig {
     int cache_chunk;
     bool cache_dense;
     const char *state_dir;
+    const char *slot_save_path; /* POST /slots/{id}?action=save|restore: files live here (NULL: refused) */
     size_t state_max_mib;
     int queue_max;
     size_t max_body_bytes;
     int timeout_s; /* idle HTTP connection timeout */
     double read_timeout_s; /* a request's headers and body must arrive within this (0: no deadline) */
-    int max_connections;
+    double header_timeout_s; /* a request's headers must arrive within this (0: only read_timeout_s) */
+    int max_connections; /* beyond it, the oldest connection still sending its headers is closed */
     int max_connections_per_ip; /* 0: no limit */
+    const char *ssl_key_file, *ssl_cert_file; /* both: HTTPS (PEM files), through libmicrohttpd's GnuTLS */
     const char *cors_origin; /* NULL: no CORS headers; "*" or a comma-separated list of origins */
     bool metrics;            /* serve /metrics */
     float temperature, top_p, min_p; /* defaults for requests that do not say */
@@ -62,8 +65,8 @@ typedef struct ServerConfig {
 
 void server_config_init(ServerConfig *c);
 
-/* An API key from a file: its first line without surrounding whitespace (*key malloc'd). An empty file
- * is an error. */
+/* API keys from a file: one per line, without surrounding whitespace, joined with commas (*key malloc'd).
+ * A file without a key, or a key with a comma, is an error. */
 int server_read_key_file(const char *path, char **key, Err *err);
 
 typedef struct Server Server;

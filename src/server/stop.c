@@ -44,13 +44,13 @@ bool stop_feed(StopFilter *f, const char *text, size_t len, SBuf *out) {
     }
     sbuf_put(&f->held, text, len);
     const char *s = f->held.p ? f->held.p : "";
-    size_t n = f->held.n, first = n;
+    size_t n = f->held.n, first = n, hit_len = 0;
     for (int i = 0; i < f->n; i++) {
         const char *hit = memmem(s, n, f->stops[i], f->lens[i]);
-        if (hit && (size_t)(hit - s) < first) first = (size_t)(hit - s);
+        if (hit && (size_t)(hit - s) < first) first = (size_t)(hit - s), hit_len = f->lens[i], f->which = i;
     }
     if (first < n) {
-        sbuf_put(out, s, first);
+        sbuf_put(out, s, first + (f->include ? hit_len : 0));
         f->held.n = 0;
         f->matched = true;
         return true;

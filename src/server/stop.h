@@ -20,6 +20,8 @@ typedef struct StopFilter {
     int n;
     SBuf held;
     bool matched;
+    bool include; /* the matched stop string is released too (include_stop_str_in_output) */
+    int which;    /* the stop string that matched (when matched) */
 } StopFilter;
 
 /* Copies the stop strings (empty ones are ignored). Returns -1 on out of memory. */

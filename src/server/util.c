@@ -106,12 +106,6 @@ uint64_t hash64(const void *data, size_t n, uint64_t seed) {
 
 /* ------------------------------------------------------------------------------------------ time, ids */
 
-double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 double wall_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

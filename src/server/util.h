@@ -9,6 +9,8 @@
 #ifndef DL_SERVER_UTIL_H
 #define DL_SERVER_UTIL_H
 
+#include "base/clock.h" /* now_s: monotonic seconds */
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,7 +41,6 @@ uint64_t hash64(const void *data, size_t n, uint64_t seed);
 
 /* ------------------------------------------------------------------------------------------ time, ids */
 
-double now_s(void);   /* monotonic seconds */
 double wall_s(void);  /* seconds since the epoch */
 /* Fills out[0..n) with random letters and digits and NUL-terminates it (out holds n + 1 bytes). */
 void random_alnum(char *out, size_t n);

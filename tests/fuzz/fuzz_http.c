@@ -8,13 +8,19 @@
  *   - rendering either succeeds with text or fails with a one-line message;
  *   - a constraint that accepted a prefix completes it: prefix + completion is accepted and done;
  *   - the chat parser's deltas add up to its totals;
- *   - json_print of a parsed body is valid UTF-8 and parses again. */
+ *   - json_print of a parsed body is valid UTF-8 and parses again;
+ *   - a bearer token matches a list of keys exactly when it matches one of them (llama-server's --api-key k1,k2);
+ *   - the stop filter (include_stop_str_in_output or not) releases a prefix of the text, ending at the first
+ *     stop string, and with include exactly that string more.
+ * Bodies with llama-server's fields (n_predict, id_slot, reasoning_format, ...) and POST /completion's go through
+ * api_parse like the others (seeds llama-*.bin); /slots/{id} paths through the route parser. */
 #include "chat/chat.h"
 #include "server/constrain.h"
 #include "server/http_parse.h"
 #include "server/json_io.h"
 #include "server/openai.h"
 #include "server/responses.h"
+#include "server/stop.h"
 #include "server/util.h"
 
 #include <stdint.h>
@@ -142,10 +148,55 @@ static void head_check(const uint8_t *d, size_t n) {
     Route r = http_route(field[0], id, sizeof id);
     EXPECT(r >= R_NONE && r < R_COUNT && route_name(r));
     if (r == R_MODEL_ONE || r == R_RESPONSE_ONE) EXPECT(strlen(id) < sizeof id && id[0]);
+    if (r == R_SLOT_ACTION) EXPECT(id[0] && strspn(id, "0123456789") == strlen(id));
     (void)http_wants_post(r);
     (void)http_origin_allowed(field[1][0] ? field[1] : NULL, field[2]);
-    (void)http_bearer_matches(field[3], "sekret", 6);
+    bool one = http_bearer_matches(field[3], "sekret", 6), two = http_bearer_matches(field[3], "k2", 2);
+    EXPECT(http_bearer_matches_any(field[3], " sekret ,,k2,") == (one || two));
     free(buf);
+}
+
+/* stops (up to 3, NUL-separated) \n text: fed in pieces with and without include_stop_str_in_output */
+static void stop_check(const uint8_t *d, size_t n) {
+    const char *nl = memchr(d, '\n', n);
+    if (!nl) return;
+    size_t ns = (size_t)(nl - (const char *)d);
+    char stops_buf[64] = {0};
+    memcpy(stops_buf, d, ns < 63 ? ns : 63);
+    const char *stops[3];
+    int k = 0;
+    for (char *p = stops_buf; k < 3 && p < stops_buf + 63 && *p; p += strlen(p) + 1) stops[k++] = p;
+    const char *text = nl + 1;
+    size_t len = n - ns - 1;
+    SBuf out[2] = {{0}, {0}};
+    bool matched[2];
+    int which = -1;
+    for (int inc = 0; inc < 2; inc++) {
+        StopFilter f;
+        EXPECT(stop_init(&f, stops, k) == 0);
+        f.include = inc;
+        bool m = false;
+        for (size_t i = 0; i < len && !m;) {
+            size_t piece = 1 + (unsigned char)text[i] % 5;
+            if (piece > len - i) piece = len - i;
+            m = stop_feed(&f, text + i, piece, &out[inc]);
+            i += piece;
+        }
+        if (!m) stop_flush(&f, &out[inc]);
+        matched[inc] = m;
+        if (m && inc) which = f.which;
+        if (m && inc) {
+            EXPECT(which >= 0 && which < f.n);
+            size_t sl = f.lens[which];
+            EXPECT(out[1].n == out[0].n + sl && !memcmp(out[1].p + out[0].n, f.stops[which], sl));
+        }
+        stop_free(&f);
+    }
+    EXPECT(matched[0] == matched[1]);
+    EXPECT(out[0].n <= len && (!out[0].n || !memcmp(out[0].p, text, out[0].n)));
+    if (!matched[0]) EXPECT(out[0].n == len);
+    sbuf_free(&out[0]);
+    sbuf_free(&out[1]);
 }
 
 static void body_check(const uint8_t *d, size_t n) {
@@ -181,7 +232,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     defs.completion_max_tokens = 16;
     ApiRequest r;
     ApiError e;
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
     case 0:
     case 1: {
         bool chat = data[0] % 6 == 0;
@@ -203,6 +254,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     case 3: head_check(d, n); break;
     case 4: chat_parser_check(d, n); break;
+    case 6: stop_check(d, n); break;
     default: body_check(d, n); break;
     }
     return 0;

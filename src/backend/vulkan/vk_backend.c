@@ -6,22 +6,18 @@
  * rest are packed into arenas of up to 1 GiB in the file's layout (the kernels read GGUF blocks as they
  * are), so a model is a handful of allocations. A format without kernels is refused here, naming the tensor
  * and the format: nothing falls back to the CPU in the middle of a pass. */
+#include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_internal.h"
 
 #include "backend/vulkan/vk_tables.h"
 #include "gguf/format.h"
 #include "gguf/iq_tables.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double vk_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 #define ARENA_BYTES ((size_t)1 << 30)
 
@@ -108,7 +104,7 @@ static bool is_matrix(const Weight *w) { return w->rows > 1 || w->n_expert > 0 |
 static int check_formats(VkBackend *b, const Weight *w, int n, Err *err) {
     for (int i = 0; i < n; i++) {
         if (!is_matrix(&w[i])) continue;
-        const bool lookup = w[i].role == W_TOK_EMBD;
+        const bool lookup = w[i].looked_up;
         const bool ok = vk_fmt_has(b->d, VKF_MM_VEC, w[i].type) && vk_fmt_has(b->d, VKF_MM_MAT, w[i].type) &&
                         (!lookup || vk_fmt_has(b->d, VKF_GET_ROWS, w[i].type));
         if (!ok)
@@ -260,6 +256,9 @@ static void v_stats(const Backend *be, BackendStats *out) {
     out->submits = b->n_submits;
     out->device_weight_bytes = b->weight_bytes;
     out->f16_products = b->coop;
+    out->dispatches = b->n_dispatch;
+    out->barriers = b->n_barrier;
+    out->host_ns = b->host_ns;
 }
 
 static void v_mark(Backend *be, int tag) { vks_mark(vkb(be), tag); }
@@ -285,11 +284,11 @@ static double probe_pass(VkBackend *b, BBuf *src, BBuf *dst, size_t bytes, int n
     const uint32_t groups = 65535; /* the kernel strides over the rest */
     const int n_marks = b->n_marks;
     vks_mark(b, 0);
-    const double t0 = vk_now();
+    const double t0 = now_s();
     for (int k = 0; k < n_disp; k++) vks_dispatch(b, vk_pipe(b->d, VK_PROBE_COPY), &p, sizeof p, groups, 1, 1);
     vks_mark(b, 1);
     if (vks_flush(b, err)) return -1;
-    double t = vk_now() - t0;
+    double t = now_s() - t0;
     if (b->n_marks == n_marks + 2) /* the device's own clock */
         t = (double)(b->marks[n_marks + 1].ticks - b->marks[n_marks].ticks) * b->d->ns_per_tick * 1e-9;
     b->n_marks = n_marks;
@@ -342,7 +341,7 @@ static void v_destroy(Backend *be) {
     free(b);
 }
 
-static BackendVt vt_vulkan;
+static BackendVt vt_vulkan, vt_unfused; /* the second without the optional fused ops (tune fuse=0) */
 static pthread_once_t vt_once = PTHREAD_ONCE_INIT;
 
 static void build_vt(void) {
@@ -362,20 +361,30 @@ static void build_vt(void) {
     vk_ops_install(vt);
     vk_matmul_install(vt);
     vk_seq_install(vt);
+    vt_unfused = *vt;
+    vt_unfused.matmul_add = NULL;
+    vt_unfused.matmul_swiglu = NULL;
+    vt_unfused.dn_prep = NULL;
+    vt_unfused.matmul_pair = NULL;
+    vt_unfused.attention_gated = NULL;
+    vt_unfused.attn_prep = NULL;
 }
 
-/* BackendOptions.tune: "key=value,..." with coop, tile, chunk */
+/* BackendOptions.tune: "key=value,..." with coop, tile, chunk, dep (0: a barrier before every command), fuse
+ * (0: the unfused ops, for comparisons) */
 static int parse_tune(VkBackend *b, const char *s, Err *err) {
     while (s && *s) {
         char key[16];
         long v;
         int used = 0;
         if (sscanf(s, "%15[a-z]=%ld%n", key, &v, &used) != 2 || v < 0 || v > (1 << 20))
-            return err_set(err, "Vulkan tuning '%s': expected key=value pairs (coop=0|1, tile=N, chunk=N)", s);
+            return err_set(err, "Vulkan tuning '%s': expected key=value pairs (coop=0|1, tile=N, chunk=N, dep=0|1, fuse=0|1)", s);
         if (!strcmp(key, "coop")) b->coop = b->coop && v != 0;
         else if (!strcmp(key, "tile") && v >= 2) b->tile_min_rows = (int)v;
         else if (!strcmp(key, "chunk") && v >= 1) b->be.dn_chunk_min = (int)v;
-        else return err_set(err, "Vulkan tuning: unknown or out-of-range '%s=%ld' (coop=0|1, tile>=2, chunk>=1)", key, v);
+        else if (!strcmp(key, "dep") && v <= 1) b->dep_off = v == 0;
+        else if (!strcmp(key, "fuse") && v <= 1) b->fuse_off = v == 0;
+        else return err_set(err, "Vulkan tuning: unknown or out-of-range '%s=%ld' (coop=0|1, tile>=2, chunk>=1, dep=0|1, fuse=0|1)", key, v);
         s += used;
         if (*s == ',') s++;
         else if (*s) return err_set(err, "Vulkan tuning: unexpected '%s'", s);
@@ -387,6 +396,7 @@ Backend *vk_backend_create(const BackendOptions *o, int index, Err *err) {
     if ((o->kv_k != KV_DEFAULT && o->kv_k != KV_F32) || (o->kv_v != KV_DEFAULT && o->kv_v != KV_F32)) /* the device's kernels read F32 */
         return err_set(err, "the Vulkan backend keeps the KV cache in F32 (-ctk f32 -ctv f32, or neither)"), NULL;
     pthread_once(&vt_once, build_vt);
+    if (!vk_backend_load(o->device_lib, err)) return NULL;
     VkDev *d = vk_dev_get(index, err);
     if (!d) return NULL;
     VkBackend *b = calloc(1, sizeof *b);
@@ -409,5 +419,6 @@ Backend *vk_backend_create(const BackendOptions *o, int index, Err *err) {
         v_destroy(&b->be);
         return NULL;
     }
+    if (b->fuse_off) b->be.vt = &vt_unfused;
     return &b->be;
 }

@@ -1,0 +1,33 @@
+/* encoder.h — the qwen3vl_merger vision tower on the CPU: pre-processed pixels in, one embedding per merged
+ * 2×2 patch group out, as llama.cpp's clip graph for this projector computes it (docs/VISION.md):
+ *   patch embedding (the two temporal conv kernels as matmuls over the same image, summed) → patch bias →
+ *   learned positions (bilinear-resized to the patch grid) → blocks [LayerNorm → qkv → 2-D rotary (rows on
+ *   the first quarter-pairs, columns on the second) → full attention → out; LayerNorm → up → GELU → down] →
+ *   post LayerNorm → 2×2 merge → mm.0 → GELU → mm.2 (→ deepstack features appended where the file has them).
+ * Patches are kept in merge order from the start (each 2×2 group's four patches adjacent), as llama.cpp does.
+ * Matmuls go through an Ops table (MATMUL_EXACT: F32 activations, weights widened — the exact mode the
+ * float64 reference tools/vision_ref.py checks); the rest is scalar here. */
+#ifndef DL_VISION_ENCODER_H
+#define DL_VISION_ENCODER_H
+
+#include "base/err.h"
+#include "base/pool.h"
+#include "kernels/ops.h"
+#include "vision/mmproj.h"
+
+typedef struct VisionRun {
+    const Ops *ops; /* NULL: ops_ref */
+    MatMode mode;   /* MATMUL_EXACT unless told */
+    Pool *pool;     /* NULL: the caller's thread */
+} VisionRun;
+
+/* Tokens an nx × ny pre-processed image gives (nx, ny multiples of 2·patch): (nx/2p)·(ny/2p). */
+int vision_n_tokens(const Mmproj *m, int nx, int ny);
+/* pix: [3][ny][nx] normalised pixels (planar RGB). out: [vision_n_tokens][mmproj_out_width] floats, tokens in
+ * raster order of the merged grid. 0, or -1 with one line in err (sizes that do not fit, out of memory). */
+int vision_encode(const Mmproj *m, const float *pix, int nx, int ny, const VisionRun *run, float *out, Err *err);
+
+/* The GELU the tower uses (ggml_gelu's tanh form, in float). */
+float vision_gelu(float x);
+
+#endif
