@@ -4,11 +4,11 @@
  * error texts / usage fields of item 7. Each test failed before its fix. In-process on the m1 test model. */
 #include "test.h"
 #include "test_http.h"
+#include "base/clock.h"
 
 #include "server/prefix_cache.h"
 #include "server/server.h"
 #include "server/util.h"
-#include "base/clock.h"
 
 #include <cjson/cJSON.h>
 #include <poll.h>
@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
 
 static int count_of(const char *hay, const char *needle) {
     int n = 0;
@@ -273,7 +274,7 @@ TEST(server_probe, slow_flood_from_many_addresses) {
     int port = server_port(s);
     int probe = http_connect_from(port, "127.0.0.9");
     if (probe < 0) {
-        test_skip("cannot bind 127.0.0.x source addresses: the flood test cannot run");
+        test_skip("cannot bind 127.0.0.x source addresses");
         server_stop(s);
         return;
     }

@@ -456,6 +456,6 @@ TEST(vision, png_to_embeddings) {
     mmproj_close(m);
     free(buf);
 #else
-    test_skip("PNG support not built (make PNG=1 with libpng-dev)");
+    test_skip("PNG support not built (libpng-dev missing)");
 #endif
 }
