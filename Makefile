@@ -126,8 +126,8 @@ $(MPI_STAMP):
 # the registry learns whether the backend is built; a stamp per setting rebuilds it when VULKAN changes
 $(BUILD)/gen/vulkan-$(VULKAN).stamp:
 	@mkdir -p $(@D) && rm -f $(BUILD)/gen/vulkan-*.stamp && touch $@
-$(call obj,src/backend/backend.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
-$(call obj,src/backend/backend.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
+$(call obj,src/backend/registry.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
+$(call obj,src/backend/registry.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
 $(call obj,$(VK_SRC) $(VK_GEN)): CFLAGS += -I$(VK_INC)
 # the image decoders learn which libraries are there; a stamp per setting rebuilds them when it changes
 $(BUILD)/gen/image-$(PNG)$(JPEG).stamp:
@@ -230,16 +230,20 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -fsanitize=fuzzer,ad
 # the fuzz targets exercise the file readers: the portable sources they need (no ISA-specific kernels)
 FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/gguf/*.c)) src/model/config.c src/convert/safetensors.c)
 # fuzz_http: the HTTP request path (paths and headers, bodies, chat rendering, constraints, output parsing)
-FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) $(addprefix src/server/,http_parse.c json_io.c openai.c \
-                openai_llama.c stop.c responses.c constrain.c constrain_schema.c util.c) src/tokenizer/unicode.c \
+FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) src/engine/sampling_defaults.c $(addprefix src/server/,http_parse.c \
+                json_io.c openai.c openai_llama.c llama_params.c stop.c responses.c constrain.c constrain_schema.c \
+                grammar.c util.c) src/tokenizer/unicode.c \
                 src/tokenizer/unicode_data.c src/base/err.c -lcjson
 # fuzz_image: the PNG / JPEG decoders' wrapper (src/image/image.c) with the libraries this build found
 FUZZ_IMAGE_LIB = -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG) src/image/image.c src/base/err.c $(IMAGE_LIBS)
+# fuzz_grammar: the GBNF compiler (grammar.c) and the constraint runtime
+FUZZ_GRAMMAR_LIB = $(addprefix src/server/,grammar.c constrain.c util.c) src/base/err.c
 fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
-	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; fuzz_image) libs="$(FUZZ_IMAGE_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
+	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; fuzz_image) libs="$(FUZZ_IMAGE_LIB)";; \
+	    fuzz_grammar) libs="$(FUZZ_GRAMMAR_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
 	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f $$libs -lm -pthread; \
 	  mkdir -p build/fuzz/$$n.corpus; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \

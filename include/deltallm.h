@@ -116,6 +116,9 @@ typedef struct DlEngineParams {
     const char *split;
     /* a device's tuning, "key=value,..." (the Vulkan backend: coop=0|1, tile=N, chunk=N; docs/VULKAN.md) */
     const char *device_tune;
+    /* a device's runtime library when not the system's (the Vulkan loader file instead of libvulkan.so.1; the
+     * CLI takes it from DELTALLM_VULKAN_LIB); NULL: the default */
+    const char *device_lib;
     /* Memory the weights may take, in bytes; 0 = what the machine can give without swapping (MemAvailable
      * less 1 GiB and the sessions' state). A model that fits runs as it always did (its file mapped). An MoE
      * model that does not keeps its other weights resident and reads its experts on demand into an expert
@@ -360,6 +363,13 @@ typedef struct DlDraftStats {
     uint64_t draft_passes;             /* drafter forward passes */
     double draft_s, verify_s, keep_s;  /* time drafting, verifying (the batched pass), rolling back (the keep alone) */
 } DlDraftStats;
+/* Controlled acceptance, for measuring the machinery (bench --draft-accept): after each drafter pass the
+ * session's drafts are replaced by tokens[p] for their positions p (tokens: what the model gives at each
+ * position of the session from 0, e.g. the prompt and a greedy run's output; drafts past n are dropped), each
+ * made wrong (another id) with probability 1 - accept, drawn from its own generator seeded by seed. The output
+ * is still the model's; only the acceptance changes. Needs drafting on (dl_session_set_draft drops the oracle);
+ * n 0 turns it off. */
+int dl_session_set_draft_oracle(DlSession *s, const int32_t *tokens, int n, double accept, uint64_t seed, DlError *err);
 /* The session's counts since dl_session_set_draft. */
 void dl_session_draft_stats(const DlSession *s, DlDraftStats *st);
 
@@ -385,6 +395,34 @@ int32_t dl_sampler_sample(DlSampler *s, const float *logits);
 /* Records a token of the context (prompt or generated) for the penalties. */
 void dl_sampler_accept(DlSampler *s, int32_t token);
 void dl_sampler_reset(DlSampler *s);
+
+/* llama.cpp's further samplers (its names and defaults; --typical, --mirostat*, --dry-*, --xtc-*, --top-n-sigma,
+ * --samplers). A sampler made with any of them on runs llama.cpp's chain over every candidate, in `samplers`
+ * order: penalties (DlSamplingParams' repeat / frequency / presence), dry, top_n_sigma, top_k, typ_p, top_p,
+ * min_p, xtc, temperature, then the draw. Mirostat replaces the chain: temperature, then mirostat. With all of
+ * them off (dl_sampler_extra_init) the sampler is exactly dl_sampler_new's. */
+typedef struct DlSamplerExtra {
+    float typical_p;         /* locally typical sampling: keep the tokens nearest the entropy up to this mass; ≥ 1: off */
+    int mirostat;            /* 0 off, 1 (Mirostat), 2 (Mirostat 2.0) */
+    float mirostat_tau;      /* target surprise in bits (5) */
+    float mirostat_eta;      /* learning rate of mu (0.1); mu starts at 2·tau and moves after each accepted token */
+    float dry_multiplier;    /* DRY ("don't repeat yourself"): 0 off */
+    float dry_base;          /* penalty = multiplier · base^(length − allowed_length) (1.75) */
+    int dry_allowed_length;  /* repeats up to this long are free (2) */
+    int dry_penalty_last_n;  /* tokens DRY looks back over (-1: 4096, 0: off) */
+    const char *const *dry_breakers; /* strings that end a repeated sequence; NULL: "\n", ":", "\"", "*" */
+    int n_dry_breakers;
+    float xtc_probability;   /* exclude top choices: chance per token (0: off) */
+    float xtc_threshold;     /* the tokens at or above it, all but the least likely, are removed (0.1; > 0.5: off) */
+    float top_n_sigma;       /* keep logits ≥ max − n·σ (≤ 0: off) */
+    int min_tokens;          /* end-of-generation tokens are not drawn before this many were accepted */
+    const char *samplers;    /* the order: names separated by ';' (top_k;top_p;...) or llama.cpp's letters
+                                ("edkypmxt"); NULL: the default above */
+} DlSamplerExtra;
+
+void dl_sampler_extra_init(DlSamplerExtra *x); /* all off, llama.cpp's defaults for the rest */
+/* dl_sampler_new with x (NULL: none); fails with one line for a bad sampler name or value. */
+DlSampler *dl_sampler_new_extra(const DlEngine *e, const DlSamplingParams *p, const DlSamplerExtra *x, DlError *err);
 
 #ifdef __cplusplus
 }

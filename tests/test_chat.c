@@ -456,7 +456,7 @@ static int run_cli(const char *cmdline, char *out, size_t cap) {
 TEST(chat, cli_chat_format) {
     const char *bin = getenv("DELTALLM_BIN");
     if (!bin) {
-        test_note("DELTALLM_BIN not set: skipped");
+        test_skip("DELTALLM_BIN not set: skipped");
         return;
     }
     char cmd[4096], out[16384], path[1100];

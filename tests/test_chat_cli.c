@@ -161,7 +161,7 @@ static bool expected_first_reply(const char *template_rel, int n_ctx, int n, Tex
 }
 
 TEST(chat_cli, terminal_turns_reset_exit) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     Text want = {0};
     REQUIRE(expected_first_reply(QWEN35_TEMPLATE, 1024, 16, &want));
     REQUIRE_MSG(want.nr > 0, "the Qwen3.5 template starts replies in reasoning");
@@ -204,7 +204,7 @@ TEST(chat_cli, terminal_turns_reset_exit) {
 }
 
 TEST(chat_cli, terminal_ctrl_c_stops_a_reply) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     /* replies that would run to the end of a 16k context (several seconds) unless stopped */
     const char *argv[] = {"deltallm", "chat", "-m", test_data(MODEL), "--ignore-eos", "-c", "16384", "-t", "1", NULL};
     Pty p;
@@ -230,7 +230,7 @@ TEST(chat_cli, terminal_ctrl_c_stops_a_reply) {
 }
 
 TEST(chat_cli, pipe_one_message_per_line) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     Text want = {0};
     REQUIRE(expected_first_reply(NULL, 1024, 12, &want));
     char args[1024], *out = NULL, *err = NULL;

@@ -3,7 +3,8 @@
  * model with an MTP block, in exact mode and the default arithmetic, with the MTP block and with a draft model;
  * the session after each step bitwise the one that evaluated the kept tokens alone (exact mode); sampling: the
  * same tokens as plain sampling for the same seed where batches are computed as single tokens, and no bias
- * (chi-square against plain sampling over many seeds); the calls' errors. */
+ * (chi-square against plain sampling over many seeds); controlled acceptance (the oracle's drafts); the calls'
+ * errors. */
 #include "test.h"
 #include "test_mtp.h"
 
@@ -48,6 +49,10 @@ static int prompt_of(const DlEngine *e, int32_t *ids, int n) {
 }
 
 static int sample_tokens_topk; /* top-k of the samplers (0: off) */
+/* generate's oracle (dl_session_set_draft_oracle) when gen_oracle_p > 0: gen_oracle_n tokens by position */
+static const int32_t *gen_oracle;
+static int gen_oracle_n;
+static double gen_oracle_p;
 
 static DlSampler *sampler(const DlEngine *e, float temp, uint64_t seed) {
     DlSamplingParams sp;
@@ -70,6 +75,9 @@ static int generate(DlEngine *e, const DlDraftParams *draft, float temp, uint64_
     int got = 0;
     if (!CHECK_MSG(s && smp, "%s", err.msg)) goto done;
     if (draft && !CHECK_MSG(dl_session_set_draft(s, draft, &err) == 0, "%s", err.msg)) goto done;
+    if (draft && gen_oracle_p > 0 &&
+        !CHECK_MSG(dl_session_set_draft_oracle(s, gen_oracle, gen_oracle_n, gen_oracle_p, 7, &err) == 0, "%s", err.msg))
+        goto done;
     if (!CHECK_MSG(dl_session_eval(s, prompt, (size_t)np, &err) == 0, "%s", err.msg)) goto done;
     int32_t t = dl_sampler_sample(smp, dl_session_logits(s));
     dl_sampler_accept(smp, t);
@@ -157,6 +165,55 @@ TEST(speculative, greedy_identical_mtp_default) {
         test_note("%s default: greedy identical with forced drafts of 1, 3, 6; acceptance at draft-max 3 %.1f%%",
                   mtp_models[i], 100 * a);
     }
+}
+
+/* ---- controlled acceptance (dl_session_set_draft_oracle) ------------------------------------------------- */
+
+/* The drafts become the plain greedy run's own tokens, each wrong with probability 1 - A: every draft whose
+ * predecessors in its step were accepted is a trial of probability A, so accepted / trials measures A (240
+ * tokens, about 200 trials: 4 standard deviations are ≤ 0.14); the output is still plain greedy's; and the
+ * errors of the call. */
+TEST(speculative, draft_oracle_acceptance) {
+    DlEngine *e = open_model(mtp_test_model("tinybible"), false, 1);
+    if (!e) return;
+    enum { N = 240 };
+    int32_t prompt[16], seq[16 + N], spec[N];
+    const int np = prompt_of(e, prompt, 12);
+    memcpy(seq, prompt, sizeof(int32_t) * (size_t)np);
+    REQUIRE(generate(e, NULL, 0, 1, prompt, np, seq + np, N, NULL) == N);
+    static const double accept[] = {0.4, 0.7, 0.9};
+    DlDraftParams dp;
+    dl_draft_params_init(&dp);
+    dp.n_max = 3, dp.p_min = 0;
+    for (size_t a = 0; a < sizeof accept / sizeof accept[0]; a++) {
+        DlDraftStats st;
+        gen_oracle = seq, gen_oracle_n = np + N, gen_oracle_p = accept[a];
+        const int got = generate(e, &dp, 0, 1, prompt, np, spec, N, &st);
+        gen_oracle_p = 0;
+        const int d = first_diff(seq + np, spec, N);
+        CHECK_MSG(got == N && d < 0, "acceptance %.1f: tokens differ from plain greedy at %d", accept[a], d);
+        uint64_t trials = st.drafted_at[0];
+        for (int j = 1; j < dp.n_max; j++) trials += st.accepted_at[j - 1] < st.drafted_at[j] ? st.accepted_at[j - 1] : st.drafted_at[j];
+        const double m = (double)st.accepted / (double)(trials ? trials : 1), sd = sqrt(accept[a] * (1 - accept[a]) / (double)trials);
+        CHECK_MSG(trials > 100 && fabs(m - accept[a]) < 4 * sd + 1e-9,
+                  "acceptance %.2f: measured %.3f over %llu trials (4 sd = %.3f)", accept[a], m, (unsigned long long)trials, 4 * sd);
+        test_note("tinybible default, draft-max 3, acceptance %.1f: measured %.3f over %llu trials, first drafts %llu of %llu, "
+                  "%.2f tokens a step, greedy identical", accept[a], m, (unsigned long long)trials,
+                  (unsigned long long)st.accepted_at[0], (unsigned long long)st.drafted_at[0],
+                  (double)(st.steps + st.accepted) / (double)(st.steps ? st.steps : 1));
+    }
+    DlError err = {{0}};
+    DlSession *s = dl_session_new(e, &err);
+    REQUIRE(s);
+    CHECK(dl_session_set_draft_oracle(s, seq, 4, 0.5, 1, &err) < 0 && strstr(err.msg, "drafting is off"));
+    REQUIRE(dl_session_set_draft(s, &dp, &err) == 0);
+    CHECK(dl_session_set_draft_oracle(s, seq, 4, 0, 1, &err) < 0 && strstr(err.msg, "out of range (0, 1]"));
+    CHECK(dl_session_set_draft_oracle(s, seq, 4, 1.5, 1, &err) < 0 && strstr(err.msg, "out of range (0, 1]"));
+    const int32_t bad[2] = {1, dl_engine_info(e)->n_vocab};
+    CHECK(dl_session_set_draft_oracle(s, bad, 2, 0.5, 1, &err) < 0 && strstr(err.msg, "out of range"));
+    CHECK(dl_session_set_draft_oracle(s, seq, 4, 1, 1, &err) == 0 && dl_session_set_draft_oracle(s, NULL, 0, 1, 1, &err) == 0);
+    dl_session_free(s);
+    dl_engine_close(e);
 }
 
 /* ---- rollback: the state after each step ----------------------------------------------------------------- */

@@ -93,6 +93,8 @@ int cmd_bench(int argc, char **argv) {
     long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512, slots = 1, depth = 0;
     bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false, draft = false, n_given = false;
     const char *prompt = NULL;
+    double accept[MAX_LIST];
+    int n_accept = 0;
     CliEngine eo;
     cli_engine_init(&eo);
     DraftOptions dro;
@@ -109,6 +111,7 @@ int cmd_bench(int argc, char **argv) {
             printf("usage: deltallm bench -m MODEL.gguf [-m ...] [-p 512[,..]] [-n 128[,..]] [-t 1,2] [-r 3] [-b 512]\n"
                    "                      [-d DEPTH] [--json] [--profile] [--mlock] [--no-prefetch] [--exact] [--slots N]\n"
                    "       deltallm bench -m MODEL.gguf --draft N [--draft-p-min P] [--model-draft F] [--prompt TEXT]\n"
+                   "                      [--draft-accept A[,A..]] [--draft-vocab N]\n"
                    "                      [-n 128] [-t 1,2] [-r 3] [--json]\n"
                    "  -p 0 or -n 0 skips that test. -d N: every test after a context of N tokens (llama-bench's depth).\n"
                    "  Weights are read into memory first (--no-prefetch: not);\n"
@@ -117,7 +120,9 @@ int cmd_bench(int argc, char **argv) {
                    "  --draft N: speculative decoding against plain decoding, greedy, n tokens after the prompt\n"
                    "  (default: 32 random tokens): tokens/s of both, acceptance per draft position, the cost of a\n"
                    "  drafter pass, the verify and the rollback next to a decode step of the same run (not with\n"
-                   "  --mpi or --slots).\n%s",
+                   "  --mpi or --slots). --draft-accept A[,A..]: a row per acceptance A in (0, 1], the drafts being\n"
+                   "  the model's own greedy tokens with a share 1 - A of them wrong (the machinery's cost at a known\n"
+                   "  acceptance, on any model; the drafter still runs, n_max passes a step).\n%s",
                    cli_engine_help);
             return 0;
         } else if (!strcmp(a, "-m") && v) {
@@ -131,6 +136,17 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--draft") && v) {
             if (cli_parse_int("bench", a, argv[++i], 1, DL_DRAFT_MAX, &dro.n_max)) return 2;
             draft = true;
+        } else if (!strcmp(a, "--draft-accept") && v) {
+            n_accept = 0;
+            for (const char *c = argv[++i]; *c;) {
+                char *end;
+                const double x = strtod(c, &end);
+                if (end == c || !(x > 0 && x <= 1) || n_accept == MAX_LIST || (*end && *end != ','))
+                    return cli_usage_error("bench", "bad --draft-accept list '%s' (acceptances in (0, 1])", v);
+                accept[n_accept++] = x;
+                c = *end ? end + 1 : end;
+            }
+            if (!n_accept) return cli_usage_error("bench", "bad --draft-accept list '%s' (acceptances in (0, 1])", v);
         } else if (!strcmp(a, "--prompt") && v) {
             prompt = argv[++i];
         } else if (!strcmp(a, "-t") && v) {
@@ -159,14 +175,14 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!n_models) return cli_usage_error("bench", "needs -m MODEL.gguf");
     if (draft_options_check(&dro, "bench")) return 2;
-    if (!draft && (prompt || dro.model || dro.n_max >= 0)) return cli_usage_error("bench", "--prompt and the draft options need --draft N");
+    if (!draft && (prompt || dro.model || dro.n_max >= 0 || n_accept)) return cli_usage_error("bench", "--prompt and the draft options need --draft N");
     if (draft) {
         if (eo.mpi || slots > 1) return cli_usage_error("bench", "--draft measures one session in one process (not with --mpi or --slots)");
         if (depth) return cli_usage_error("bench", "-d is not taken with --draft");
         if (n_tg != 1 || tg[0] < 2 || tg[0] > 65536)
             return cli_usage_error("bench", "--draft: -n takes one count of 2 to 65536 tokens");
         BenchDraft bd = {models, n_models, thr, n_thr, n_given ? (int)tg[0] : 128, (int)reps, (int)batch, exact, json,
-                         prefetch, mlock_, profile, prompt, dro, eo};
+                         prefetch, mlock_, profile, prompt, accept, n_accept, dro, eo};
         return bench_draft(&bd);
     }
     long long max_tok = 0;

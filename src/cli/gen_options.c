@@ -19,6 +19,11 @@ void gen_options_init(GenOptions *o, long long n_gen_default) {
     o->top_p = 0.95;
     o->min_p = 0.05;
     o->repeat_penalty = 1.0;
+    DlSamplerExtra x;
+    dl_sampler_extra_init(&x);
+    o->typical = x.typical_p, o->mirostat_lr = x.mirostat_eta, o->mirostat_ent = x.mirostat_tau;
+    o->dry_base = x.dry_base, o->dry_allowed_length = x.dry_allowed_length, o->dry_penalty_last_n = x.dry_penalty_last_n;
+    o->xtc_threshold = x.xtc_threshold, o->top_n_sigma = x.top_n_sigma;
     o->think = true;
     cli_engine_init(&o->engine);
 }
@@ -34,6 +39,12 @@ const char gen_options_help[] =
     "  --chat-format NAME       force the chat format: chatml, qwen3, qwen3-coder, qwen35\n"
     "  --temp T                 temperature (default 0.8; 0 = greedy)\n"
     "  --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
+    "  --presence-penalty P --frequency-penalty F\n"
+    "  --typical P --mirostat 0|1|2 --mirostat-lr ETA --mirostat-ent TAU\n"
+    "  --dry-multiplier M --dry-base B --dry-allowed-length N --dry-penalty-last-n N\n"
+    "  --dry-sequence-breaker S (repeatable) --xtc-probability P --xtc-threshold T --top-n-sigma N\n"
+    "  --samplers a;b;..         the chain's order (llama.cpp's names; --sampling-seq: its letters)\n"
+    "  --grammar G, --grammar-file F  constrain the output to a GBNF grammar (run)\n"
     "  --seed S                 sampling seed (default -1: random; -v prints it)\n"
     "  --ignore-eos             keep generating past end-of-generation tokens\n"
     "  --exact                  F32 activations (the reference mode)\n"
@@ -64,6 +75,27 @@ int gen_options_parse(GenOptions *o, const char *cmd, int argc, char **argv, int
     else if (IS("--top-p")) fp = &o->top_p, flo = 0, fhi = 1;
     else if (IS("--min-p")) fp = &o->min_p, flo = 0, fhi = 1;
     else if (IS("--repeat-penalty")) fp = &o->repeat_penalty, flo = 0.01, fhi = 100;
+    else if (IS("--presence-penalty")) fp = &o->presence_penalty, flo = -2, fhi = 2;
+    else if (IS("--frequency-penalty")) fp = &o->frequency_penalty, flo = -2, fhi = 2;
+    else if (IS("--typical")) fp = &o->typical, flo = 0, fhi = 1;
+    else if (IS("--mirostat")) ip = &o->mirostat, ilo = 0, ihi = 2;
+    else if (IS("--mirostat-lr")) fp = &o->mirostat_lr, flo = 0, fhi = 1;
+    else if (IS("--mirostat-ent")) fp = &o->mirostat_ent, flo = 0, fhi = 100;
+    else if (IS("--dry-multiplier")) fp = &o->dry_multiplier, flo = 0, fhi = 100;
+    else if (IS("--dry-base")) fp = &o->dry_base, flo = 1, fhi = 100;
+    else if (IS("--dry-allowed-length")) ip = &o->dry_allowed_length, ilo = 0, ihi = 1 << 20;
+    else if (IS("--dry-penalty-last-n")) ip = &o->dry_penalty_last_n, ilo = -1, ihi = 1 << 20;
+    else if (IS("--xtc-probability")) fp = &o->xtc_probability, flo = 0, fhi = 1;
+    else if (IS("--xtc-threshold")) fp = &o->xtc_threshold, flo = 0, fhi = 1;
+    else if (IS("--top-n-sigma")) fp = &o->top_n_sigma, flo = -1, fhi = 1000;
+    else if (IS("--samplers") || IS("--sampling-seq")) sp = &o->samplers;
+    else if (IS("--grammar")) sp = &o->grammar;
+    else if (IS("--grammar-file")) sp = &o->grammar_file;
+    else if (IS("--dry-sequence-breaker")) {
+        if (o->n_dry_breakers == (int)(sizeof o->dry_breakers / sizeof *o->dry_breakers))
+            return cli_usage_error(cmd, "at most 16 --dry-sequence-breaker"), -1;
+        sp = &o->dry_breakers[o->n_dry_breakers++];
+    }
     else if (IS("--no-think")) o->think = false;
     else if (IS("--ignore-eos")) o->ignore_eos = true;
     else if (IS("--exact")) o->exact = true;
@@ -133,7 +165,19 @@ DlSampler *gen_new_sampler(const GenOptions *o, const DlEngine *e, DlError *err)
     sp.min_p = (float)o->min_p;
     sp.repeat_penalty = (float)o->repeat_penalty;
     sp.penalty_last_n = (int)o->last_n;
+    sp.presence_penalty = (float)o->presence_penalty;
+    sp.frequency_penalty = (float)o->frequency_penalty;
+    DlSamplerExtra x;
+    dl_sampler_extra_init(&x);
+    x.typical_p = o->typical > 0 ? (float)o->typical : 1.0f;
+    x.mirostat = (int)o->mirostat, x.mirostat_eta = (float)o->mirostat_lr, x.mirostat_tau = (float)o->mirostat_ent;
+    x.dry_multiplier = (float)o->dry_multiplier, x.dry_base = (float)o->dry_base;
+    x.dry_allowed_length = (int)o->dry_allowed_length, x.dry_penalty_last_n = (int)o->dry_penalty_last_n;
+    if (o->n_dry_breakers) x.dry_breakers = o->dry_breakers, x.n_dry_breakers = o->n_dry_breakers;
+    x.xtc_probability = (float)o->xtc_probability, x.xtc_threshold = (float)o->xtc_threshold;
+    x.top_n_sigma = (float)o->top_n_sigma;
+    x.samplers = o->samplers;
     sp.seed = o->seed < 0 ? cli_random_seed() % 4294967296u : (uint64_t)o->seed; /* 32 bits: easy to type back */
     if (o->verbose) fprintf(stderr, "seed: %llu\n", (unsigned long long)sp.seed);
-    return dl_sampler_new(e, &sp, err);
+    return dl_sampler_new_extra(e, &sp, &x, err);
 }

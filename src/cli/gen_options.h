@@ -12,7 +12,14 @@
 typedef struct GenOptions {
     const char *model;
     long long n_gen, n_ctx, threads, top_k, last_n, seed; /* seed -1: random */
-    double temp, top_p, min_p, repeat_penalty;
+    double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
+    /* llama.cpp's further samplers (--typical, --mirostat*, --dry-*, --xtc-*, --top-n-sigma, --samplers) */
+    double typical, mirostat_lr, mirostat_ent, dry_multiplier, dry_base, xtc_probability, xtc_threshold, top_n_sigma;
+    long long mirostat, dry_allowed_length, dry_penalty_last_n;
+    const char *samplers;
+    const char *grammar, *grammar_file; /* GBNF (run: cli/gen_grammar.h) */
+    const char *dry_breakers[16];
+    int n_dry_breakers;
     bool exact, no_mmap, mlock, verbose, ignore_eos, special, think;
     const char *system_prompt;
     const char *chat_template_file, *chat_format; /* override the GGUF's chat template */

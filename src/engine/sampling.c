@@ -7,28 +7,13 @@
 #include "deltallm.h"
 
 #include "engine/engine_internal.h"
+#include "engine/sampling_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct Cand {
-    int32_t id;
-    float logit;
-    float p;
-} Cand;
-
-struct DlSampler {
-    DlSamplingParams p;
-    int n_vocab;
-    Cand *cand;       /* [n_vocab] */
-    float *work;      /* [n_vocab] penalized logits */
-    int32_t *count;   /* [n_vocab] occurrences in the window (kept zero between calls) */
-    int32_t *history; /* ring of the last penalty_last_n accepted tokens */
-    int hist_n, hist_pos;
-    uint64_t rng;
-};
 
 void dl_sampling_params_init(DlSamplingParams *p) {
     *p = (DlSamplingParams){.temperature = 0.8f,
@@ -43,6 +28,10 @@ void dl_sampling_params_init(DlSamplingParams *p) {
 }
 
 DlSampler *dl_sampler_new(const DlEngine *e, const DlSamplingParams *p, DlError *err) {
+    return dl_sampler_new_extra(e, p, NULL, err);
+}
+
+DlSampler *dl_sampler_new_extra(const DlEngine *e, const DlSamplingParams *p, const DlSamplerExtra *x, DlError *err) {
     DlSampler *s = calloc(1, sizeof *s);
     const int V = e->info.n_vocab;
     if (s) {
@@ -59,6 +48,15 @@ DlSampler *dl_sampler_new(const DlEngine *e, const DlSamplingParams *p, DlError 
         if (err) snprintf(err->msg, sizeof err->msg, "out of memory for the sampler");
         return NULL;
     }
+    if (x) {
+        DlError le = {{0}};
+        s->llama = sampler_llama_new(e, x, &s->p, &le);
+        if (!s->llama && le.msg[0]) {
+            dl_sampler_free(s);
+            if (err) *err = le;
+            return NULL;
+        }
+    }
     dl_sampler_reset(s);
     return s;
 }
@@ -69,22 +67,25 @@ void dl_sampler_free(DlSampler *s) {
     free(s->work);
     free(s->count);
     free(s->history);
+    sampler_llama_free(s->llama);
     free(s);
 }
 
 void dl_sampler_reset(DlSampler *s) {
     s->hist_n = s->hist_pos = 0;
     s->rng = s->p.seed ^ 0x9E3779B97F4A7C15ull;
+    if (s->llama) sampler_llama_reset(s);
 }
 
 void dl_sampler_accept(DlSampler *s, int32_t token) {
+    if (s->llama) sampler_llama_accept(s, token);
     if (s->p.penalty_last_n == 0) return;
     s->history[s->hist_pos] = token;
     s->hist_pos = (s->hist_pos + 1) % s->p.penalty_last_n;
     if (s->hist_n < s->p.penalty_last_n) s->hist_n++;
 }
 
-static double uniform(DlSampler *s) { /* splitmix64 → [0, 1) */
+double sampler_uniform(DlSampler *s) { /* splitmix64 → [0, 1) */
     uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -181,6 +182,7 @@ static int grow_sorted(Cand *c, int n, int have, int want) {
 int32_t dl_sampler_sample(DlSampler *s, const float *logits) {
     const DlSamplingParams *p = &s->p;
     const int V = s->n_vocab;
+    if (s->llama) return sampler_llama_sample(s, logits);
     memcpy(s->work, logits, sizeof(float) * (size_t)V);
     apply_penalties(s);
     if (p->temperature <= 0.0f) {
@@ -199,7 +201,7 @@ int32_t dl_sampler_sample(DlSampler *s, const float *logits) {
             sum += e;
             w[i] = (float)e;
         }
-        const double r = uniform(s) * sum;
+        const double r = sampler_uniform(s) * sum;
         for (int32_t i = 0; i < V; i++) {
             acc += w[i];
             if (r < acc) return i;
@@ -254,7 +256,7 @@ int32_t dl_sampler_sample(DlSampler *s, const float *logits) {
         for (int32_t i = 0; i < V; i++) sum += exp(((double)s->work[i] - top) / p->temperature);
     else
         for (int i = 0; i < n; i++) sum += exp(((double)c[i].logit - top) / p->temperature);
-    double r = uniform(s) * sum, acc = 0;
+    double r = sampler_uniform(s) * sum, acc = 0;
     if (n == V) { /* nothing cut: the draw walks the vocabulary in id order (the same distribution) */
         for (int32_t i = 0; i < V; i++) {
             acc += (float)exp(((double)s->work[i] - top) / p->temperature);

@@ -36,6 +36,12 @@ struct Spec {
     DlSession *ds;     /* on the engine's draft engine: positions [doff, doff + n_past) */
     int doff;
     int nchain;        /* tentative one-token steps of the current draft, to cut back after the verify */
+    /* controlled acceptance (dl_session_set_draft_oracle): after the drafter's pass, the drafts become the known
+     * tokens of their positions, each replaced by a wrong one with probability 1 - oracle_p */
+    int32_t *oracle;   /* [n_oracle] the token of each position (NULL: the drafter's drafts stand) */
+    int n_oracle;
+    double oracle_p;
+    uint64_t oracle_rng;
     DlDraftStats st;
 };
 

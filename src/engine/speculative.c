@@ -5,6 +5,8 @@
  *   accept   per session and position, the sampler draws the model's token from that row as plain decoding
  *            would; the step goes on while it equals the draft (and is not an end of generation);
  *   keep     the first token and the accepted drafts (forward_keep: exactly their state), the drafter too.
+ * A session with an oracle (dl_session_set_draft_oracle) has its drafts replaced after the drafter's pass by the
+ * known tokens, a chosen share of them wrong: the cost of the machinery at a known acceptance on any model.
  * The hooks engine_run calls keep each drafter fed with what the trunk evaluates. */
 #include "engine/spec_internal.h"
 #include "base/clock.h"
@@ -34,7 +36,7 @@ int32_t spec_pick(const float *l, int n, float p_min, float *prob) {
 
 int dl_engine_open_draft(DlEngine *e, const char *path, DlError *err) {
     Err er = {{0}};
-    if (e->pipe) return err_set(&er, "speculative decoding does not run over --mpi (a draft model neither)"), fail(err, &er);
+    if (!e->runner->speculates) return err_set(&er, "speculative decoding does not run over --mpi (a draft model neither)"), fail(err, &er);
     if (e->draft) return err_set(&er, "the engine has a draft model already"), fail(err, &er);
     if (e->n_spec) return err_set(&er, "sessions are drafting: open the draft model first"), fail(err, &er);
     DlEngineParams p = e->params;
@@ -66,6 +68,7 @@ void spec_free(DlSession *s) {
     free(sp->hist);
     free(sp->tmp);
     free(sp->dlog);
+    free(sp->oracle);
     free(sp);
     s->spec = NULL;
     s->engine->n_spec--;
@@ -89,7 +92,7 @@ int dl_session_set_draft(DlSession *s, const DlDraftParams *p, DlError *err) {
     DlEngine *en = s->engine;
     spec_free(s);
     if (!p) return 0;
-    if (en->pipe) return err_set(&e, "speculative decoding does not run over --mpi"), fail(err, &e);
+    if (!en->runner->speculates) return err_set(&e, "speculative decoding does not run over --mpi"), fail(err, &e);
     const int V = en->info.n_vocab;
     if (p->n_max < 1 || p->n_max > DL_DRAFT_MAX)
         return err_set(&e, "draft-max %d out of range [1, %d]", p->n_max, DL_DRAFT_MAX), fail(err, &e);
@@ -128,6 +131,47 @@ int dl_session_set_draft(DlSession *s, const DlDraftParams *p, DlError *err) {
     }
     spec_reset(s, true); /* from here on (turn drafting on before the prompt for the drafter to see it) */
     return 0;
+}
+
+int dl_session_set_draft_oracle(DlSession *s, const int32_t *tokens, int n, double accept, uint64_t seed, DlError *err) {
+    Err e = {{0}};
+    Spec *sp = s->spec;
+    if (!sp) return err_set(&e, "drafting is off for this session (dl_session_set_draft)"), fail(err, &e);
+    if (n < 0 || (n > 0 && !tokens)) return err_set(&e, "oracle: %d tokens", n), fail(err, &e);
+    if (!(accept > 0 && accept <= 1)) return err_set(&e, "draft acceptance %g out of range (0, 1]", accept), fail(err, &e);
+    const int V = s->engine->info.n_vocab;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return err_set(&e, "oracle token %d: id %d out of range [0, %d)", i, tokens[i], V), fail(err, &e);
+    int32_t *o = NULL;
+    if (n && !(o = malloc(sizeof(int32_t) * (size_t)n))) return err_set(&e, "out of memory"), fail(err, &e);
+    if (n) memcpy(o, tokens, sizeof(int32_t) * (size_t)n);
+    free(sp->oracle);
+    sp->oracle = o, sp->n_oracle = n, sp->oracle_p = accept;
+    sp->oracle_rng = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    return 0;
+}
+
+/* splitmix64: the oracle's draws (its own stream, so the sampler's draws are untouched) */
+static uint64_t oracle_next(Spec *sp) {
+    uint64_t z = (sp->oracle_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The drafts of session s after `first` (at the trunk's position n_past): the oracle's tokens of the kmax
+ * positions after it (as many as it knows), each wrong with probability 1 - oracle_p (a wrong one ≠ the true). */
+static void oracle_drafts(DlSession *s, int kmax) {
+    Spec *sp = s->spec;
+    const int V = s->engine->info.n_vocab, p0 = s->state->n_past + 1;
+    sp->nd = 0;
+    for (int j = 0; j < kmax && p0 + j < sp->n_oracle; j++) {
+        int32_t t = sp->oracle[p0 + j];
+        const double u = (double)(oracle_next(sp) >> 11) * 0x1.0p-53;
+        if (u >= sp->oracle_p && V > 1) t = (int32_t)((t + 1 + (int64_t)(oracle_next(sp) % (uint64_t)(V - 1))) % V);
+        sp->drafts[sp->nd++] = t;
+    }
 }
 
 void dl_session_draft_stats(const DlSession *s, DlDraftStats *st) {
@@ -189,6 +233,8 @@ int dl_speculate_batch(DlSession **s, DlSampler **smp, const int32_t *first, int
     }
     double t0 = now_s();
     if ((s[0]->spec->mtp ? spec_mtp_draft : spec_model_draft)(en, s, first, kmax, n, &e)) return fail(err, &e);
+    for (int i = 0; i < n; i++) /* controlled acceptance: the oracle's drafts (their cost is the verify's) */
+        if (s[i]->spec->oracle) oracle_drafts(s[i], kmax[i]);
     double t1 = now_s();
     /* verify: every session's first token and drafts, tentatively, every row's logits */
     BatchSeq q[256];

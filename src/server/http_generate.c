@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "server/anthropic.h"
 #include "server/http_internal.h"
 #include "server/json_io.h"
 #include "server/respond.h"
@@ -308,12 +309,30 @@ static const char *kind_name(Route route, bool stream) {
     if (route == R_CHAT) return stream ? "chat/stream" : "chat";
     if (route == R_RESPONSES) return stream ? "responses/stream" : "responses";
     if (route == R_LLAMA_COMPLETION) return stream ? "completion(llama)/stream" : "completion(llama)";
+    if (route == R_MESSAGES) return stream ? "messages/stream" : "messages";
     return stream ? "completion/stream" : "completion";
+}
+
+/* n > 1: choice i of its prompt shares the prompt's evaluation with the first choice (the leader), and draws
+ * with its own seed (seed + its number), so the choices differ and a given seed repeats all of them. */
+static int share_choice(Job **jobs, int i, int n) {
+    const int c = i % n;
+    Job *j = jobs[i];
+    if (c == 0) {
+        if (!(j->share = prompt_share_new())) return -1;
+        j->share_leader = true;
+        return 0;
+    }
+    j->share = jobs[i - c]->share;
+    atomic_fetch_add(&j->share->refs, 1);
+    j->sp.seed += (uint64_t)c;
+    return 0;
 }
 
 /* The jobs and responders of a parsed request; NULL with *e set. */
 static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) {
-    int k = req->chat ? 1 : req->n_prompts;
+    const int n = req->n > 1 ? req->n : 1; /* choices per prompt: choice i is prompt i / n */
+    int k = (req->chat ? 1 : req->n_prompts) * n;
     Gen *g = calloc(1, sizeof *g);
     if (g) {
         g->s = s;
@@ -331,11 +350,17 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
     RespKind rk = route == R_CHAT        ? RESP_CHAT
                   : route == R_RESPONSES ? RESP_RESPONSES
                   : route == R_LLAMA_COMPLETION ? RESP_LLAMA
+                  : route == R_MESSAGES         ? RESP_ANTHROPIC
                                                 : RESP_COMPLETION;
     for (int i = 0; i < k; i++) {
         bool sir = false;
-        if (prepare_job(s, req, i, &g->jobs[i], &sir, e)) {
-            if (k > 1 && e->param[0] && !strcmp(e->param, "prompt")) snprintf(e->param, sizeof e->param, "prompt[%d]", i);
+        if (prepare_job(s, req, i / n, &g->jobs[i], &sir, e)) {
+            if (k > n && e->param[0] && !strcmp(e->param, "prompt")) snprintf(e->param, sizeof e->param, "prompt[%d]", i / n);
+            gen_free(g);
+            return NULL;
+        }
+        if (n > 1 && share_choice(g->jobs, i, n)) {
+            api_error(e, 500, "server_error", NULL, NULL, "out of memory");
             gen_free(g);
             return NULL;
         }
@@ -348,6 +373,7 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
             gen_free(g);
             return NULL;
         }
+        g->resp[i].n_prompt = (int)g->jobs[i]->n_prompt;
     }
     return g;
 }
@@ -367,8 +393,9 @@ enum MHD_Result http_generate(Server *s, struct MHD_Connection *c, Route route, 
                               const char *method, const char *url) {
     ApiRequest req;
     ApiError e;
-    int rc = route == R_RESPONSES ? responses_parse(body, len, &s->defaults, s->store, &req, &e)
-                                  : api_parse(route == R_CHAT, body, len, &s->defaults, &req, &e);
+    int rc = route == R_RESPONSES  ? responses_parse(body, len, &s->defaults, s->store, &req, &e)
+             : route == R_MESSAGES ? anthropic_parse(body, len, &s->defaults, &req, &e)
+                                   : api_parse(route == R_CHAT, body, len, &s->defaults, &req, &e);
     if (rc) return http_send_error(s, c, &e, method, url);
     Gen *g = prepare(s, &req, route, &e);
     bool stream = req.stream;

@@ -16,6 +16,7 @@
 
 #include "deltallm.h"
 #include "server/constrain.h"
+#include "server/llama_params.h"
 #include "server/stop.h"
 #include "server/util.h"
 
@@ -44,11 +45,26 @@ typedef struct TokenLogprob {
     float top_logprob[LOGPROBS_MAX_TOP];
 } TokenLogprob;
 
+/* n > 1: the choices of one prompt share its evaluation. The first choice's job (the leader) evaluates the
+ * prompt and leaves a snapshot of the session here; the others restore it (an exact copy of the state and the
+ * last logits, not a recompute). ready / state are the scheduler thread's; dead may be set by any thread. */
+typedef struct PromptShare {
+    atomic_int refs;
+    atomic_bool dead; /* the leader ended before its prompt was done: the others evaluate it themselves */
+    bool ready;
+    void *state;
+    size_t size;
+} PromptShare;
+
+PromptShare *prompt_share_new(void);
+void prompt_share_unref(PromptShare *p);
+
 typedef struct Job {
     /* ---- input: set before sched_submit, read-only afterwards (the scheduler owns stop/constraint) */
     int32_t *prompt;
     size_t n_prompt;
     DlSamplingParams sp;
+    SamplerSpec *spx; /* NULL: no extra samplers (owned) */
     int max_tokens; /* ≥ 1 */
     StopFilter stop;
     Constraint *constraint; /* NULL: free generation */
@@ -61,6 +77,8 @@ typedef struct Job {
     int logprobs;    /* -1: none; else record each token's logprob and this many alternatives (≤ 20) */
     int slot_id;     /* id_slot: the slot it must run in (-1: any) */
     bool render_special; /* skip_special_tokens false: control tokens are rendered as text */
+    PromptShare *share; /* n > 1: the prompt's evaluation, shared (NULL: none) */
+    bool share_leader;  /* this job evaluates it */
 
     /* ---- output (under mu) */
     pthread_mutex_t mu;

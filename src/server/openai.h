@@ -16,6 +16,7 @@
 
 #include "deltallm.h"
 #include "server/job.h"
+#include "server/llama_params.h"
 #include "server/stop.h"
 
 typedef struct ApiError {
@@ -43,7 +44,7 @@ typedef struct ApiDefaults {
     int completion_max_tokens; /* OpenAI's default for /v1/completions is 16 */
 } ApiDefaults;
 
-enum { API_MAX_PROMPTS = 256 };
+enum { API_MAX_PROMPTS = 256, API_MAX_N = 16 };
 
 /* One /v1/completions prompt: text (JSON_NUL for NUL characters), or token ids. */
 typedef struct ApiPrompt {
@@ -70,9 +71,11 @@ typedef struct ApiRequest {
     cJSON *doc; /* the body; the pointers below point into it (messages and tools: into render_doc) */
     cJSON *render_doc; /* chat: the body again, numbers kept as written (chat_json_parse), for rendering */
     bool stream, include_usage;
+    int n; /* choices per prompt (≥ 1): the prompt is evaluated once, its state copied to each */
     int max_tokens; /* -1: until the context is full */
     bool max_tokens_given;
     DlSamplingParams sp;
+    SamplerSpec *spx; /* llama.cpp's further samplers (llama_params.h), NULL: none */
     bool seed_given;
     const char *stop[STOP_MAX];
     int n_stop;
@@ -89,6 +92,7 @@ typedef struct ApiRequest {
     int enable_thinking;   /* -1 default, 0, 1 */
     RespFormat response_format;
     const cJSON *schema; /* RF_JSON_SCHEMA (may be NULL: any object) */
+    const char *grammar; /* a GBNF grammar (llama.cpp's `grammar`; every endpoint), or NULL */
     /* completion: one choice per prompt */
     ApiPrompt *prompts; /* malloc'd */
     int n_prompts;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------------------------ jobs */
 
@@ -25,11 +26,25 @@ Job *job_new(void) {
 
 void job_ref(Job *j) { atomic_fetch_add(&j->refs, 1); }
 
+PromptShare *prompt_share_new(void) {
+    PromptShare *p = calloc(1, sizeof *p);
+    if (p) atomic_init(&p->refs, 1), atomic_init(&p->dead, false);
+    return p;
+}
+
+void prompt_share_unref(PromptShare *p) {
+    if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
+    free(p->state);
+    free(p);
+}
+
 void job_unref(Job *j) {
     if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
     free(j->prompt);
     stop_free(&j->stop);
     constraint_free(j->constraint);
+    sampler_spec_free(j->spx);
+    prompt_share_unref(j->share);
     free(j->bias);
     free(j->lp);
     sbuf_free(&j->text);
@@ -40,7 +55,7 @@ void job_unref(Job *j) {
 
 /* ------------------------------------------------------------------------------------------ state */
 
-enum { SLOT_FREE, SLOT_PREFILL, SLOT_GEN };
+enum { SLOT_FREE, SLOT_PREFILL, SLOT_GEN, SLOT_WAIT /* n > 1: for the leader's prompt state */ };
 
 typedef struct Slot {
     int id, state;
@@ -126,6 +141,8 @@ static void job_finish(Job *j, JobFinish f, const char *error) {
 }
 
 static void slot_release(Scheduler *s, Slot *sl) {
+    if (sl->job && sl->job->share && sl->job->share_leader && !sl->job->share->ready)
+        atomic_store(&sl->job->share->dead, true);
     dl_sampler_free(sl->smp);
     dl_detok_free(sl->detok);
     free(sl->keys);
@@ -179,11 +196,60 @@ static bool hist_put(Slot *sl, const int32_t *t, size_t n) {
     return true;
 }
 
+/* n > 1: the leader's prompt is done: its state for the other choices. */
+static void share_publish(Slot *sl) {
+    PromptShare *p = sl->job->share;
+    if (!p || !sl->job->share_leader || p->ready) return;
+    DlError e = {{0}};
+    p->size = dl_session_snapshot_size(sl->sess);
+    if ((p->state = malloc(p->size)) && dl_session_snapshot(sl->sess, p->state, p->size, &e) == 0) {
+        p->ready = true;
+        return;
+    }
+    srv_log(LOG_WARN, "job %llu: the prompt state was not shared (%s): the other choices evaluate it",
+            (unsigned long long)sl->job->id, p->state ? e.msg : "out of memory");
+    free(p->state);
+    p->state = NULL;
+    atomic_store(&p->dead, true);
+}
+
+/* n > 1: a choice waiting for the leader's prompt state takes it when it is there (true: the slot moved on). */
+static bool share_take(Scheduler *s, Slot *sl) {
+    Job *j = sl->job;
+    PromptShare *p = j->share;
+    DlError e = {{0}};
+    if (p->ready && dl_session_restore(sl->sess, p->state, p->size, &e) == 0) {
+        sl->n_done = j->n_prompt;
+        sl->state = SLOT_GEN;
+        pthread_mutex_lock(&j->mu);
+        j->n_cached = (int)j->n_prompt;
+        pthread_mutex_unlock(&j->mu);
+        pthread_mutex_lock(&s->mu);
+        s->st.tokens_prompt += j->n_prompt;
+        s->st.tokens_cached += j->n_prompt;
+        pthread_mutex_unlock(&s->mu);
+        job_set_time(j, &j->t_prompt_done);
+        return true;
+    }
+    if (p->ready) srv_log(LOG_WARN, "job %llu: the shared prompt state was not restored: %s", (unsigned long long)j->id, e.msg);
+    if (p->ready || atomic_load(&p->dead)) { /* evaluate it here */
+        dl_session_reset(sl->sess);
+        sl->n_done = 0;
+        sl->state = SLOT_PREFILL;
+        pthread_mutex_lock(&s->mu);
+        s->st.tokens_prompt += j->n_prompt;
+        pthread_mutex_unlock(&s->mu);
+        return true;
+    }
+    return false;
+}
+
 static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     DlError e = {{0}};
     sl->order = ++s->order; /* sl->job was set at admission, under the lock */
     /* a restored slot continues a prompt that starts with its tokens (a prefix of the prompt, all of it at most) */
-    size_t resume = sl->kept && sl->n_hist && sl->n_hist <= j->n_prompt &&
+    /* (a choice that shares its leader's prompt evaluation takes the leader's snapshot instead) */
+    size_t resume = sl->kept && sl->n_hist && sl->n_hist <= j->n_prompt && !(j->share && !j->share_leader) &&
                             !memcmp(sl->hist, j->prompt, sl->n_hist * sizeof *sl->hist)
                         ? sl->n_hist
                         : 0;
@@ -194,7 +260,10 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     sl->pending = false;
     sl->ahead = 0;
     job_set_time(j, &j->t_admit);
-    sl->smp = dl_sampler_new(s->cfg.engine, &j->sp, &e);
+    pthread_mutex_lock(&j->mu);
+    j->slot_ran = sl->id;
+    pthread_mutex_unlock(&j->mu);
+    sl->smp = dl_sampler_new_extra(s->cfg.engine, &j->sp, j->spx ? &j->spx->x : NULL, &e);
     sl->detok = sl->smp ? dl_detok_new(s->cfg.engine, j->render_special, &e) : NULL;
     size_t nk = j->n_prompt / (size_t)s->cfg.chunk;
     sl->keys = malloc((nk + 1) * sizeof *sl->keys);
@@ -208,6 +277,11 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
                 sl->id, resume);
     } else {
         dl_session_reset(sl->sess);
+    }
+    if (!resume && j->share && !j->share_leader) {
+        sl->state = SLOT_WAIT;
+        share_take(s, sl);
+        return;
     }
     if (s->cfg.cache && j->use_cache) pcache_prefix_keys(j->prompt, j->n_prompt, s->cfg.chunk, sl->keys);
     if (!resume && s->cfg.cache && j->use_cache) {
@@ -226,14 +300,13 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     }
     pthread_mutex_lock(&j->mu);
     j->n_cached = (int)sl->n_done;
-    j->slot_ran = sl->id;
     pthread_mutex_unlock(&j->mu);
     pthread_mutex_lock(&s->mu);
     s->st.tokens_prompt += j->n_prompt;
     s->st.tokens_cached += sl->n_done;
     pthread_mutex_unlock(&s->mu);
     sl->state = sl->n_done == j->n_prompt ? SLOT_GEN : SLOT_PREFILL;
-    if (sl->state == SLOT_GEN) job_set_time(j, &j->t_prompt_done);
+    if (sl->state == SLOT_GEN) job_set_time(j, &j->t_prompt_done), share_publish(sl);
 }
 
 /* ------------------------------------------------------------------------------------------ prefill */
@@ -267,13 +340,16 @@ static void prefill_step(Scheduler *s, Slot *sl) {
     if (sl->n_done == j->n_prompt) {
         sl->state = SLOT_GEN;
         job_set_time(j, &j->t_prompt_done);
+        share_publish(sl);
     }
 }
 
 /* ------------------------------------------------------------------------------------------ sampling */
 
 static bool token_allowed(const Scheduler *s, const Constraint *c, int32_t t) {
-    if (t < 0 || t >= s->info->n_vocab || s->tok_flags[t] || !s->piece_len[t]) return false;
+    if (t < 0 || t >= s->info->n_vocab) return false;
+    if (s->tok_flags[t] & 1) return constraint_can_end(c); /* a grammar that may stop here */
+    if (s->tok_flags[t] || !s->piece_len[t]) return false;
     return constraint_allows(c, s->piece[t], s->piece_len[t]);
 }
 
@@ -432,7 +508,7 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
         close_constraint(s, sl, budget_left(sl));
         return false;
     }
-    if (!j->constraint && (s->tok_flags[t] & 1)) {
+    if ((s->tok_flags[t] & 1) && (!j->constraint || constraint_can_end(j->constraint))) {
         flush_text(sl);
         slot_fail(s, sl, FINISH_STOP, NULL);
         return false;
@@ -667,6 +743,12 @@ static void *sched_main(void *arg) {
             admit[n_admit] = j;
             into[n_admit++] = &s->slots[i];
         }
+        if (!stopping && !n_admit && !any_active(s)) {
+            /* queued jobs all wait for slots held by a slot action (id_slot): sleep until one is given back */
+            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
         pthread_mutex_unlock(&s->mu);
         if (stopping) break;
         for (int i = 0; i < n_admit; i++) {
@@ -685,6 +767,8 @@ static void *sched_main(void *arg) {
                 slot_fail(s, sl, FINISH_CANCELLED, NULL);
             }
         }
+        for (int i = 0; i < s->cfg.n_slots; i++)
+            if (s->slots[i].state == SLOT_WAIT) share_take(s, &s->slots[i]);
         /* one prefill segment: the earliest admitted slot first */
         Slot *pre = NULL;
         for (int i = 0; i < s->cfg.n_slots; i++) {
@@ -790,9 +874,22 @@ void sched_free(Scheduler *s) {
 
 /* Places free now: the queue's bound plus the slots that are free and not yet claimed by a queued job (every
  * job passes through the queue, so a free slot means one more job may wait there for an instant). */
+/* A busy slot whose job is done: its answer may already be with the client, and the slot is free at the
+ * scheduler's next step (under s->mu; the job's lock nests inside it, as in sched_slots). */
+static bool finishing(const Slot *sl) {
+    Job *j = sl->busy && !sl->held ? sl->job : NULL;
+    if (!j) return false;
+    pthread_mutex_lock(&j->mu);
+    bool done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    return done;
+}
+
 static int places_left(const Scheduler *s) {
     int free_slots = 0;
-    for (int i = 0; i < s->cfg.n_slots; i++) free_slots += !s->slots[i].busy;
+    /* a finishing slot counts as free: a client that sends its next request the moment it has the answer
+     * would otherwise find the slot still taken (a 503 with --queue 0) */
+    for (int i = 0; i < s->cfg.n_slots; i++) free_slots += !s->slots[i].busy || finishing(&s->slots[i]);
     return s->cfg.queue_max + free_slots - s->q_len;
 }
 
@@ -841,6 +938,7 @@ void sched_cancel(Scheduler *s, Job *job) {
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (removed) {
+        if (job->share && job->share_leader) atomic_store(&job->share->dead, true);
         job_finish(job, FINISH_CANCELLED, NULL);
         job_unref(job);
     }
@@ -894,6 +992,13 @@ static Slot *slot_hold(Scheduler *s, int id, bool *busy) {
     if (id < 0 || id >= s->cfg.n_slots) return NULL;
     pthread_mutex_lock(&s->mu);
     Slot *sl = &s->slots[id];
+    /* a slot whose job is done is released at the scheduler's next step: wait for it (up to a second) */
+    for (int i = 0; i < 1000 && finishing(sl); i++) {
+        pthread_mutex_unlock(&s->mu);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&s->mu);
+    }
     if (sl->busy || sl->held) {
         *busy = true;
         sl = NULL;

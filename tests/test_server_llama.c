@@ -1,0 +1,348 @@
+/* test_server_llama.c — what llama-server's users send (group `server_llama`), in-process on m1: llama.cpp's
+ * sampling fields on the OpenAI endpoints (accepted, checked, and changing what is drawn), n > 1 (several
+ * choices of one prompt from one prompt evaluation), GBNF grammars, and the Anthropic Messages API. The
+ * samplers' definitions are tested in test_sampling_llama.c; the Node suite drives the same endpoints with
+ * the official openai and @anthropic-ai/sdk clients. */
+#include "test.h"
+#include "test_http.h"
+
+#include "deltallm.h"
+#include "server/constrain.h"
+#include "server/server.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static cJSON *post(int port, const char *path, const char *body, int *status) {
+    HttpResp r = http(port, "POST", path, NULL, body);
+    *status = r.status;
+    cJSON *j = r.body ? cJSON_ParseWithLength(r.body, r.body_len) : NULL;
+    http_free(&r);
+    return j;
+}
+
+static const char *text_of(const cJSON *j, int i) {
+    const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), i);
+    const cJSON *t = cJSON_GetObjectItem(c, "text");
+    if (!t) t = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content");
+    return cJSON_GetStringValue(t);
+}
+
+static const char *error_param(const cJSON *j) {
+    return cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "param"));
+}
+
+TEST(server_llama, sampling_fields) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    int st;
+    char body[1024];
+    /* greedy, then greedy with XTC at threshold 0 (all but the least likely removed): another text */
+    const char *base = "{\"prompt\": \"The quick brown\", \"max_tokens\": 8, \"temperature\": 0%s}";
+    snprintf(body, sizeof body, base, "");
+    cJSON *a = post(port, "/v1/completions", body, &st);
+    CHECK(st == 200 && text_of(a, 0));
+    snprintf(body, sizeof body, base, ", \"xtc_probability\": 1, \"xtc_threshold\": 0");
+    cJSON *b = post(port, "/v1/completions", body, &st);
+    CHECK(st == 200 && text_of(b, 0));
+    CHECK_MSG(text_of(a, 0) && text_of(b, 0) && strcmp(text_of(a, 0), text_of(b, 0)) != 0, "XTC changed nothing: '%s'",
+              text_of(a, 0));
+    snprintf(body, sizeof body, base, ", \"samplers\": [\"xtc\", \"top_k\"], \"top_k\": 1, \"xtc_probability\": 1");
+    cJSON_Delete(b);
+    b = post(port, "/v1/completions", body, &st);
+    CHECK_MSG(st == 200, "samplers: %d", st);
+    cJSON_Delete(a), cJSON_Delete(b);
+    /* every field at once, on chat */
+    a = post(port, "/v1/chat/completions",
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 6, \"seed\": 3, "
+             "\"typical_p\": 0.9, \"mirostat\": 2, \"mirostat_tau\": 4, \"mirostat_eta\": 0.2, \"dry_multiplier\": 0.8, "
+             "\"dry_base\": 1.75, \"dry_allowed_length\": 2, \"dry_penalty_last_n\": -1, \"dry_sequence_breakers\": "
+             "[\"\\n\", \":\"], \"xtc_probability\": 0.5, \"xtc_threshold\": 0.1, \"top_n_sigma\": 2, "
+             "\"repetition_penalty\": 1.1, \"repeat_last_n\": 32, \"min_tokens\": 2, \"samplers\": \"kpt\", "
+             "\"n_probs\": 2}",
+             &st);
+    CHECK_MSG(st == 200, "chat with llama.cpp's fields: %d", st);
+    const cJSON *lp = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(a, "choices"), 0), "logprobs");
+    CHECK_MSG(cJSON_IsObject(lp), "n_probs asks for logprobs");
+    cJSON_Delete(a);
+    static const struct {
+        const char *field, *param;
+    } bad[] = {
+        {"\"mirostat\": 3", "mirostat"},
+        {"\"typical_p\": 1.5", "typical_p"},
+        {"\"dry_base\": 0.5", "dry_base"},
+        {"\"dry_sequence_breakers\": [5]", "dry_sequence_breakers"},
+        {"\"samplers\": [\"top_k\", \"nope\"]", "samplers"},
+        {"\"samplers\": \"kq\"", "samplers"},
+        {"\"min_tokens\": -1", "min_tokens"},
+        {"\"n_probs\": 50", "n_probs"},
+        {"\"xtc_probability\": \"high\"", "xtc_probability"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(body, sizeof body, "{\"prompt\": \"x\", \"max_tokens\": 1, %s}", bad[i].field);
+        a = post(port, "/v1/completions", body, &st);
+        CHECK_MSG(st == 400 && error_param(a) && !strcmp(error_param(a), bad[i].param), "%s: %d %s", bad[i].field, st,
+                  error_param(a) ? error_param(a) : "-");
+        cJSON_Delete(a);
+    }
+    server_stop(s);
+}
+
+/* n > 1: greedy choices are copies of one state, so each equals the n = 1 answer; with a seed they differ from
+ * one another and repeat; the prompt is evaluated once (the other choices' prompt tokens are all "cached"). */
+TEST(server_llama, n_choices_share_the_prompt) {
+    ServerConfig c;
+    test_server_config(&c);
+    c.parallel = 3;
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    int st;
+    cJSON *one = post(port, "/v1/completions",
+                      "{\"prompt\": \"In the beginning\", \"max_tokens\": 10, \"temperature\": 0, \"cache_prompt\": false}",
+                      &st);
+    REQUIRE(st == 200 && text_of(one, 0));
+    cJSON *three = post(port, "/v1/completions",
+                        "{\"prompt\": \"In the beginning\", \"max_tokens\": 10, \"temperature\": 0, \"n\": 3, "
+                        "\"cache_prompt\": false}",
+                        &st);
+    REQUIRE_MSG(st == 200 && cJSON_GetArraySize(cJSON_GetObjectItem(three, "choices")) == 3, "n 3: %d", st);
+    for (int i = 0; i < 3; i++) {
+        const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(three, "choices"), i);
+        CHECK(cJSON_GetObjectItem(ch, "index")->valueint == i);
+        CHECK_MSG(text_of(three, i) && !strcmp(text_of(three, i), text_of(one, 0)), "choice %d '%s' vs n=1 '%s'", i,
+                  text_of(three, i), text_of(one, 0));
+    }
+    const cJSON *u1 = cJSON_GetObjectItem(one, "usage"), *u3 = cJSON_GetObjectItem(three, "usage");
+    const int P = cJSON_GetObjectItem(u1, "prompt_tokens")->valueint;
+    const int cached = cJSON_GetObjectItem(cJSON_GetObjectItem(u3, "prompt_tokens_details"), "cached_tokens")->valueint;
+    CHECK_MSG(cached == 2 * P, "cached %d, want 2 × %d: the prompt evaluated once", cached, P);
+    cJSON_Delete(one), cJSON_Delete(three);
+    /* sampled: the choices differ, and the same seed repeats them */
+    const char *sampled = "{\"prompt\": \"Tell a story\", \"max_tokens\": 12, \"temperature\": 1.5, \"top_k\": 0, "
+                          "\"seed\": 11, \"n\": 2}";
+    cJSON *a = post(port, "/v1/completions", sampled, &st);
+    REQUIRE(st == 200);
+    cJSON *b = post(port, "/v1/completions", sampled, &st);
+    REQUIRE(st == 200);
+    CHECK(text_of(a, 0) && text_of(a, 1) && strcmp(text_of(a, 0), text_of(a, 1)) != 0);
+    CHECK(text_of(b, 0) && text_of(a, 0) && !strcmp(text_of(a, 0), text_of(b, 0)));
+    CHECK(text_of(b, 1) && text_of(a, 1) && !strcmp(text_of(a, 1), text_of(b, 1)));
+    cJSON_Delete(a), cJSON_Delete(b);
+    /* streamed: chunks of both choices, each with its index, each ending with a finish_reason */
+    HttpResp r = http(port, "POST", "/v1/chat/completions", NULL,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 5, \"n\": 2, "
+                      "\"stream\": true, \"seed\": 1}");
+    int chunks[2] = {0}, finished[2] = {0};
+    for (char *line = r.body ? strstr(r.body, "data: {") : NULL; line; line = strstr(line + 1, "data: {")) {
+        char *end = strchr(line, '\n');
+        cJSON *j = cJSON_ParseWithLength(line + 6, end ? (size_t)(end - line - 6) : strlen(line + 6));
+        const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+        const cJSON *idx = cJSON_GetObjectItem(ch, "index");
+        if (cJSON_IsNumber(idx) && idx->valueint >= 0 && idx->valueint < 2) {
+            chunks[idx->valueint]++;
+            finished[idx->valueint] += cJSON_IsString(cJSON_GetObjectItem(ch, "finish_reason"));
+        }
+        cJSON_Delete(j);
+    }
+    CHECK_MSG(r.status == 200 && chunks[0] > 1 && chunks[1] > 1 && finished[0] == 1 && finished[1] == 1,
+              "stream: %d, chunks %d %d, finished %d %d", r.status, chunks[0], chunks[1], finished[0], finished[1]);
+    http_free(&r);
+    cJSON *bad = post(port, "/v1/completions", "{\"prompt\": \"x\", \"n\": 17}", &st);
+    CHECK(st == 400 && error_param(bad) && !strcmp(error_param(bad), "n"));
+    cJSON_Delete(bad);
+    server_stop(s);
+}
+
+/* GBNF grammars on completions and chat: every answer is in the grammar's language, whole (a budget that runs
+ * out closes it with the shortest completion); llama.cpp's top-level json_schema; a bad grammar is a 400 that
+ * says where. */
+TEST(server_llama, grammar_constrains_every_endpoint) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    int st;
+    char body[2048];
+    cJSON *a = post(port, "/v1/completions",
+                    "{\"prompt\": \"Answer:\", \"max_tokens\": 10, \"seed\": 4, \"grammar\": \"root ::= (\\\"yes\\\" | "
+                    "\\\"no\\\") \\\"!\\\"\"}",
+                    &st);
+    const char *t = text_of(a, 0);
+    CHECK_MSG(st == 200 && t && (!strcmp(t, "yes!") || !strcmp(t, "no!")), "%d '%s'", st, t ? t : "-");
+    cJSON_Delete(a);
+    /* arithmetic (llama.cpp's grammars/arithmetic.gbnf), sampled hot, several seeds: each answer is accepted whole */
+    size_t n = 0;
+    char *gbnf = test_read_file(test_data("gbnf/arithmetic.gbnf"), &n);
+    REQUIRE(gbnf);
+    cJSON *gs = cJSON_CreateString(gbnf);
+    char *gq = cJSON_PrintUnformatted(gs);
+    cJSON_Delete(gs);
+    for (int seed = 1; seed <= 3; seed++) {
+        snprintf(body, sizeof body, "{\"%s\": %s, \"max_tokens\": 24, \"temperature\": 1.2, \"seed\": %d, \"grammar\": %s}",
+                 seed == 2 ? "messages" : "prompt",
+                 seed == 2 ? "[{\"role\": \"user\", \"content\": \"Sum\"}]" : "\"Math:\"", seed, gq);
+        a = post(port, seed == 2 ? "/v1/chat/completions" : "/v1/completions", body, &st);
+        t = text_of(a, 0);
+        Err err = {{0}};
+        Constraint *g = constraint_grammar(gbnf, n, &err);
+        SBuf rest = {0};
+        const bool whole = t && g && constraint_allows(g, t, strlen(t)) &&
+                           constraint_completion_after(g, t, strlen(t), &rest) && rest.n == 0;
+        CHECK_MSG(st == 200 && whole, "seed %d: %d '%s' (still needs '%.*s')", seed, st, t ? t : "-", (int)rest.n,
+                  rest.p ? rest.p : "");
+        sbuf_free(&rest);
+        constraint_free(g);
+        cJSON_Delete(a);
+    }
+    free(gq);
+    free(gbnf);
+    /* llama.cpp's top-level json_schema, on completions */
+    a = post(port, "/v1/completions",
+             "{\"prompt\": \"JSON:\", \"max_tokens\": 40, \"seed\": 2, \"json_schema\": {\"type\": \"object\", "
+             "\"properties\": {\"ok\": {\"type\": \"boolean\"}}, \"required\": [\"ok\"]}}",
+             &st);
+    t = text_of(a, 0);
+    cJSON *parsed = t ? cJSON_Parse(t) : NULL;
+    CHECK_MSG(st == 200 && cJSON_IsBool(cJSON_GetObjectItem(parsed, "ok")), "%d '%s'", st, t ? t : "-");
+    cJSON_Delete(parsed);
+    cJSON_Delete(a);
+    a = post(port, "/v1/completions", "{\"prompt\": \"x\", \"grammar\": \"root ::= \\\"a\\\" undefined-rule\"}", &st);
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "error"), "message"));
+    CHECK_MSG(st == 400 && error_param(a) && !strcmp(error_param(a), "grammar") && msg && strstr(msg, "line 1, column 14"),
+              "%d %s", st, msg ? msg : "-");
+    cJSON_Delete(a);
+    a = post(port, "/v1/chat/completions",
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"grammar\": \"root ::= \\\"a\\\"\", "
+             "\"response_format\": {\"type\": \"json_object\"}}",
+             &st);
+    CHECK(st == 400);
+    cJSON_Delete(a);
+    server_stop(s);
+}
+
+/* The Anthropic Messages API: a message with its content blocks and usage; the stream's events in order; a
+ * forced tool call (tool_choice any) as a tool_use block with its input; a tool_result turn; bad requests. */
+TEST(server_llama, anthropic_messages) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    int st;
+    cJSON *a = post(port, "/v1/messages",
+                    "{\"model\": \"m\", \"max_tokens\": 6, \"system\": \"Be brief.\", \"thinking\": {\"type\": "
+                    "\"disabled\"}, \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}",
+                    &st);
+    const cJSON *blk = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "content"), 0);
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(blk, "type"));
+    const cJSON *u = cJSON_GetObjectItem(a, "usage");
+    CHECK_MSG(st == 200 && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "type")), "message") && type &&
+                  !strcmp(type, "text") && cJSON_GetObjectItem(u, "output_tokens")->valueint == 6 &&
+                  cJSON_GetObjectItem(u, "input_tokens")->valueint > 3 &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "stop_reason")), "max_tokens") &&
+                  !strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "id")), "msg_", 4),
+              "message: %d", st);
+    cJSON_Delete(a);
+    /* streamed: message_start, block start/delta/stop, message_delta, message_stop, in that order */
+    HttpResp r = http(port, "POST", "/v1/messages", NULL,
+                      "{\"model\": \"m\", \"max_tokens\": 5, \"stream\": true, \"thinking\": {\"type\": \"disabled\"}, "
+                      "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}]}]}");
+    const char *order[] = {"event: message_start", "event: content_block_start", "event: content_block_delta",
+                           "event: content_block_stop", "event: message_delta", "event: message_stop"};
+    const char *at = r.body;
+    for (int i = 0; i < 6 && at; i++) at = strstr(at, order[i]);
+    CHECK_MSG(r.status == 200 && at && !strstr(r.body, "[DONE]"), "stream: %d %s", r.status, r.body ? r.body : "-");
+    http_free(&r);
+    /* a forced tool call */
+    const char *tools = "\"tools\": [{\"name\": \"get_weather\", \"description\": \"Weather\", \"input_schema\": "
+                        "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"enum\": [\"Paris\", "
+                        "\"Lima\"]}}, \"required\": [\"city\"]}}]";
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"model\": \"m\", \"max_tokens\": 60, %s, \"tool_choice\": {\"type\": \"any\"}, \"messages\": "
+             "[{\"role\": \"user\", \"content\": \"Weather?\"}]}",
+             tools);
+    a = post(port, "/v1/messages", body, &st);
+    const cJSON *call = NULL;
+    for (const cJSON *b = cJSON_GetObjectItem(a, "content") ? cJSON_GetObjectItem(a, "content")->child : NULL; b; b = b->next)
+        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(b, "type")), "tool_use")) call = b;
+    const char *city = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(call, "input"), "city"));
+    CHECK_MSG(st == 200 && call && city && (!strcmp(city, "Paris") || !strcmp(city, "Lima")) &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "stop_reason")), "tool_use") &&
+                  !strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(call, "id")), "toolu_", 6),
+              "tool_use: %d", st);
+    cJSON_Delete(a);
+    /* the result goes back */
+    snprintf(body, sizeof body,
+             "{\"model\": \"m\", \"max_tokens\": 4, %s, \"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}, "
+             "{\"role\": \"assistant\", \"content\": [{\"type\": \"thinking\", \"thinking\": \"hm\", \"signature\": \"\"}, "
+             "{\"type\": \"tool_use\", \"id\": \"toolu_1\", \"name\": \"get_weather\", \"input\": {\"city\": \"Lima\"}}]}, "
+             "{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\", \"tool_use_id\": \"toolu_1\", \"content\": "
+             "\"18 C\"}]}]}",
+             tools);
+    a = post(port, "/v1/messages", body, &st);
+    CHECK_MSG(st == 200, "tool_result turn: %d", st);
+    cJSON_Delete(a);
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", "max_tokens"},
+        {"{\"max_tokens\": 5, \"messages\": []}", "messages"},
+        {"{\"max_tokens\": 5, \"messages\": [{\"role\": \"system\", \"content\": \"x\"}]}", "messages[0]"},
+        {"{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\": {}}]}]}",
+         "messages[0].content[0]"},
+        {"{\"max_tokens\": 5, \"frob\": 1, \"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", "frob"},
+        {"{\"max_tokens\": 5, \"tool_choice\": {\"type\": \"maybe\"}, \"messages\": [{\"role\": \"user\", \"content\": "
+         "\"x\"}]}",
+         "tool_choice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        a = post(port, "/v1/messages", bad[i].body, &st);
+        CHECK_MSG(st == 400 && error_param(a) && !strcmp(error_param(a), bad[i].param), "%s: %d %s", bad[i].body, st,
+                  error_param(a) ? error_param(a) : "-");
+        cJSON_Delete(a);
+    }
+    server_stop(s);
+}
+
+/* grammar on the other endpoints: /v1/responses, /completion (llama.cpp's), /v1/messages. */
+TEST(server_llama, grammar_on_every_endpoint) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    static const struct {
+        const char *path, *body, *field;
+    } t[] = {
+        {"/v1/responses", "{\"input\": \"Yes?\", \"max_output_tokens\": 8, \"grammar\": \"root ::= \\\"yes\\\" | \\\"no\\\"\"}",
+         "output.0.content.0.text"},
+        {"/completion", "{\"prompt\": \"Yes?\", \"n_predict\": 8, \"grammar\": \"root ::= \\\"yes\\\" | \\\"no\\\"\"}",
+         "content"},
+        {"/v1/messages",
+         "{\"max_tokens\": 8, \"messages\": [{\"role\": \"user\", \"content\": \"Yes?\"}], \"grammar\": \"root ::= "
+         "\\\"yes\\\" | \\\"no\\\"\"}",
+         "content.0.text"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        int st;
+        cJSON *j = post(port, t[i].path, t[i].body, &st);
+        char path[64];
+        snprintf(path, sizeof path, "%s", t[i].field);
+        const cJSON *v = j;
+        for (char *part = strtok(path, "."); part && v; part = strtok(NULL, "."))
+            v = cJSON_IsArray(v) ? cJSON_GetArrayItem(v, atoi(part)) : cJSON_GetObjectItemCaseSensitive(v, part);
+        const char *text = cJSON_GetStringValue(v);
+        CHECK_MSG(st == 200 && text && (!strcmp(text, "yes") || !strcmp(text, "no")), "%s: %d '%s'", t[i].path, st,
+                  text ? text : "-");
+        cJSON_Delete(j);
+    }
+    server_stop(s);
+}
