@@ -73,7 +73,7 @@ typedef void (*DlProgressFn)(void *user, const char *phase, uint64_t done, uint6
 
 typedef struct DlEngineParams {
     const char *model_path; /* a .gguf file (or any part of a split set) */
-    int n_threads;          /* compute threads; 0 = every CPU this process may use */
+    int n_threads;          /* compute threads; 0 = dl_default_threads for the model and this process's CPUs */
     int n_ctx;              /* context per session in tokens; 0 = min(the model's, 4096) */
     int n_batch;            /* prompt tokens per forward pass; 0 = 512 */
     int n_seq_max;          /* sessions one dl_decode_batch may advance together; 0 = 1 */
@@ -158,6 +158,15 @@ typedef struct DlModelInfo {
 } DlModelInfo;
 const DlModelInfo *dl_engine_info(const DlEngine *e);
 
+/* The compute threads an engine takes when DlEngineParams.n_threads is 0: one thread per
+ * DL_THREAD_DECODE_BYTES of weights read per decoded token (DlModelInfo.decode_bytes), at least 1, at most
+ * n_cpus (the CPUs this process may use). Below that size a token's work per op is too small for a second
+ * thread to pay for its synchronisation: the measured crossover is in docs/ARCHITECTURE.md ("Threads"). */
+#define DL_THREAD_DECODE_BYTES ((uint64_t)128 << 20)
+int dl_default_threads(uint64_t decode_bytes, int n_cpus);
+/* The CPUs this process may use (its affinity mask, else the online CPUs). */
+int dl_cpu_count(void);
+
 /* Makes the weights resident before compute so no forward pass waits on the disk: reads every page of
  * the mapping, and with lock also mlock()s it (fails with the reason if the system refuses). */
 int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err);
@@ -188,6 +197,17 @@ int dl_engine_cache_stats(DlEngine *e, DlCacheStats *out, bool reset);
 void dl_engine_profile(DlEngine *e, bool on);
 /* Writes the report (text, one item per line) into buf; returns the length it needed. */
 int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap);
+
+/* What a device engine issued since it was opened or last reset (summed over its device stages): forward
+ * passes, tokens, commands (dispatches, copies, fills), barriers between them, the same inside the layers
+ * (layer_steps: layers run, summed over passes), and the host's time issuing them (recording to submission,
+ * waits excluded). Returns -1 when no stage runs on a device. */
+typedef struct DlDeviceCounts {
+    uint64_t passes, tokens, dispatches, barriers;
+    uint64_t layer_steps, layer_dispatches, layer_barriers;
+    double host_s;
+} DlDeviceCounts;
+int dl_engine_device_counts(DlEngine *e, DlDeviceCounts *out, bool reset);
 
 /* ---- tokens ---------------------------------------------------------------------------------------- */
 

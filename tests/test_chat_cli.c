@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MODEL "models/m3-qwen35-dense-bf16.gguf"
 #define QWEN35_TEMPLATE "chat/Qwen3.5-4B.jinja"
@@ -243,4 +244,31 @@ TEST(chat_cli, pipe_one_message_per_line) {
     CHECK_MSG(err && strstr(err, "[reply cut at 12 tokens (-n)]"), "%s", err ? err : "");
     free(out);
     free(err);
+}
+
+/* The first five minutes (issue 29): `deltallm chat` with no -m and no flag chats with the embedded model
+ * (assets/tinychat-f16.gguf: its own Qwen3.5 template, thinking off by default): three turns of one
+ * conversation in a terminal, each reply ending by itself (<|im_end|>) well within its token limit. */
+TEST(chat_cli, embedded_model_three_turns) {
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
+    if (access("assets/tinychat-f16.gguf", R_OK) != 0) return test_skip("assets/tinychat-f16.gguf is missing");
+    /* the default sampling (the replies a user sees), one seed: the same three replies every run */
+    const char *argv[] = {"deltallm", "chat", "--seed", "1", "-n", "200", NULL};
+    Pty p;
+    REQUIRE(pty_start(&p, argv));
+    char *banner = pty_expect(&p, PROMPT, 30000);
+    CHECK_MSG(banner && strstr(banner, "Tinychat") && strstr(banner, "qwen35"), "banner: %s", banner ? banner : "(timeout)");
+    free(banner);
+    const char *say[3] = {"Hello!\r", "What does the ls command do?\r", "Thank you\r"};
+    for (int k = 0; k < 3; k++) {
+        pty_send(&p, say[k]);
+        char *r = pty_expect(&p, PROMPT, 30000);
+        const char *nl = r ? strchr(r, '\n') : NULL; /* past the echoed line */
+        CHECK_MSG(r && nl && strlen(nl) > 8 && !strstr(r, "[reply cut") && !strstr(r, "context is full"),
+                  "turn %d did not end by itself: %s", k, r ? r : "(timeout)");
+        if (r) test_note("turn %d: %s", k, r);
+        free(r);
+    }
+    pty_send(&p, "/exit\r");
+    CHECK_MSG(pty_finish(&p, 10000) == 0, "/exit: the program did not end with status 0");
 }

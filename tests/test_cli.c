@@ -291,7 +291,7 @@ TEST(cli, load_progress_bar) {
 /* run --grammar / --grammar-file: the generated text is in the grammar's language and the run stops when it is
  * complete; a bad grammar is a one-line error. */
 TEST(cli, run_grammar) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
     char *err = NULL, *out = run_out("-p 'Q:' --temp 1 --seed 5 --grammar 'root ::= (\"yes\" | \"no\") \"!\"'", NULL, &err);
     const size_t n = out ? strlen(out) : 0;
     CHECK_MSG(out && err && strstr(err, "grammar complete") && n >= 6 &&

@@ -436,7 +436,7 @@ TEST(server_compat, slot_save_restore_erase) {
 
 TEST(server_compat, tls_with_a_fresh_certificate) {
     if (system("command -v openssl >/dev/null 2>&1 && command -v curl >/dev/null 2>&1") != 0) {
-        test_note("openssl or curl missing: TLS test skipped (.ci/run installs both)");
+        test_skip("openssl or curl missing (.ci/run installs both)");
         return;
     }
     char key[600], cert[600], cmd[2000];

@@ -14,25 +14,27 @@
 #include <strings.h>
 
 const char cli_engine_help[] =
-    "  --arith A          fast (default), llama (llama.cpp's summation orders: its logits bit for bit) or exact\n"
-    "                     (F32 activations on dequantized weights; also --exact) (DELTALLM_ARITH)\n"
-    "  -ctk T, -ctv T     the K and the V cache's type: f32, f16, q8_0 or q4_0 (each on its own; default f16 in\n"
-    "                     the fast arithmetic, f32 in the llama and exact ones and on a GPU; q8_0 and q4_0: the\n"
-    "                     fast arithmetic on the CPU)\n"
-    "  --device D         cpu (default) or a device (deltallm devices lists them: vulkan[:N]): where the model runs\n"
-    "                     (DELTALLM_DEVICE)\n"
-    "  -ngl N             the first N layers on the --device (the first device when none is given), the rest on the CPU\n"
-    "  --backend cpu|ref  the CPU kernels (default) or the scalar reference of every op (DELTALLM_BACKEND)\n"
-    "  --isa LEVEL        auto, ref, avx2 or avx512: the kernels' ISA level (DELTALLM_ISA)\n"
-    "  --deltanet FORM    auto, recurrent or chunked: the delta-net scan (DELTALLM_DELTANET)\n"
-    "  --no-pack          keep the file's weight layout (DELTALLM_PACK=0; same results, faster load)\n"
-    "  --mem-budget SIZE  memory for the weights, e.g. 16G (default: what the machine has free); an MoE model\n"
-    "                     bigger than it streams its experts from the file through a cache (DELTALLM_MEM_BUDGET)\n"
-    "  --cache-policy P   the expert cache's eviction: lfu (default) or lru (DELTALLM_CACHE_POLICY)\n"
-
-    "  --mpi              under mpirun: one range of layers per rank (rank 0 also embeddings, head, sampling)\n"
-    "  --split F,F,...    with --mpi: each rank's share of the layers' weight bytes (default: balanced per token)\n"
-    "  --mpi-timeout S    with --mpi: a rank silent this long fails the job (default 30; same machine: at once)\n";
+    "  --arith A                fast (default), llama (llama.cpp's summation orders: its logits bit for bit) or exact\n"
+    "                           (F32 activations on dequantized weights; also --exact) (DELTALLM_ARITH)\n"
+    "  -ctk T, -ctv T           the K and the V cache's type: f32, f16, q8_0 or q4_0 (each on its own; default f16 in\n"
+    "                           the fast arithmetic, f32 in the llama and exact ones and on a GPU; q8_0 and q4_0: the\n"
+    "                           fast arithmetic on the CPU)\n"
+    "  --device D               cpu (default) or a device (deltallm devices lists them: vulkan[:N]): where the model\n"
+    "                           runs (DELTALLM_DEVICE)\n"
+    "  -ngl N                   the first N layers on the --device (the first device when none is given), the rest on\n"
+    "                           the CPU\n"
+    "  --backend cpu|ref        the CPU kernels (default) or the scalar reference of every op (DELTALLM_BACKEND)\n"
+    "  --isa LEVEL              auto, ref, avx2 or avx512: the kernels' ISA level (DELTALLM_ISA)\n"
+    "  --deltanet FORM          auto, recurrent or chunked: the delta-net scan (DELTALLM_DELTANET)\n"
+    "  --no-pack                keep the file's weight layout (DELTALLM_PACK=0; same results, faster load)\n"
+    "  --mem-budget SIZE        memory for the weights, e.g. 16G (default: what the machine has free); an MoE model\n"
+    "                           bigger than it streams its experts from the file through a cache\n"
+    "                           (DELTALLM_MEM_BUDGET)\n"
+    "  --cache-policy P         the expert cache's eviction: lfu (default) or lru (DELTALLM_CACHE_POLICY)\n"
+    "  --mpi                    under mpirun: one range of layers per rank (rank 0 also embeddings, head, sampling)\n"
+    "  --split F,F,...          with --mpi: each rank's share of the layers' weight bytes (default: balanced per\n"
+    "                           token)\n"
+    "  --mpi-timeout S          with --mpi: a rank silent this long fails the job (default 30; same machine: at once)\n";
 
 void cli_engine_init(CliEngine *o) {
     memset(o, 0, sizeof *o);

@@ -60,7 +60,8 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--chat")) chat = true;
         else return cli_usage_error("run", "unknown option '%s' (see --help)", a);
     }
-    if (!o.model) return cli_usage_error("run", "needs -m MODEL.gguf");
+    if (!o.model && !(o.model = cli_default_model()))
+        return cli_usage_error("run", "needs -m MODEL.gguf (the embedded %s is not here)", CLI_DEFAULT_MODEL);
     if (draft_options_check(&dro, "run")) return 2;
     if (!prompt == !file) return cli_usage_error("run", "needs exactly one of -p PROMPT or -f FILE");
     if (!chat && !o.think) return cli_usage_error("run", "--no-think needs --chat (it changes the chat template)");

@@ -7,6 +7,7 @@
 #include "deltallm.h"
 
 #include "engine/engine_cache.h"
+#include "base/pool.h"
 #include "engine/engine_internal.h"
 
 #include <stdio.h>
@@ -18,6 +19,14 @@
 void dl_engine_params_init(DlEngineParams *p) {
     memset(p, 0, sizeof *p);
 }
+
+int dl_default_threads(uint64_t decode_bytes, int n_cpus) {
+    if (n_cpus < 1) n_cpus = 1;
+    const uint64_t n = decode_bytes / DL_THREAD_DECODE_BYTES;
+    return n < 1 ? 1 : n > (uint64_t)n_cpus ? n_cpus : (int)n;
+}
+
+int dl_cpu_count(void) { return pool_default_threads(); }
 
 DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     Err e = {{0}};
@@ -127,6 +136,22 @@ void dl_engine_profile(DlEngine *e, bool on) {
     for (int s = 0; s < e->n_st; s++) forward_profile_enable(e->st[s].fw, on);
     DlCacheStats cs;
     if (on) dl_engine_cache_stats(e, &cs, true); /* the cache's counters cover the same passes */
+}
+
+int dl_engine_device_counts(DlEngine *e, DlDeviceCounts *out, bool reset) {
+    memset(out, 0, sizeof *out);
+    bool any = false;
+    for (int s = 0; s < e->n_st; s++) {
+        DevCounts c;
+        if (!forward_device_counts(e->st[s].fw, &c, reset)) continue;
+        any = true;
+        out->passes = c.passes > out->passes ? c.passes : out->passes; /* stages run the same passes */
+        out->tokens = c.tokens > out->tokens ? c.tokens : out->tokens;
+        out->dispatches += c.dispatches, out->barriers += c.barriers;
+        out->layer_steps += c.layer_steps, out->layer_dispatches += c.layer_dispatches;
+        out->layer_barriers += c.layer_barriers, out->host_s += c.host_s;
+    }
+    return any ? 0 : -1;
 }
 
 int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) {

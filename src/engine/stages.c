@@ -25,7 +25,9 @@ int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend
     if (engine_kv_types(p, &kv_k, &kv_v, &mode, NULL, e)) return -1;
     const BackendOptions bo = {.name = backend ? backend : p->backend,
                                .cpu = {.isa = (int)isa, .pack = !p->no_pack},
-                               .n_threads = p->n_threads,
+                               .n_threads = p->n_threads > 0 ? p->n_threads
+                                                             : dl_default_threads(model_decode_bytes(en->model),
+                                                                                  dl_cpu_count()),
                                .mode = mode,
                                .kv_k = kv_k,
                                .kv_v = kv_v,
