@@ -5,7 +5,8 @@
  * deltanet: recurrent (llama.cpp's order), fused (the fast arithmetic's) and chunked, Hk = 16, Hv = 16 and 32, d = 128, T = 1 … 4096: µs per token.
  * conv:     C = 8192 channels, 4 taps, T = 1 … 4096: µs per token.
  * attn:     16 query heads over 2 KV heads of 256 dims: decode (T = 1) at contexts 64 … 16384, and prefill
- *           (pos0 = 0, T = n): µs per call, mirroring (bit-identical) vs tiled (online softmax). */
+ *           (pos0 = 0, T = n): µs per call, mirroring (bit-identical) vs tiled (online softmax), the tiled kernel
+ *           also as the fast arithmetic runs it (the scores always through the GEMM: batch-invariant). */
 #include "base/pool.h"
 #include "gguf/format.h"
 #include "kernels/cpu/kernels_cpu.h"
@@ -172,7 +173,7 @@ static void bench_attn(Pool *pool, Isa isa) {
     void *scratch = NULL;
     if (posix_memalign(&scratch, 64, sb) != 0) abort();
     printf("attention %s, H=%d Hkv=%d d=%d, %d thread(s): us/call (reference where cheap)\n", isa_name(isa), H, Hkv, d, nth);
-    printf("  %-8s %6s %12s %12s %12s\n", "", "n", "mirror", "tiled", "ref");
+    printf("  %-8s %6s %12s %12s %12s %12s\n", "", "n", "mirror", "tiled", "tiled fast", "ref");
     for (int mode = 0; mode < 2; mode++)
         for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0] && Ns[ni] <= Nmax; ni++) {
             const int n = Ns[ni];
@@ -183,12 +184,15 @@ static void bench_attn(Pool *pool, Isa isa) {
             const double tm = timeit(attn_call, &b, 0.3) * 1e6;
             b.fn = tiled;
             const double tt = timeit(attn_call, &b, 0.3) * 1e6;
+            b.oc.mode = MATMUL_FAST; /* the fast arithmetic's: scores always through the GEMM (batch-invariant) */
+            const double tf = timeit(attn_call, &b, 0.3) * 1e6;
+            b.oc.mode = MATMUL_GGML;
             double tr = NAN;
             if ((double)T * n <= 300000.0) {
                 b.fn = attention_ref;
                 tr = timeit(attn_call, &b, 0.3) * 1e6;
             }
-            printf("  %-8s %6d %12.1f %12.1f %12.1f\n", mode == 0 ? "decode" : "prefill", n, tm, tt, tr);
+            printf("  %-8s %6d %12.1f %12.1f %12.1f %12.1f\n", mode == 0 ? "decode" : "prefill", n, tm, tt, tf, tr);
             fflush(stdout);
         }
     free(q), free(k), free(v), free(o), free(scratch);

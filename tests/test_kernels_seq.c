@@ -5,7 +5,8 @@
  *   fused delta-net (the fast arithmetic's): bit for bit with its reference, in one batch or split, and
  *   against the recurrent reference, ≤ 1e-5;
  *   chunked delta-net: against the recurrent reference, max|Δ|/max|ref| ≤ 1e-5 on outputs and state;
- *   tiled attention: against attention_ref, max|Δ|/max|ref| ≤ 1e-5;
+ *   tiled attention: against attention_ref, max|Δ|/max|ref| ≤ 1e-5; in the fast arithmetic the same bits for a
+ *   query row alone, in a batch or in chunks, across the switch from the mirroring kernel, on every cache type;
  *   1 thread and 2 threads: identical bits, for every kernel. */
 #include "test.h"
 
@@ -487,7 +488,9 @@ TEST(kernels, attention_f16_cache_fast_bitwise) {
         float *ro = at_run(attention_ref, &c, NULL);
         for (int ii = 0; ii < n_isa; ii++)
             for (int th = 1; th <= 2; th++) {
-                float *o = at_run(attention_cpu_select(isas[ii]), &c, th == 2 ? pool2() : NULL);
+                /* (past ATTN_TILED_MIN_CTX the op tiles: the mirroring kernel itself; attention_tiled_fast_invariant) */
+                float *o = at_run(c.pos0 + c.T > ATTN_TILED_MIN_CTX ? mirror_fn(isas[ii]) : attention_cpu_select(isas[ii]), &c,
+                                  th == 2 ? pool2() : NULL);
                 size_t at = 0;
                 CHECK_MSG(same_bits(ro, o, no, &at), "%s T=%d pos0=%d H=%d Hkv=%d d=%d %d thread(s): out[%zu] %.9g vs %.9g",
                           isa_name(isas[ii]), c.T, c.pos0, c.H, c.Hkv, c.d, th, at, ro[at], o[at]);
@@ -506,7 +509,8 @@ TEST(kernels, attention_f16_cache_fast_bitwise) {
  * as the table has it) equals the reference bit for bit on every ISA level, 1 and 2 threads, full and minimal
  * scratch (the whole-row and the column-block P·V); and the reference equals the F32 path on the dequantized
  * values (the format table's to_float: ggml's bits). Head dims 32 (scores only through the scalar tail), 96 and
- * 160 (vector part and tail), 64 … 256; contexts past ATTN_TILED_MIN_CTX (the fast arithmetic mirrors there). */
+ * 160 (vector part and tail), 64 … 256; contexts past ATTN_TILED_MIN_CTX (the mirroring kernel; the op tiles
+ * there: attention_tiled_fast_invariant). */
 TEST(kernels, attention_quant_cache_fast_bitwise) {
     Isa isas[ISA_COUNT];
     const int n_isa = test_isas(isas);
@@ -528,7 +532,8 @@ TEST(kernels, attention_quant_cache_fast_bitwise) {
             for (int ii = 0; ii < n_isa; ii++)
                 for (int th = 1; th <= 2; th++)
                     for (int minimal = 0; minimal < 2; minimal++) {
-                        float *o = at_run_s(minimal || th == 2 ? mirror_fn(isas[ii]) : attention_cpu_select(isas[ii]), &c,
+                        const bool op = !minimal && th == 1 && c.pos0 + c.T <= ATTN_TILED_MIN_CTX;
+                        float *o = at_run_s(op ? attention_cpu_select(isas[ii]) : mirror_fn(isas[ii]), &c,
                                             th == 2 ? pool2() : NULL, minimal);
                         size_t at = 0;
                         const bool same = same_bits(ro, o, no, &at);
@@ -637,4 +642,54 @@ TEST(kernels, attention_tiled_tolerance) {
         free(ro), free(o), free(c.q), free(c.k), free(c.v);
     }
     test_note("tiled attention vs reference: worst relative error %.2e", worst);
+}
+
+/* The fast arithmetic's op across ATTN_TILED_MIN_CTX (rows up to it mirror, later rows run the tiled kernel):
+ * a query row gives the same bits alone (decode), in the whole batch, in chunks of 7 and in chunks of 4 (a
+ * verify), with 1 or 2 threads, on F32, F16 and Q8_0 / Q4_0 caches; the mirrored rows are attention_ref's bits
+ * and the tiled ones within 1e-5 of it. */
+TEST(kernels, attention_tiled_fast_invariant) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    static const uint32_t kts[] = {FMT_F32, FMT_F16, FMT_Q8_0}, vts[] = {FMT_F32, FMT_F16, FMT_Q4_0};
+    static const int chunks[] = {1, 7, 4};
+    at_mode = MATMUL_FAST;
+    AtCase c = {40, ATTN_TILED_MIN_CTX - 12, 4, 1, 64, NULL, NULL, NULL}; /* rows 0..11 mirror, 12..39 tiled */
+    at_make(&c);
+    const size_t rowf = (size_t)c.H * c.d, no = (size_t)c.T * rowf;
+    const int nm = ATTN_TILED_MIN_CTX - c.pos0;
+    int bad = 0;
+    double worst = 0;
+    for (size_t ti = 0; ti < sizeof kts / sizeof kts[0]; ti++) {
+        at_kt = kts[ti], at_vt = vts[ti];
+        float *ro = at_run(attention_ref, &c, NULL);
+        for (int ii = 0; ii < n_isa; ii++) {
+            const AttentionFn fn = attention_cpu_select(isas[ii]);
+            float *whole = at_run(fn, &c, NULL), *whole2 = at_run(fn, &c, pool2());
+            CHECK_MSG(same_bits(whole, whole2, no, NULL), "%s types %u/%u: 1 and 2 threads differ", isa_name(isas[ii]), at_kt, at_vt);
+            CHECK_MSG(same_bits(ro, whole, (size_t)nm * rowf, NULL), "%s types %u/%u: the mirrored rows are not the reference's",
+                      isa_name(isas[ii]), at_kt, at_vt);
+            const double e = rel_err(ro + nm * rowf, whole + nm * rowf, no - nm * rowf);
+            worst = fmax(worst, e);
+            CHECK_MSG(e <= 1e-5, "%s types %u/%u: the tiled rows are off by %.3g", isa_name(isas[ii]), at_kt, at_vt, e);
+            for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++)
+                for (int t0 = 0; t0 < c.T; t0 += chunks[ci]) {
+                    const int n = c.T - t0 < chunks[ci] ? c.T - t0 : chunks[ci];
+                    AtCase s = {n, c.pos0 + t0, c.H, c.Hkv, c.d, c.q + t0 * rowf, c.k, c.v};
+                    float *o = at_run(fn, &s, ci == 2 ? pool2() : NULL);
+                    size_t w = 0;
+                    if (!same_bits(whole + t0 * rowf, o, (size_t)n * rowf, &w))
+                        bad++, CHECK_MSG(false, "%s types %u/%u: rows %d..%d in chunks of %d differ from the batch at row %zu",
+                                         isa_name(isas[ii]), at_kt, at_vt, t0, t0 + n - 1, chunks[ci], t0 + w / rowf);
+                    free(o);
+                }
+            free(whole), free(whole2);
+        }
+        free(ro);
+    }
+    at_mode = MATMUL_GGML, at_kt = FMT_F32, at_vt = FMT_F32;
+    if (!bad)
+        test_note("context %d..%d (tiled past %d), F32 / F16 / Q8_0+Q4_0 caches: alone = batch = chunks of 7 = of 4, 1 and 2 "
+                  "threads; mirrored rows = reference bits, tiled within %.2e", c.pos0 + 1, c.pos0 + c.T, ATTN_TILED_MIN_CTX, worst);
+    free(c.q), free(c.k), free(c.v);
 }

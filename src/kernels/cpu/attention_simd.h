@@ -14,11 +14,20 @@
  *   accumulators that are never −0, so it is skipped.
  *
  * tiled — online softmax (flash-attention style), for long contexts: items are (KV head, block of query
- *   tokens) with all the query heads of the group as rows (up to 64 rows); for each tile of 64 keys the
- *   scores (dot products, 16 keys reduced at once), the running max / sum, and O = diag(α)·O + P·V_tile
- *   through gemm_nn; nothing of size T×n_kv exists. Not bit-identical (the exp of each score is taken
- *   against a running max): within ~1e-6 relative of the reference. F32 caches only (the llama arithmetic's
- *   long contexts; the fast arithmetic mirrors at every length). */
+ *   tokens) with all the query heads of the group as rows (up to 64 rows); for each tile of 64 keys (fixed
+ *   blocks from position 0, whatever the batch) the scores, the running max / sum, and O = diag(α)·O + P·V_tile
+ *   through gemm_nn; nothing of size T×n_kv exists. Not bit-identical to the reference (the exp of each score
+ *   is taken against a running max): within ~1e-6 relative. Batch-invariant when the scores always go through
+ *   the GEMM (gemm_always): every element of gemm_nn is one fma chain over k whatever the rows and columns, a
+ *   row's tiles are the same fixed blocks, keys it does not see add exact zeros (P = 0, α = 1), and its max, sum
+ *   and output depend on its own scores only — so a query row gives the same bits alone, in a batch, in chunks
+ *   or in a verify. F16 / Q8_0 / Q4_0 caches: each key / value tile is dequantized (tile_dequant, the bits of
+ *   kv_v16) into the workspace first.
+ *
+ * The op: the llama arithmetic mirrors below ATTN_TILED_MIN_CTX context positions (pos0 + T) and tiles from
+ * there on (F32 caches); the fast arithmetic splits per query row — a row whose context is at most
+ * ATTN_TILED_MIN_CTX mirrors, a later one runs the tiled kernel with gemm_always — so each row's kernel
+ * depends on its position only, and short prompts keep their bits on every cache type. */
 #include "base/fdot.h"
 #include "base/fp16.h"
 #include "kernels/cpu/gemm_simd.h"
@@ -295,7 +304,24 @@ typedef struct TiledJob {
     float *scratch;
     size_t per_thread; /* floats */
     int group, hs, n_hsub, bt, n_tblk;
+    bool gemm_always; /* the scores through the GEMM for any number of rows (batch-invariant; the fast arithmetic) */
 } TiledJob;
+
+/* rows [0, n) of a cache (row r at kv_at(p, r·stride)), d values each, as F32 into dst (row stride d) */
+SIMD_INLINE void tile_dequant_t(KvPtr p, int64_t stride, int n, int d, float *dst, const uint32_t type) {
+    for (int r = 0; r < n; r++) {
+        const KvPtr row = kv_at(p, r * stride);
+        for (int i = 0; i < d; i += 16) v16_store(dst + (int64_t)r * d + i, kv_v16(row, i, type));
+    }
+}
+static void tile_dequant(KvPtr p, int64_t stride, int n, int d, float *dst) {
+    switch (p.type) {
+    case FMT_F16: tile_dequant_t(p, stride, n, d, dst, FMT_F16); break;
+    case FMT_Q8_0: tile_dequant_t(p, stride, n, d, dst, FMT_Q8_0); break;
+    case FMT_Q4_0: tile_dequant_t(p, stride, n, d, dst, FMT_Q4_0); break;
+    default: tile_dequant_t(p, stride, n, d, dst, FMT_F32); break;
+    }
+}
 
 static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
     const TiledJob *job = ctx;
@@ -303,7 +329,9 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
     const int d = a->d;
     const int64_t kv_stride = (int64_t)a->n_head_kv * d;
     float *S = job->scratch + (size_t)thread * job->per_thread, *O = S + TQ_ROWS * TK, *M = O + (size_t)TQ_ROWS * d,
-          *L = M + TQ_ROWS, *AL = L + TQ_ROWS, *Qs = AL + TQ_ROWS + 16, *Kt = Qs + (size_t)TQ_ROWS * d;
+          *L = M + TQ_ROWS, *AL = L + TQ_ROWS, *Qs = AL + TQ_ROWS + 16, *Kt = Qs + (size_t)TQ_ROWS * d,
+          *W = Kt + (size_t)d * TK; /* a dequantized key or value tile [TK][d] */
+    const bool kf32 = a->k_type == FMT_F32, vf32 = a->v_type == FMT_F32;
     const int64_t n_items = (int64_t)a->n_head_kv * job->n_hsub * job->n_tblk;
     for (int64_t it0 = b; it0 < e; it0++) {
         const int64_t it = n_items - 1 - it0; /* the longest (last) query blocks first */
@@ -313,13 +341,13 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
         const int h0 = hk * job->group + hsub * job->hs;
         const int nh = job->group - hsub * job->hs < job->hs ? job->group - hsub * job->hs : job->hs;
         const int R = nt * nh; /* row r: token t0 + r / nh, head h0 + r % nh */
-        const float *k0 = (const float *)a->k + (int64_t)hk * d, *v0 = (const float *)a->v + (int64_t)hk * d;
+        const KvPtr k0 = kv_at(kv_ptr(a->k, a->k_type), (int64_t)hk * d), v0 = kv_at(kv_ptr(a->v, a->v_type), (int64_t)hk * d);
         for (int r = 0; r < R; r++) M[r] = -INFINITY, L[r] = 0.0f;
         memset(O, 0, sizeof(float) * (size_t)R * d);
         const int n_end = a->pos0 + t0 + nt; /* keys the last row sees */
         /* many rows: the scores as a GEMM against the transposed key tile (scale folded into Q); few rows
-         * (decode): dot products, which need no transpose */
-        const bool gemm = R >= 16;
+         * (decode, unless gemm_always): dot products, which need no transpose */
+        const bool gemm = job->gemm_always || R >= 16 || !kf32;
         if (gemm)
             for (int r = 0; r < R; r++) {
                 const float *q = a->q + ((int64_t)(t0 + r / nh) * a->n_head + h0 + r % nh) * d;
@@ -328,8 +356,12 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
             }
         for (int k0t = 0; k0t < n_end; k0t += TK) {
             const int bk = n_end - k0t < TK ? n_end - k0t : TK;
-            if (gemm) {
-                transpose_pad(k0 + k0t * kv_stride, kv_stride, bk, d, Kt, TK);
+            if (gemm && kf32) {
+                transpose_pad((const float *)k0.base + k0.i + k0t * kv_stride, kv_stride, bk, d, Kt, TK);
+                gemm_nn(R, (bk + 15) & ~15, d, Qs, d, Kt, TK, S, TK, INIT_ZERO, NULL, 0, 0.0f, -1, -1);
+            } else if (gemm) {
+                tile_dequant(kv_at(k0, k0t * kv_stride), kv_stride, bk, d, W);
+                transpose_pad(W, d, bk, d, Kt, TK);
                 gemm_nn(R, (bk + 15) & ~15, d, Qs, d, Kt, TK, S, TK, INIT_ZERO, NULL, 0, 0.0f, -1, -1);
             }
             for (int r = 0; r < R; r++) {
@@ -338,8 +370,8 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
                 float *s = S + r * TK;
                 const int nv = vis < bk ? (vis > 0 ? vis : 0) : bk;
                 if (!gemm)
-                    scores_row(a->q + ((int64_t)t * a->n_head + h) * d, kv_ptr(k0 + k0t * kv_stride, FMT_F32), kv_stride, nv,
-                               d, a->scale, s);
+                    scores_row(a->q + ((int64_t)t * a->n_head + h) * d, kv_at(k0, k0t * kv_stride), kv_stride, nv, d,
+                               a->scale, s);
                 for (int c = nv; c < TK; c++) s[c] = -INFINITY;
                 V16 mx = v16_set1(-INFINITY);
                 for (int c = 0; c < TK; c += 16) mx = v16_max(mx, v16_load(s + c));
@@ -360,7 +392,13 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
                 L[r] = L[r] * AL[r] + v16_hsum(sum);
                 M[r] = m_new;
             }
-            gemm_nn(R, d, bk, S, TK, v0 + k0t * kv_stride, kv_stride, O, d, INIT_ROWSCALE, AL, 0, 0.0f, -1, -1);
+            if (vf32)
+                gemm_nn(R, d, bk, S, TK, (const float *)v0.base + v0.i + k0t * kv_stride, kv_stride, O, d, INIT_ROWSCALE, AL,
+                        0, 0.0f, -1, -1);
+            else {
+                tile_dequant(kv_at(v0, k0t * kv_stride), kv_stride, bk, d, W);
+                gemm_nn(R, d, bk, S, TK, W, d, O, d, INIT_ROWSCALE, AL, 0, 0.0f, -1, -1);
+            }
         }
         for (int r = 0; r < R; r++) {
             const int t = t0 + r / nh, h = h0 + r % nh;
@@ -371,15 +409,14 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
     }
 }
 
-void SEQ_FN(attention_tiled)(const OpCtx *c, const AttnArgs *a) {
+static void tiled_run(const OpCtx *c, const AttnArgs *a, bool gemm_always) {
     const int nth = pool_size(c->pool);
     const size_t per = attn_tiled_floats(a->d);
-    if (a->d % 16 || !c->scratch || ((uintptr_t)c->scratch & 63) || per * sizeof(float) * (size_t)nth > c->scratch_bytes ||
-        a->k_type != FMT_F32 || a->v_type != FMT_F32) {
+    if (a->d % 16 || !c->scratch || ((uintptr_t)c->scratch & 63) || per * sizeof(float) * (size_t)nth > c->scratch_bytes) {
         SEQ_FN(attention_mirror)(c, a);
         return;
     }
-    TiledJob job = {a, c->scratch, per, a->n_head / a->n_head_kv, 0, 0, 0, 0};
+    TiledJob job = {a, c->scratch, per, a->n_head / a->n_head_kv, 0, 0, 0, 0, gemm_always};
     job.hs = job.group < TQ_ROWS ? job.group : TQ_ROWS;
     job.n_hsub = (job.group + job.hs - 1) / job.hs;
     job.bt = TQ_ROWS / job.hs;
@@ -387,13 +424,30 @@ void SEQ_FN(attention_tiled)(const OpCtx *c, const AttnArgs *a) {
     pool_for(c->pool, (int64_t)a->n_head_kv * job.n_hsub * job.n_tblk, 1, tiled_items, &job);
 }
 
-/* the op: mirroring below ATTN_TILED_MIN_CTX context positions (bit-identical), tiled from there on (an F32
- * cache); the fast arithmetic mirrors at every length (one order for any batch: a row's result does not depend
- * on it) */
+/* the tiled kernel alone (any cache type; the scores through the GEMM in the fast arithmetic) */
+void SEQ_FN(attention_tiled)(const OpCtx *c, const AttnArgs *a) { tiled_run(c, a, c->mode == MATMUL_FAST); }
+
+/* the op (see the top): the llama arithmetic by context length (F32 caches tiled from ATTN_TILED_MIN_CTX on);
+ * the fast arithmetic per query row: rows of context ≤ ATTN_TILED_MIN_CTX mirror, the rows after run tiled */
 void SEQ_FN(attention)(const OpCtx *c, const AttnArgs *a) {
-    if (a->pos0 + a->T >= ATTN_TILED_MIN_CTX && c->mode != MATMUL_FAST && a->k_type == FMT_F32 && a->v_type == FMT_F32)
-        SEQ_FN(attention_tiled)(c, a);
-    else SEQ_FN(attention_mirror)(c, a);
+    if (c->mode != MATMUL_FAST) {
+        if (a->pos0 + a->T >= ATTN_TILED_MIN_CTX && a->k_type == FMT_F32 && a->v_type == FMT_F32) tiled_run(c, a, false);
+        else SEQ_FN(attention_mirror)(c, a);
+        return;
+    }
+    int nm = ATTN_TILED_MIN_CTX - a->pos0; /* rows t < nm have context pos0 + t + 1 ≤ ATTN_TILED_MIN_CTX */
+    nm = nm < 0 ? 0 : nm > a->T ? a->T : nm;
+    if (nm > 0) {
+        AttnArgs m = *a;
+        m.T = nm;
+        SEQ_FN(attention_mirror)(c, &m);
+    }
+    if (nm < a->T) {
+        AttnArgs t = *a;
+        const int64_t off = (int64_t)nm * a->n_head * a->d;
+        t.T = a->T - nm, t.pos0 = a->pos0 + nm, t.q = a->q + off, t.out = a->out + off;
+        tiled_run(c, &t, true);
+    }
 }
 
 #undef TQ_ROWS

@@ -49,16 +49,18 @@ static inline size_t chunk_ws_floats(int dk, int dv, ChunkWs *w, float *base) {
 }
 
 /* The tiled attention's per-thread workspace (floats): scores [ATTN_TQ_ROWS][ATTN_TK], O [ATTN_TQ_ROWS][d],
- * running max, sum and rescale factor per row (+16), scaled Q [ATTN_TQ_ROWS][d], transposed keys [d][ATTN_TK]. */
+ * running max, sum and rescale factor per row (+16), scaled Q [ATTN_TQ_ROWS][d], transposed keys [d][ATTN_TK],
+ * a dequantized key or value tile [ATTN_TK][d] (F16 / Q8_0 / Q4_0 caches). */
 #define ATTN_TQ_ROWS 64 /* query rows (tokens × heads of a group) per work item */
 #define ATTN_TK 64      /* keys per tile */
 static inline size_t attn_tiled_floats(int d) {
     return (size_t)ATTN_TQ_ROWS * ATTN_TK + 2 * (size_t)ATTN_TQ_ROWS * (size_t)d + 3 * ATTN_TQ_ROWS + 16 +
-           (size_t)d * ATTN_TK;
+           2 * (size_t)d * ATTN_TK;
 }
 
-/* The tiled (online-softmax) attention is used from this many context positions on (pos0 + T); below
- * it the llama.cpp-mirroring kernel, bit-identical to attention_ref, runs. See docs/KERNELS.md. */
+/* The tiled (online-softmax) attention is used past this many context positions (the llama arithmetic: by
+ * pos0 + T; the fast arithmetic: per query row, a row of context ≤ this mirrors); below it the
+ * llama.cpp-mirroring kernel, bit-identical to attention_ref, runs. See docs/KERNELS.md. */
 #ifndef ATTN_TILED_MIN_CTX
 #define ATTN_TILED_MIN_CTX 2048
 #endif
