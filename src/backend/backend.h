@@ -109,6 +109,10 @@ typedef struct MatArgs {
     int64_t o0, o1;
     BView x, y;
     int64_t T;
+    /* x RMS-normed on the fly (rms_norm's bits, weight x_norm, eps x_eps) when x_norm is set: only for a backend
+     * with Backend.fold_norm_rows ≥ T, and only through matmul, matmul_pair and matmul_swiglu */
+    const Weight *x_norm;
+    float x_eps;
 } MatArgs;
 
 /* β = sigmoid(b), g = softplus(a + dt_bias)·ssm_a for R rows of Hv heads. b of row t, head j is at
@@ -315,6 +319,9 @@ struct Backend {
      * lanes, the chunk's pending updates and a scale per head; the host backends in the fast arithmetic), not
      * [n_v_head][d_v][d_k] */
     bool dn_fused_state;
+    /* the products take MatArgs.x_norm for batches of up to this many rows (0: never; the RMSNorm folded into
+     * the activation load) */
+    int fold_norm_rows;
     /* the K and V caches' element formats (FormatIds: FMT_F32 — a zeroed Backend's —, FMT_F16, FMT_Q8_0,
      * FMT_Q4_0): kv_append rounds to them, attention reads them (widened or dequantized exactly) */
     uint32_t kv_k, kv_v;
