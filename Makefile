@@ -1,8 +1,11 @@
 # deltallm — GNU make build. Objects go to build/ (release), build/asan/ (sanitizers), build/fuzz/.
 #
-#   make            build/deltallm
-#   make run        run the main job (MODEL=path.gguf PROMPT="..." N=64; the trained default model when no MODEL)
+#   make            build/deltallm and the library, in parallel (one job per CPU; -jN overrides), one line per
+#                   step (V=1: the full command lines); errors always in full
+#   make run        a chat turn with the embedded model (MODEL=path.gguf PROMPT="..." N=64: any model, raw text)
 #   make test       build and run every test group (TESTS="group ..." narrows it)
+#   make deps       install the packages the build needs (apt-get, as root; otherwise it prints the command);
+#                   make deps-test: those the tests need too. make run / make test call them first
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz       the libFuzzer targets for FUZZ_TIME seconds each (clang)
 #   make format     clang-format every source file
@@ -14,6 +17,17 @@
 
 CC      ?= cc
 BUILD   ?= build
+NPROC   := $(shell nproc 2>/dev/null || echo 2)
+MAKEFLAGS += -j$(NPROC) --no-print-directory
+# quiet by default: one line per step; V=1 prints the commands
+V ?= 0
+ifeq ($(V),0)
+Q   = @
+say = @printf '  %-6s %s\n' $(1) $(2)
+else
+Q   =
+say =
+endif
 OPT     ?= -O2
 WERROR  ?=
 CFLAGS  ?=
@@ -78,7 +92,7 @@ APP_OBJ  = $(call obj,$(APP_SRC))
 MAIN_OBJ = $(call obj,src/cli/main.c)
 TEST_OBJ = $(call obj,$(TEST_SRC))
 
-.PHONY: all run test asan fuzz format clean bench spv FORCE
+.PHONY: all run test asan fuzz format clean bench spv deps deps-test FORCE
 all: $(BUILD)/deltallm $(BUILD)/libdeltallm.so
 
 # generated sources: the git revision `deltallm --version` prints (rewritten only when it changes)
@@ -95,26 +109,33 @@ WEB_OBJ   = $(BUILD)/obj/gen/web_assets.o
 APP_OBJ  += $(WEB_OBJ)
 $(BUILD)/embed: tools/embed.c
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -O1 -o $@ $<
+	$(call say,CC,$@)
+	$(Q)$(CC) -std=c11 -O1 -o $@ $<
 $(GEN)/web_assets.c: $(BUILD)/embed $(WEB_FILES)
 	@mkdir -p $(@D)
-	$(BUILD)/embed $@ $(WEB_FILES)
+	$(call say,EMBED,$@)
+	$(Q)$(BUILD)/embed $@ $(WEB_FILES)
 $(WEB_OBJ): $(GEN)/web_assets.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(ISA_AVX2) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) $(ISA_AVX2) -c $< -o $@
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(ISA_AVX512) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) $(ISA_AVX512) -c $< -o $@
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/obj/src/dist/dist_mpi.o: src/dist/dist_mpi.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
 # switching MPI on or off rebuilds the library and relinks
 MPI_STAMP = $(BUILD)/.mpi-$(MPI)
@@ -126,8 +147,8 @@ $(MPI_STAMP):
 # the registry learns whether the backend is built; a stamp per setting rebuilds it when VULKAN changes
 $(BUILD)/gen/vulkan-$(VULKAN).stamp:
 	@mkdir -p $(@D) && rm -f $(BUILD)/gen/vulkan-*.stamp && touch $@
-$(call obj,src/backend/backend.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
-$(call obj,src/backend/backend.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
+$(call obj,src/backend/registry.c): CFLAGS += -DDL_VULKAN=$(VULKAN)
+$(call obj,src/backend/registry.c): $(BUILD)/gen/vulkan-$(VULKAN).stamp
 $(call obj,$(VK_SRC) $(VK_GEN)): CFLAGS += -I$(VK_INC)
 # the image decoders learn which libraries are there; a stamp per setting rebuilds them when it changes
 $(BUILD)/gen/image-$(PNG)$(JPEG).stamp:
@@ -139,22 +160,26 @@ $(call obj,tests/test_vision.c): $(BUILD)/gen/image-$(PNG)$(JPEG).stamp
 
 $(SPV_DIR)/%.spv: $(VK_SHADERS)/%.comp $(wildcard $(VK_SHADERS)/*.glsl) src/backend/vulkan/vk_tables.h
 	@mkdir -p $(@D)
-	$(GLSLC) --target-env=vulkan1.2 -O -I$(VK_SHADERS) $< -o $@
+	$(call say,GLSLC,$@)
+	$(Q)$(GLSLC) --target-env=vulkan1.2 -O -I$(VK_SHADERS) $< -o $@
 define VK_FMT_RULE
 $(SPV_DIR)/$(1)_%.spv: $(VK_SHADERS)/$(1).comp $(wildcard $(VK_SHADERS)/*.glsl) src/backend/vulkan/vk_tables.h
 	@mkdir -p $$(@D)
-	$(GLSLC) --target-env=vulkan1.2 -O -I$(VK_SHADERS) -DFMT_$$* $$< -o $$@
+	$$(call say,GLSLC,$$@)
+	$(Q)$(GLSLC) --target-env=vulkan1.2 -O -I$(VK_SHADERS) -DFMT_$$* $$< -o $$@
 endef
 $(foreach k,$(VK_FMT_KERNELS),$(eval $(call VK_FMT_RULE,$(k))))
 # the SPIR-V alone (carried to a machine without glslc: bench/vulkan_h200.sh)
 spv: $(VK_SPV)
 $(VK_GEN): $(VK_SPV) src/backend/vulkan/embed_spv.sh
 	@mkdir -p $(@D)
-	sh src/backend/vulkan/embed_spv.sh $@ $(VK_SPV)
+	$(call say,EMBED,$@)
+	$(Q)sh src/backend/vulkan/embed_spv.sh $@ $(VK_SPV)
 
 $(BUILD)/libdeltallm.a: $(LIB_OBJ) $(MPI_STAMP)
 	@rm -f $@
-	ar rcs $@ $(LIB_OBJ)
+	$(call say,AR,$@)
+	$(Q)ar rcs $@ $(LIB_OBJ)
 
 # The library for other programs, as llama.cpp's is used: libdeltallm.so.MAJOR (the soname) exporting only the
 # dl_* API of deltallm.h (src/engine/deltallm.map). Its objects are the static library's, position-independent:
@@ -169,11 +194,12 @@ $(BUILD)/obj/.pic:
 	@mkdir -p $(@D)
 	@touch $@
 $(BUILD)/libdeltallm.so.$(VERSION): $(LIB_OBJ) $(MPI_STAMP) src/engine/deltallm.map
-	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/engine/deltallm.map -Wl,-z,defs \
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/engine/deltallm.map -Wl,-z,defs \
 	    -o $@ $(LIB_OBJ) $(DIST_LIBS) $(LDLIBS)
 $(BUILD)/libdeltallm.so: $(BUILD)/libdeltallm.so.$(VERSION)
-	ln -sf libdeltallm.so.$(VERSION) $(BUILD)/$(SONAME)
-	ln -sf $(SONAME) $@
+	$(Q)ln -sf libdeltallm.so.$(VERSION) $(BUILD)/$(SONAME)
+	$(Q)ln -sf $(SONAME) $@
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -199,15 +225,43 @@ uninstall:
 	      $(DESTDIR)$(INCLUDEDIR)/deltallm.h $(DESTDIR)$(LIBDIR)/pkgconfig/deltallm.pc
 
 $(BUILD)/deltallm: $(APP_OBJ) $(BUILD)/libdeltallm.a
-	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(BUILD)/libdeltallm.a $(APPLIBS) $(DIST_LIBS) $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(BUILD)/libdeltallm.a $(APPLIBS) $(DIST_LIBS) $(LDLIBS)
 
 # the test runner links everything but the CLI's main()
 $(BUILD)/tests: $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a
-	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a $(APPLIBS) $(DIST_LIBS) $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(filter-out $(MAIN_OBJ),$(APP_OBJ)) $(BUILD)/libdeltallm.a $(APPLIBS) $(DIST_LIBS) $(LDLIBS)
+
+# ---- packages (Debian names): the one list; .ci/run installs through `make deps-test` too ----------------------
+# build: a C compiler, make, cJSON and libmicrohttpd (the CLI's server). tests: clang + its runtime (libFuzzer,
+# the sanitizers), pkg-config (the install test), chromium (the page's browser test), python3-numpy
+# (tools/train/gguf_to_hf.py), Open MPI (--mpi), the Vulkan headers, glslc, the loader and lavapipe (every GPU
+# kernel tested on the CPU), and Node.js with npm for the server suite (an existing node is kept).
+DEPS_BUILD = build-essential libcjson-dev libmicrohttpd-dev
+DEPS_TEST  = $(DEPS_BUILD) clang libclang-rt-14-dev pkg-config chromium python3-numpy openmpi-bin libopenmpi-dev \
+             libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers openssl curl libpng-dev libjpeg62-turbo-dev
+define install_deps
+	@command -v dpkg >/dev/null 2>&1 || { echo "make deps: no dpkg (not Debian): install the equivalents of: $(1)"; exit 0; }; \
+	missing=""; for p in $(1); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ "$(2)" = node ] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then missing="$$missing nodejs npm"; fi; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "make: packages missing:$$missing"; echo "  run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
+	fi; \
+	echo "make deps: apt-get install$$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq$$missing >/dev/null
+endef
+deps:
+	$(call install_deps,$(DEPS_BUILD))
+deps-test:
+	$(call install_deps,$(DEPS_TEST),node)
 
 # the Node server suite needs its client library: installed here on a fresh clone (skipped when npm is missing
 # or has no network: the suite then says it is skipped)
-test: $(BUILD)/tests $(BUILD)/deltallm $(BUILD)/libdeltallm.so
+test:
+	@$(MAKE) deps-test
+	@$(MAKE) $(BUILD)/tests $(BUILD)/deltallm $(BUILD)/libdeltallm.so
 	@if [ ! -d tests/server/node_modules ] && command -v npm >/dev/null 2>&1; then \
 	  echo "make test: npm ci in tests/server (the server suite's openai client)"; \
 	  (cd tests/server && npm ci --no-audit --no-fund --loglevel=error) || echo "make test: npm ci failed"; \
@@ -223,7 +277,8 @@ asan:
 BENCH_BIN = $(patsubst bench/%.c,$(BUILD)/%,$(sort $(wildcard bench/*_bench.c)))
 bench: $(BENCH_BIN)
 $(BENCH_BIN): $(BUILD)/%: bench/%.c $(BUILD)/libdeltallm.a
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdeltallm.a $(DIST_LIBS) $(LDLIBS)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdeltallm.a $(DIST_LIBS) $(LDLIBS)
 
 FUZZ_TIME ?= 60
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
@@ -232,15 +287,18 @@ FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/g
 # fuzz_http: the HTTP request path (paths and headers, bodies, chat rendering, constraints, output parsing)
 FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) src/engine/sampling_defaults.c $(addprefix src/server/,http_parse.c \
                 json_io.c openai.c openai_llama.c llama_params.c stop.c responses.c constrain.c constrain_schema.c \
-                util.c) src/tokenizer/unicode.c \
+                grammar.c util.c) src/tokenizer/unicode.c \
                 src/tokenizer/unicode_data.c src/base/err.c -lcjson
 # fuzz_image: the PNG / JPEG decoders' wrapper (src/image/image.c) with the libraries this build found
 FUZZ_IMAGE_LIB = -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG) src/image/image.c src/base/err.c $(IMAGE_LIBS)
+# fuzz_grammar: the GBNF compiler (grammar.c) and the constraint runtime
+FUZZ_GRAMMAR_LIB = $(addprefix src/server/,grammar.c constrain.c util.c) src/base/err.c
 fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
-	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; fuzz_image) libs="$(FUZZ_IMAGE_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
+	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; fuzz_image) libs="$(FUZZ_IMAGE_LIB)";; \
+	    fuzz_grammar) libs="$(FUZZ_GRAMMAR_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
 	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f $$libs -lm -pthread; \
 	  mkdir -p build/fuzz/$$n.corpus; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
@@ -252,14 +310,17 @@ fuzz:
 	done
 
 MODEL  ?=
-PROMPT ?= And God said
-N      ?= 48
-# the default: the small model trained by tools/train/ (docs/TRAINING.md); `deltallm synth` writes the
-# random-weight real-shape models the speed benchmarks use. One thread for it: 256 wide, it has too little
-# work per token to share (573 tokens/s on one thread, 51 on two, on the 2 shared vCPUs under load)
-DEFAULT_MODEL = assets/tinybible-f16.gguf
-run: $(BUILD)/deltallm
-	@$(BUILD)/deltallm run -m "$(if $(MODEL),$(MODEL),$(DEFAULT_MODEL))" -p "$(PROMPT)" -n $(N) $(if $(MODEL),,-t 1)
+PROMPT ?=
+N      ?=
+# the default: the embedded chat model trained by tools/train/ (docs/TRAINING.md): one chat turn, the reply
+# ending by itself; MODEL=path.gguf runs any model on raw text instead (PROMPT, N tokens). The thread count is
+# the engine's default (one thread for a model this small: docs/ARCHITECTURE.md, "Threads")
+DEFAULT_MODEL = assets/tinychat-f16.gguf
+run:
+	@$(MAKE) deps
+	@$(MAKE) $(BUILD)/deltallm
+	@$(BUILD)/deltallm run $(if $(MODEL),-m "$(MODEL)" -p "$(or $(PROMPT),And God said)" -n $(or $(N),48),-m $(DEFAULT_MODEL) \
+	    --chat -p "$(or $(PROMPT),Hello! Who are you, and what can you do?)" -n $(or $(N),200))
 
 format:
 	clang-format -i $(sort $(LIB_SRC) $(wildcard src/dist/*.c)) $(APP_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/kernels/*/*.h include/*.h tests/*.h)

@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     static const int Ts[] = {1, 4, 16, 32, 64, 128, 256, 512, 1024};
     const int T_max = 1024;
     Err err = {{0}};
-    Backend *be = backend_create(&(BackendOptions){.name = device, .isa = -1}, &err);
+    Backend *be = backend_create(&(BackendOptions){.name = device, .cpu.isa = -1}, &err);
     if (!be) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;

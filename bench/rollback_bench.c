@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
     Isa isa;
     if (isa_parse(getenv("DELTALLM_ISA"), &isa, &er)) die("isa", er.msg);
     ForwardOptions fo = {.max_batch = 64, .max_ctx = 1024,
-                         .backend = {.name = "cpu", .isa = (int)isa, .n_threads = threads, .mode = MATMUL_GGML, .pack = true}};
+                         .backend = {.name = "cpu", .cpu.isa = (int)isa, .n_threads = threads, .mode = MATMUL_GGML, .cpu.pack = true}};
     Forward *fw = forward_new(m, &fo, &er);
     SeqState *s = fw ? seqstate_new(m, forward_backend(fw), 1024, 0, 0, &er) : NULL;
     if (!s || seqstate_enable_rollback(s, m, 16, &er)) die("forward", er.msg);

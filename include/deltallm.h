@@ -73,7 +73,7 @@ typedef void (*DlProgressFn)(void *user, const char *phase, uint64_t done, uint6
 
 typedef struct DlEngineParams {
     const char *model_path; /* a .gguf file (or any part of a split set) */
-    int n_threads;          /* compute threads; 0 = every CPU this process may use */
+    int n_threads;          /* compute threads; 0 = dl_default_threads for the model and this process's CPUs */
     int n_ctx;              /* context per session in tokens; 0 = min(the model's, 4096) */
     int n_batch;            /* prompt tokens per forward pass; 0 = 512 */
     int n_seq_max;          /* sessions one dl_decode_batch may advance together; 0 = 1 */
@@ -116,6 +116,9 @@ typedef struct DlEngineParams {
     const char *split;
     /* a device's tuning, "key=value,..." (the Vulkan backend: coop=0|1, tile=N, chunk=N; docs/VULKAN.md) */
     const char *device_tune;
+    /* a device's runtime library when not the system's (the Vulkan loader file instead of libvulkan.so.1; the
+     * CLI takes it from DELTALLM_VULKAN_LIB); NULL: the default */
+    const char *device_lib;
     /* Memory the weights may take, in bytes; 0 = what the machine can give without swapping (MemAvailable
      * less 1 GiB and the sessions' state). A model that fits runs as it always did (its file mapped). An MoE
      * model that does not keeps its other weights resident and reads its experts on demand into an expert
@@ -154,6 +157,15 @@ typedef struct DlModelInfo {
     int n_threads;
 } DlModelInfo;
 const DlModelInfo *dl_engine_info(const DlEngine *e);
+
+/* The compute threads an engine takes when DlEngineParams.n_threads is 0: one thread per
+ * DL_THREAD_DECODE_BYTES of weights read per decoded token (DlModelInfo.decode_bytes), at least 1, at most
+ * n_cpus (the CPUs this process may use). Below that size a token's work per op is too small for a second
+ * thread to pay for its synchronisation: the measured crossover is in docs/ARCHITECTURE.md ("Threads"). */
+#define DL_THREAD_DECODE_BYTES ((uint64_t)128 << 20)
+int dl_default_threads(uint64_t decode_bytes, int n_cpus);
+/* The CPUs this process may use (its affinity mask, else the online CPUs). */
+int dl_cpu_count(void);
 
 /* Makes the weights resident before compute so no forward pass waits on the disk: reads every page of
  * the mapping, and with lock also mlock()s it (fails with the reason if the system refuses). */

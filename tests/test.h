@@ -3,7 +3,9 @@
  *   TEST(gguf, rejects_bad_magic) { ... CHECK(x == 1); CHECK_MSG(ok, "case %d", i); ... }
  *
  * Every test belongs to a group; `build/tests --list` lists them, `build/tests gguf tokenizer/vectors`
- * runs a selection. A failed CHECK records the failure and continues; REQUIRE returns from the test. */
+ * runs a selection. A failed CHECK records the failure and continues; REQUIRE returns from the test.
+ * A test that cannot run here (no device, no Node, no MPI, no Chromium) calls test_skip with the reason and
+ * returns: it is counted as skipped, never as passed (the summary's last line: N passed, N failed, N skipped). */
 #ifndef DL_TESTS_TEST_H
 #define DL_TESTS_TEST_H
 
@@ -24,6 +26,9 @@ const char *test_tmpdir(void);
 void *test_read_file(const char *path, size_t *size);
 /* Prints an informational line under the current test (numbers worth seeing in the log). */
 void test_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Marks the current test as skipped with a one-line reason (printed as SKIP; a failure recorded before or
+ * after still makes it FAIL). The caller returns: `if (!have) return test_skip("no Vulkan device (%s)", why);` */
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define TEST(group, name)                                                                                  \
     static void test_##group##_##name(void);                                                               \

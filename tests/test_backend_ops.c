@@ -1,8 +1,8 @@
 /* test_backend_ops.c — every op of the backend interface (backend/backend.h) on every backend against the
  * reference backend, on odd shapes, in the manner of ggml's test-backend-ops: inputs are uploaded, the op
- * runs, outputs are downloaded, and only the vtable is used, so a new backend is tested by adding one line to
- * backend_list(). Host backends must match the reference bit for bit; a device backend states an NMSE bound
- * per op (ops[] below). */
+ * runs, outputs are downloaded, and only the vtable is used, so a new backend is tested by its row in the
+ * registry (backend/registry.c: backend_list() reads it). Host backends must match the reference bit for bit;
+ * a device backend states an NMSE bound per op (device_bound below). */
 #include "test.h"
 #include "test_rand.h"
 
@@ -25,32 +25,33 @@ typedef struct BeCase {
     bool device;  /* a device backend: NMSE bounds per op (device_bound) */
 } BeCase;
 
-/* Whether a Vulkan device can be used here (asked once; the reason is noted when not). */
-static bool vulkan_here(void) {
-    static int state; /* 0 unknown, 1 yes, -1 no */
-    if (!state) {
-        Err err = {{0}};
-        Backend *be = backend_create(&(BackendOptions){.name = "vulkan"}, &err);
-        state = be ? 1 : -1;
-        if (!be) printf("    note: no Vulkan device (%s): the backend-ops cases of the Vulkan backend are skipped\n", err.msg);
-        backend_destroy(be);
-    }
-    return state > 0;
-}
-
-/* The reference first, then every backend this machine can run. */
+/* The reference first, then every host backend at every ISA this CPU has (1 and 2 threads), then every device
+ * of every device backend in the registry (a device backend with none here makes the test SKIP, after the
+ * host backends' cases ran). */
 static int backend_list(BeCase *out, MatMode mode) {
     int n = 0;
-    out[n++] = (BeCase){"ref", {.name = "ref", .isa = ISA_REF, .n_threads = 1, .mode = mode}, 0, false};
+    out[n++] = (BeCase){"ref", {.name = "ref", .cpu.isa = ISA_REF, .n_threads = 1, .mode = mode}, 0, false};
     for (int isa = ISA_REF; isa < ISA_COUNT; isa++) {
         if (!isa_supported((Isa)isa)) continue;
         for (int th = 1; th <= 2; th++) {
             BeCase *c = &out[n++];
-            *c = (BeCase){"", {.name = "cpu", .isa = isa, .n_threads = th, .mode = mode, .pack = true}, 0, false};
+            *c = (BeCase){"", {.name = "cpu", .cpu.isa = isa, .n_threads = th, .mode = mode, .cpu.pack = true}, 0, false};
             snprintf(c->label, sizeof c->label, "cpu:%s/%dt", isa_name((Isa)isa), th);
         }
     }
-    if (vulkan_here()) out[n++] = (BeCase){"vulkan", {.name = "vulkan", .mode = mode}, 0, true};
+    int nr;
+    const BackendReg *reg = backend_registry(&nr);
+    for (int r = 0; r < nr; r++) {
+        if (reg[r].host) continue;
+        Err err = {{0}};
+        if (!backend_available(&reg[r], &err)) {
+            test_skip("%s: %s (its cases did not run)", reg[r].name, err.msg);
+            continue;
+        }
+        BeCase *c = &out[n++];
+        *c = (BeCase){"", {.name = reg[r].name, .mode = mode}, 0, true};
+        snprintf(c->label, sizeof c->label, "%s", reg[r].name);
+    }
     return n;
 }
 
@@ -105,7 +106,7 @@ static void device_seen(const char *op, double e) {
 /* the worst NMSE of the device backend per op since the last report */
 static void device_report(void) {
     for (int i = 0; i < n_report; i++)
-        test_note("vulkan %-22s worst NMSE %.3g over %d cases", report[i].op, report[i].worst, report[i].cases);
+        test_note("device %-22s worst NMSE %.3g over %d cases", report[i].op, report[i].worst, report[i].cases);
     n_report = 0;
 }
 
@@ -192,7 +193,7 @@ static int over_backends(const char *op, const char *what, MatMode mode, const W
      * with the reference's exact mode (their activation rounding is the CPU's, not an error) */
     float *ref_exact = NULL;
     for (int i = 0; i < nb; i++) {
-        if (chunked_dn && cs[i].o.isa != ISA_REF && cs[i].nmse == 0) cs[i].nmse = 1e-12;
+        if (chunked_dn && cs[i].o.cpu.isa != ISA_REF && cs[i].nmse == 0) cs[i].nmse = 1e-12;
         const bool vs_exact = cs[i].device && mode != MATMUL_EXACT && strcmp(op, "matmul") == 0;
         if (vs_exact && !ref_exact) {
             BeCase rc = cs[0];
@@ -269,7 +270,7 @@ TEST(backend_ops, matmul_every_format) {
         const Format *f = format_get(id);
         if (!f || !f->weight || !f->vec_dot) continue;
         const int64_t cols = f->block == 1 ? 80 : 2 * f->block;
-        for (int mode = 0; mode < 2; mode++)
+        for (int mode = 0; mode < 3; mode++) /* MATMUL_GGML, MATMUL_EXACT, MATMUL_FAST (the default) */
             for (size_t ri = 0; ri < 3; ri++)
                 for (size_t ti = 0; ti < 3; ti++) {
                     void *mem;
@@ -279,7 +280,7 @@ TEST(backend_ops, matmul_every_format) {
                     const MmCase c = {&w, T_list[ti], -1, 0, 0, x, NULL};
                     char what[64];
                     snprintf(what, sizeof what, "%s %lldx%lld T=%lld %s", f->name, (long long)rows_list[ri],
-                             (long long)cols, (long long)T_list[ti], mode ? "exact" : "ggml");
+                             (long long)cols, (long long)T_list[ti], arith_name((MatMode)mode));
                     ok += over_backends("matmul", what, (MatMode)mode, &w, 1, run_matmul, &c,
                                         (size_t)(T_list[ti] * rows_list[ri])) > 0;
                     cases++;
@@ -802,4 +803,46 @@ TEST(backend_ops, memory_round_trips) {
     over_backends("memory", "copy + fill", MATMUL_GGML, NULL, 0, run_mem, src, 1000);
     free(src);
     device_report();
+}
+
+/* ---- the registry ------------------------------------------------------------------------------------------- */
+
+/* A backend that leaves a required slot empty: the CPU backend with its rope taken out. */
+static BackendVt broken_vt;
+static Backend *broken_create(const BackendOptions *o, int index, Err *err) {
+    Backend *be = backend_create(&(BackendOptions){.name = "cpu", .cpu.isa = -1, .n_threads = 1}, err);
+    if (!be) return NULL;
+    broken_vt = *be->vt;
+    broken_vt.rope = NULL;
+    be->vt = &broken_vt;
+    return be;
+}
+
+TEST(backend_ops, registry_refuses_a_backend_with_an_empty_slot) {
+    const BackendReg broken = {.name = "broken", .create = broken_create};
+    Err err = {{0}};
+    Backend *be = backend_create_from(&broken, &(BackendOptions){0}, 0, &err);
+    CHECK(be == NULL);
+    backend_destroy(be);
+    CHECK_MSG(strstr(err.msg, "'rope'") && strstr(err.msg, "broken") && !strchr(err.msg, '\n'), "got: %s", err.msg);
+    test_note("refused: %s", err.msg);
+    /* every row of the registry is complete, and names and lookups come from it */
+    int n;
+    const BackendReg *reg = backend_registry(&n);
+    REQUIRE(n >= 2);
+    for (int i = 0; i < n; i++) {
+        memset(&err, 0, sizeof err);
+        if (!backend_available(&reg[i], &err)) continue;
+        CHECK_MSG(strstr(backend_names(), reg[i].name), "%s not in '%s'", reg[i].name, backend_names());
+        be = backend_create(&(BackendOptions){.name = reg[i].name, .cpu.isa = -1, .n_threads = 1}, &err);
+        CHECK_MSG(be != NULL, "%s: %s", reg[i].name, err.msg);
+        backend_destroy(be);
+        CHECK(backend_is_host(reg[i].name) == reg[i].host);
+    }
+    memset(&err, 0, sizeof err);
+    CHECK(!backend_create(&(BackendOptions){.name = "nosuch"}, &err));
+    CHECK_MSG(strstr(err.msg, "unknown backend 'nosuch'") && strstr(err.msg, backend_names()), "got: %s", err.msg);
+    memset(&err, 0, sizeof err);
+    CHECK(!backend_create(&(BackendOptions){.name = "cpu:1"}, &err));
+    CHECK_MSG(strstr(err.msg, "no device index"), "got: %s", err.msg);
 }

@@ -6,6 +6,7 @@
  * quantized KV caches (-ctk q8_0 -ctv q4_0, and the other way round): rows are quantized as they are appended,
  * whatever the batch, and read by the same kernel. */
 #include "test.h"
+#include "test_models.h"
 #include "test_forward.h"
 
 #include "base/fp16.h"
@@ -13,9 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const models[] = {"m1-qwen3next-legacy-f32", "m2-qwen3next-new-mixed", "m3-qwen35-dense-bf16",
-                                     "m4-qwen35moe-q8_0",       "m5-qwen35-7layer-int3-f16", "m6-qwen35moe-iq2xxs",
-                                     "m7-qwen35-wide-q8_0",     "m8-qwen3next-wide-mixed"};
+#define N_MODELS N_TEST_MODELS
 
 /* the first position and value where a and b differ (n floats), or -1 */
 static long first_diff(const float *a, const float *b, long n) {
@@ -54,14 +53,14 @@ static void one_model(const char *name, int threads, const char *cache) {
 }
 
 TEST(batch_invariance, every_model_every_split) {
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) one_model(models[i], i % 2 ? 2 : 1, "");
+    for (size_t i = 0; i < (size_t)N_TEST_MODELS; i++) one_model(test_model(i), i % 2 ? 2 : 1, "");
 }
 
 TEST(batch_invariance, quantized_kv_cache) {
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    for (size_t i = 0; i < (size_t)N_TEST_MODELS; i++) {
         const bool k8 = i % 3 != 2; /* K q8_0 / V q4_0 on most, the other way round on some */
         tf_set_kv(k8 ? KV_Q8_0 : KV_Q4_0, k8 ? KV_Q4_0 : KV_Q8_0);
-        one_model(models[i], i % 2 ? 1 : 2, k8 ? ", K q8_0 V q4_0" : ", K q4_0 V q8_0");
+        one_model(test_model(i), i % 2 ? 1 : 2, k8 ? ", K q8_0 V q4_0" : ", K q4_0 V q8_0");
     }
     tf_set_kv(KV_DEFAULT, KV_DEFAULT);
 }

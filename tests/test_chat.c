@@ -90,7 +90,7 @@ TEST(chat, golden_renderings) {
         cJSON *cases = cJSON_Parse(text);
         free(text);
         REQUIRE(cJSON_IsArray(cases));
-        ChatTemplate t = {template_formats[i], false};
+        ChatTemplate t = {template_formats[i], false, false};
         int n = 0, pass = 0, refusals = 0;
         const cJSON *c;
         cJSON_ArrayForEach(c, cases) {
@@ -127,7 +127,7 @@ TEST(chat, golden_renderings) {
 /* ------------------------------------------------------------------------------------- other renders */
 
 TEST(chat, chatml_and_options) {
-    ChatTemplate with_default = {CHAT_FORMAT_CHATML, true}, plain = {CHAT_FORMAT_CHATML, false};
+    ChatTemplate with_default = {CHAT_FORMAT_CHATML, true, false}, plain = {CHAT_FORMAT_CHATML, false, false};
     Err err = {{0}};
     char *out = render_json(&with_default, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"add_generation_prompt\":true}", &err);
     CHECK(out && strcmp(out, "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
@@ -145,7 +145,7 @@ TEST(chat, chatml_and_options) {
     cJSON *req = cJSON_Parse(parts);
     ChatRenderOptions flat = {false, CHAT_THINKING_DEFAULT, true};
     size_t len;
-    ChatTemplate q3 = {CHAT_FORMAT_QWEN3, false};
+    ChatTemplate q3 = {CHAT_FORMAT_QWEN3, false, false};
     CHECK(chat_render_request(&q3, req, &flat, &out, &len, &err) == 0 && strcmp(out, "<|im_start|>user\na b<|im_end|>\n") == 0);
     free(out);
     cJSON_Delete(req);
@@ -161,7 +161,7 @@ TEST(chat, chatml_and_options) {
     err_clear(&err);
     CHECK(render_json(&plain, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"enable_thinking\":\"no\"}", &err) == NULL);
     /* enable_thinking through chat_template_kwargs */
-    ChatTemplate q35 = {CHAT_FORMAT_QWEN35, false};
+    ChatTemplate q35 = {CHAT_FORMAT_QWEN35, false, false};
     out = render_json(&q35, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":true,"
                             "\"chat_template_kwargs\":{\"enable_thinking\":false}}", &err);
     CHECK(out && strstr(out, "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
@@ -179,7 +179,7 @@ TEST(chat, api_deviations) {
                       "\"arguments\":\"{\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 2}\"}}]},"
                       "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"sunny\"}]}";
     Err err = {{0}};
-    ChatTemplate q35 = {CHAT_FORMAT_QWEN35, false}, q3 = {CHAT_FORMAT_QWEN3, false};
+    ChatTemplate q35 = {CHAT_FORMAT_QWEN35, false, false}, q3 = {CHAT_FORMAT_QWEN3, false, false};
     char *out = render_json(&q35, req, &err);
     CHECK_MSG(out && strstr(out, "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n<function=get_weather>\n"
                                  "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n"
@@ -330,7 +330,7 @@ TEST(chat, parse_exact_numbers) {
                       "{\"n\": 207310705731958600, \"y\": 2.0}}}]}]}";
     cJSON *r = chat_json_parse(req, strlen(req), NULL);
     REQUIRE(r);
-    ChatTemplate t = {CHAT_FORMAT_QWEN3, false};
+    ChatTemplate t = {CHAT_FORMAT_QWEN3, false, false};
     char *out = NULL;
     size_t len;
     Err err = {{0}};
@@ -429,7 +429,7 @@ TEST(chat, parse_then_render_round_trip) {
     cJSON_AddItemToArray(arr, call);
     cJSON_AddItemToArray(messages, user);
     cJSON_AddItemToArray(messages, asst);
-    ChatTemplate t = {CHAT_FORMAT_QWEN35, false};
+    ChatTemplate t = {CHAT_FORMAT_QWEN35, false, false};
     char *out;
     size_t len;
     REQUIRE(chat_render(&t, messages, NULL, NULL, &out, &len, &err) == 0);
@@ -456,7 +456,7 @@ static int run_cli(const char *cmdline, char *out, size_t cap) {
 TEST(chat, cli_chat_format) {
     const char *bin = getenv("DELTALLM_BIN");
     if (!bin) {
-        test_note("DELTALLM_BIN not set: skipped");
+        test_skip("DELTALLM_BIN not set: skipped");
         return;
     }
     char cmd[4096], out[16384], path[1100];

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MODEL "models/m3-qwen35-dense-bf16.gguf"
 #define QWEN35_TEMPLATE "chat/Qwen3.5-4B.jinja"
@@ -161,7 +162,7 @@ static bool expected_first_reply(const char *template_rel, int n_ctx, int n, Tex
 }
 
 TEST(chat_cli, terminal_turns_reset_exit) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     Text want = {0};
     REQUIRE(expected_first_reply(QWEN35_TEMPLATE, 1024, 16, &want));
     REQUIRE_MSG(want.nr > 0, "the Qwen3.5 template starts replies in reasoning");
@@ -204,7 +205,7 @@ TEST(chat_cli, terminal_turns_reset_exit) {
 }
 
 TEST(chat_cli, terminal_ctrl_c_stops_a_reply) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     /* replies that would run to the end of a 16k context (several seconds) unless stopped */
     const char *argv[] = {"deltallm", "chat", "-m", test_data(MODEL), "--ignore-eos", "-c", "16384", "-t", "1", NULL};
     Pty p;
@@ -230,7 +231,7 @@ TEST(chat_cli, terminal_ctrl_c_stops_a_reply) {
 }
 
 TEST(chat_cli, pipe_one_message_per_line) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     Text want = {0};
     REQUIRE(expected_first_reply(NULL, 1024, 12, &want));
     char args[1024], *out = NULL, *err = NULL;
@@ -243,4 +244,31 @@ TEST(chat_cli, pipe_one_message_per_line) {
     CHECK_MSG(err && strstr(err, "[reply cut at 12 tokens (-n)]"), "%s", err ? err : "");
     free(out);
     free(err);
+}
+
+/* The first five minutes (issue 29): `deltallm chat` with no -m and no flag chats with the embedded model
+ * (assets/tinychat-f16.gguf: its own Qwen3.5 template, thinking off by default): three turns of one
+ * conversation in a terminal, each reply ending by itself (<|im_end|>) well within its token limit. */
+TEST(chat_cli, embedded_model_three_turns) {
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
+    if (access("assets/tinychat-f16.gguf", R_OK) != 0) return test_skip("assets/tinychat-f16.gguf is missing");
+    /* the default sampling (the replies a user sees), one seed: the same three replies every run */
+    const char *argv[] = {"deltallm", "chat", "--seed", "1", "-n", "200", NULL};
+    Pty p;
+    REQUIRE(pty_start(&p, argv));
+    char *banner = pty_expect(&p, PROMPT, 30000);
+    CHECK_MSG(banner && strstr(banner, "Tinychat") && strstr(banner, "qwen35"), "banner: %s", banner ? banner : "(timeout)");
+    free(banner);
+    const char *say[3] = {"Hello!\r", "What does the ls command do?\r", "Thank you\r"};
+    for (int k = 0; k < 3; k++) {
+        pty_send(&p, say[k]);
+        char *r = pty_expect(&p, PROMPT, 30000);
+        const char *nl = r ? strchr(r, '\n') : NULL; /* past the echoed line */
+        CHECK_MSG(r && nl && strlen(nl) > 8 && !strstr(r, "[reply cut") && !strstr(r, "context is full"),
+                  "turn %d did not end by itself: %s", k, r ? r : "(timeout)");
+        if (r) test_note("turn %d: %s", k, r);
+        free(r);
+    }
+    pty_send(&p, "/exit\r");
+    CHECK_MSG(pty_finish(&p, 10000) == 0, "/exit: the program did not end with status 0");
 }

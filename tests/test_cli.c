@@ -15,7 +15,7 @@
 static bool empty(const char *s) { return !s || !*s; }
 
 TEST(cli, errors_print_nothing_on_stdout) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     char args[2048], *out = NULL, *err = NULL;
     char path[600];
     snprintf(path, sizeof path, "%s/four-bytes.txt", test_tmpdir());
@@ -54,7 +54,7 @@ TEST(cli, errors_print_nothing_on_stdout) {
 }
 
 TEST(cli, version_and_help) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     char *out = NULL;
     CHECK(cli_run("--version", NULL, &out, NULL) == 0 && out && !strncmp(out, "deltallm " DELTALLM_VERSION " (", 16));
     free(out);
@@ -86,7 +86,7 @@ static char *run_out(const char *extra, const char *stdin_text, char **err) {
 static bool same(const char *a, const char *b) { return a && b && !strcmp(a, b); }
 
 TEST(cli, run_seed_stdin_mmap_options) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     /* a random seed by default, printed with -v; a given seed repeats */
     char *e1 = NULL, *e2 = NULL, *a = run_out("-p hello -v --temp 1", NULL, &e1), *b = run_out("-p hello -v --temp 1", NULL, &e2);
     const char *s1 = e1 ? strstr(e1, "seed: ") : NULL, *s2 = e2 ? strstr(e2, "seed: ") : NULL;
@@ -119,7 +119,7 @@ TEST(cli, run_seed_stdin_mmap_options) {
 /* run with drafts: the trained model's MTP block, and a draft model (m3 has no MTP block: m5 drafts for it),
  * greedy, give plain decoding's text; -v reports the drafts; bad draft options are one-line usage errors. */
 TEST(cli, run_speculative) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     char args[1024], *plain = NULL, *spec = NULL, *err = NULL;
     const char *tiny = "assets/tinybible-f16.gguf", *prompt = "-p 'And God said' --temp 0 -n 40 -t 1";
     snprintf(args, sizeof args, "run -m %s %s", tiny, prompt);
@@ -155,7 +155,7 @@ TEST(cli, run_speculative) {
  * name is a one-line usage error (exit 2) that lists the names; a quantized cache in the llama arithmetic fails
  * with one line (exit 1). */
 TEST(cli, kv_cache_types) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     char args[1024], *o = NULL, *e = NULL;
     const char *tiny = "assets/tinybible-f16.gguf";
     snprintf(args, sizeof args, "run -m %s -p 'And God said' --temp 0 -n 24 -t 1 -ctk q8_0 -ctv q4_0", tiny);
@@ -286,4 +286,26 @@ TEST(cli, load_progress_bar) {
     fclose(f);
     CHECK_MSG(n == 0, "a phase shorter than min_s was drawn: '%s'", buf);
     free(buf);
+}
+
+/* run --grammar / --grammar-file: the generated text is in the grammar's language and the run stops when it is
+ * complete; a bad grammar is a one-line error. */
+TEST(cli, run_grammar) {
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
+    char *err = NULL, *out = run_out("-p 'Q:' --temp 1 --seed 5 --grammar 'root ::= (\"yes\" | \"no\") \"!\"'", NULL, &err);
+    const size_t n = out ? strlen(out) : 0;
+    CHECK_MSG(out && err && strstr(err, "grammar complete") && n >= 6 &&
+                  (!strcmp(out + n - 5, "yes!\n") || !strcmp(out + n - 4, "no!\n")),
+              "out '%s' err '%s'", out ? out : "", err ? err : "");
+    free(out), free(err);
+    char args[1024];
+    snprintf(args, sizeof args, "-p 'Play:' --seed 2 --grammar-file '%s'", test_data("gbnf/chess.gbnf"));
+    out = run_out(args, NULL, NULL);
+    CHECK_MSG(out && strstr(out, "Play:1. "), "chess: '%s'", out ? out : "");
+    free(out);
+    char *o2 = NULL, *e2 = NULL;
+    snprintf(args, sizeof args, "run -m '%s' -n 4 -p x --grammar 'root ::= nope'", test_data(MODEL));
+    const int rc = cli_run(args, NULL, &o2, &e2);
+    CHECK_MSG(rc == 1 && e2 && strstr(e2, "undefined rule: nope") && o2 && !*o2, "rc %d err '%s'", rc, e2 ? e2 : "");
+    free(o2), free(e2);
 }

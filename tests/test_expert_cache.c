@@ -238,7 +238,7 @@ TEST(expert_cache, engine_budget) {
 }
 
 TEST(expert_cache, cli_mem_budget) {
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
     char args[1024], *out = NULL, *err = NULL;
     const char *model = test_data("models/m6-qwen35moe-iq2xxs.gguf");
     snprintf(args, sizeof args, "run -m '%s' -p hello -n 2 -t 1 --mem-budget 12K", model);

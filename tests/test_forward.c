@@ -19,7 +19,7 @@ BackendOptions tf_backend(MatMode mode, int threads, bool pack) {
         test_check(false, __FILE__, __LINE__, "DELTALLM_ISA", "%s", err.msg);
         isa = ISA_REF;
     }
-    return (BackendOptions){.name = getenv("DELTALLM_BACKEND"), .isa = (int)isa, .n_threads = threads, .mode = mode, .pack = pack,
+    return (BackendOptions){.name = getenv("DELTALLM_BACKEND"), .cpu.isa = (int)isa, .n_threads = threads, .mode = mode, .cpu.pack = pack,
                             .kv_k = tf_kv_k, .kv_v = tf_kv_v};
 }
 

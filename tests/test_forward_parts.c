@@ -4,6 +4,7 @@
  * tokens alone, in exact mode; the batch's own state in the default mode), and the allocation guard: no
  * allocation in a forward pass or a decode step after warm-up, on every backend. */
 #include "alloc_guard.h"
+#include "test_models.h"
 #include "test.h"
 #include "test_forward.h"
 
@@ -15,20 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const models[] = {"m1-qwen3next-legacy-f32", "m2-qwen3next-new-mixed", "m3-qwen35-dense-bf16",
-                                     "m4-qwen35moe-q8_0",       "m5-qwen35-7layer-int3-f16", "m6-qwen35moe-iq2xxs",
-                                     "m7-qwen35-wide-q8_0",     "m8-qwen3next-wide-mixed"};
-#define N_MODELS (int)(sizeof models / sizeof models[0])
+#define N_MODELS N_TEST_MODELS
 
 
 /* ---- layer ranges: two stages with the hidden rows handed over on the host ------------------------------ */
 
 TEST(forward, layer_ranges_as_pipeline_stages) {
     for (int mi = 0; mi < N_MODELS; mi++) {
-        Model *m = tf_model(models[mi]);
+        Model *m = tf_model(test_model(mi));
         if (!m) continue;
         int T;
-        int32_t *ids = tf_seq(models[mi], 65, &T);
+        int32_t *ids = tf_seq(test_model(mi), 65, &T);
         if (m->cfg.n_embd >= 1024) T = 33; /* the wide models: three micro-batches are enough */
         const int V = m->cfg.n_vocab, E = m->cfg.n_embd, L = m->cfg.n_layer, cut = L / 2;
         float *whole = tf_eval(m, ids, T, 0, MATMUL_GGML, DELTANET_AUTO, 2, true);
@@ -56,7 +54,7 @@ TEST(forward, layer_ranges_as_pipeline_stages) {
         }
         float *chunked = tf_eval(m, ids, T, 16, MATMUL_GGML, DELTANET_AUTO, 2, true);
         CHECK_MSG(chunked && memcmp(chunked, logits, sizeof(float) * (size_t)T * V) == 0,
-                  "%s: two stages [0, %d) + [%d, %d) differ from one process", models[mi], cut, cut, L);
+                  "%s: two stages [0, %d) + [%d, %d) differ from one process", test_model(mi), cut, cut, L);
         /* a state must cover the layers it is run on */
         CHECK(sa->l1 == cut && sb->l0 == cut && sa->n_segs + sb->n_segs == 2 * L);
         free(whole), free(chunked), free(hidden), free(logits), free(ids);
@@ -285,10 +283,10 @@ TEST(forward, no_allocation_after_warmup) {
     REQUIRE_MSG(alloc_guard_works(), "the allocation guard sees no allocations in this build");
     int checked = 0;
     for (int mi = 0; mi < N_MODELS; mi++) {
-        Model *m = tf_model(models[mi]);
+        Model *m = tf_model(test_model(mi));
         if (!m) continue;
         int T;
-        int32_t *ids = tf_seq(models[mi], 65, &T);
+        int32_t *ids = tf_seq(test_model(mi), 65, &T);
         const int V = m->cfg.n_vocab;
         float *lg = malloc(sizeof(float) * (size_t)T * V);
         const char *names[] = {"ref", "cpu"};
@@ -312,7 +310,7 @@ TEST(forward, no_allocation_after_warmup) {
                 rc |= forward_batch(f, &tent, 1, &err) | forward_keep(f, s, 3, &err); /* verify + rollback */
                 const long n = alloc_guard_disarm();
                 CHECK_MSG(rc == 0, "%s", err.msg);
-                CHECK_MSG(n == 0, "%s on %s, %s mode: %ld allocations in forward passes after warm-up", models[mi],
+                CHECK_MSG(n == 0, "%s on %s, %s mode: %ld allocations in forward passes after warm-up", test_model(mi),
                           forward_ops_name(f), mode ? "exact" : "default", n);
                 checked++;
                 seqstate_free(s);

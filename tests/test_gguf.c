@@ -1433,7 +1433,7 @@ typedef struct Run {
 static bool run_inspect(const char *args, Run *r) {
     const char *bin = getenv("DELTALLM_BIN");
     if (!bin || access(bin, X_OK) != 0) {
-        test_note("skipped: DELTALLM_BIN is not set to the deltallm binary (make test sets it)");
+        test_skip("skipped: DELTALLM_BIN is not set to the deltallm binary (make test sets it)");
         return false;
     }
     char errpath[512], cmd[2048];

@@ -5,6 +5,7 @@
  * that is not whole blocks. The kernels are tested in test_kernels_seq.c (attention_quant_cache_fast_bitwise),
  * batch invariance in test_batch_invariance.c, the CLI in test_cli.c. */
 #include "test.h"
+#include "test_models.h"
 #include "test_forward.h"
 
 #include "backend/backend.h"
@@ -42,7 +43,7 @@ TEST(kv_cache, append_writes_llama_cpp_bits) {
     for (int be_i = 0; be_i < 2; be_i++)
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
             Err err = {{0}};
-            const BackendOptions bo = {.name = be_i ? "ref" : "cpu", .isa = -1, .n_threads = 1, .mode = MATMUL_FAST,
+            const BackendOptions bo = {.name = be_i ? "ref" : "cpu", .cpu.isa = -1, .n_threads = 1, .mode = MATMUL_FAST,
                                        .kv_k = kinds[ki][0], .kv_v = kinds[ki][1]};
             Backend *be = backend_create(&bo, &err);
             REQUIRE_MSG(be, "%s", err.msg);
@@ -113,9 +114,6 @@ static double mean_kl(const float *a, const float *b, int T, int V, int *top_sam
  * q4_0 V q8_0 7.2e-4 / 0.960, q4_0 1.1e-3 / 0.935; the bounds leave 3-6× on KL and 2-3 % on top-1
  * (docs/KERNELS.md has the table). */
 TEST(kv_cache, quantized_close_to_f16) {
-    static const char *const models[] = {"m1-qwen3next-legacy-f32", "m2-qwen3next-new-mixed", "m3-qwen35-dense-bf16",
-                                         "m4-qwen35moe-q8_0",       "m5-qwen35-7layer-int3-f16", "m6-qwen35moe-iq2xxs",
-                                         "m7-qwen35-wide-q8_0",     "m8-qwen3next-wide-mixed",   "trained"};
     static const struct {
         int k, v;
         const char *name;
@@ -127,10 +125,11 @@ TEST(kv_cache, quantized_close_to_f16) {
                  {KV_Q4_0, KV_Q4_0, "q4_0", 5e-3, 0.88}};
     enum { NK = sizeof kinds / sizeof kinds[0] };
     double worst_kl[NK] = {0}, worst_top[NK] = {1, 1, 1, 1, 1};
-    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
-        const bool trained = !strcmp(models[mi], "trained");
+    for (int mi = 0; mi <= N_TEST_MODELS; mi++) { /* every test model, then the trained one */
+        const bool trained = mi == N_TEST_MODELS;
+        const char *name = trained ? "trained" : test_model(mi);
         Err err = {{0}};
-        Model *m = trained ? model_load("assets/tinybible-f16.gguf", &err) : tf_model(models[mi]);
+        Model *m = trained ? model_load("assets/tinybible-f16.gguf", &err) : tf_model(name);
         int T = 0;
         int32_t *ids = NULL;
         if (trained) {
@@ -139,7 +138,7 @@ TEST(kv_cache, quantized_close_to_f16) {
                 model_free(m);
                 continue;
             }
-        } else ids = tf_seq(models[mi], 200, &T);
+        } else ids = tf_seq(name, 200, &T);
         if (!m || !ids) {
             free(ids), model_free(m);
             continue;
@@ -154,10 +153,10 @@ TEST(kv_cache, quantized_close_to_f16) {
             int same = 0;
             const double kl = mean_kl(ref, q, T, V, &same), top = (double)same / T;
             CHECK_MSG(memcmp(ref, q, sizeof(float) * (size_t)T * V) != 0, "%s: the %s cache gives the F16 cache's bits",
-                      models[mi], kinds[ki].name);
+                      name, kinds[ki].name);
             CHECK_MSG(kl <= kinds[ki].kl_max && top >= kinds[ki].top1_min, "%s, %s cache: mean KL %.3g (bound %.3g), top-1 %.3f (bound %.2f)",
-                      models[mi], kinds[ki].name, kl, kinds[ki].kl_max, top, kinds[ki].top1_min);
-            test_note("%-26s %-9s vs f16: mean KL %.3e, top-1 %.3f (%d of %d)", models[mi], kinds[ki].name, kl, top, same, T);
+                      name, kinds[ki].name, kl, kinds[ki].kl_max, top, kinds[ki].top1_min);
+            test_note("%-26s %-9s vs f16: mean KL %.3e, top-1 %.3f (%d of %d)", name, kinds[ki].name, kl, top, same, T);
             worst_kl[ki] = fmax(worst_kl[ki], kl), worst_top[ki] = fmin(worst_top[ki], top);
             free(q);
         }
@@ -305,7 +304,7 @@ TEST(kv_cache, refusals) {
     /* a head_dim that is not whole blocks (m1's 32, made 48 for the check) */
     Model *m = tf_model("m1-qwen3next-legacy-f32");
     REQUIRE(m);
-    const BackendOptions bo = {.isa = -1, .n_threads = 1, .mode = MATMUL_FAST, .kv_k = KV_F16, .kv_v = KV_Q4_0};
+    const BackendOptions bo = {.cpu.isa = -1, .n_threads = 1, .mode = MATMUL_FAST, .kv_k = KV_F16, .kv_v = KV_Q4_0};
     Backend *be = backend_create(&bo, &e);
     REQUIRE_MSG(be, "%s", e.msg);
     CHECK(seqstate_check_kv(m, be->kv_k, be->kv_v, &e) == 0);

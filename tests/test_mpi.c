@@ -9,6 +9,7 @@
  *                found by the heartbeat timeout; the server suite and a killed rank: tests/server/mpi.sh.
  * Skipped, with one line, in a build without MPI or where mpirun is missing. */
 #include "test.h"
+#include "test_models.h"
 
 #include "deltallm.h"
 #include "cli/tokens_file.h"
@@ -23,10 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const models[] = {"m1-qwen3next-legacy-f32", "m2-qwen3next-new-mixed", "m3-qwen35-dense-bf16",
-                                     "m4-qwen35moe-q8_0",       "m5-qwen35-7layer-int3-f16", "m6-qwen35moe-iq2xxs",
-                                     "m7-qwen35-wide-q8_0",     "m8-qwen3next-wide-mixed"};
-#define N_MODELS (int)(sizeof models / sizeof models[0])
+#define N_MODELS N_TEST_MODELS
 
 /* ---- rank 0 of `mpirun tests --mpi-child`: the parity checks --------------------------------------------- */
 
@@ -210,7 +208,7 @@ int test_mpi_child(int argc, char **argv) {
     } else {
         const char *which = argc > 2 ? argv[2] : "all"; /* or the models' indexes: "1,4,5" */
         for (int mi = 0; mi < N_MODELS; mi++)
-            for (int exact = 0; exact < 2 && listed(which, mi); exact++) child_model(models[mi], exact);
+            for (int exact = 0; exact < 2 && listed(which, mi); exact++) child_model(test_model(mi), exact);
         printf("mpi child: %d failures\n", child_fails);
         rc = child_fails ? 1 : 0;
     }
@@ -231,8 +229,6 @@ static bool mpi_usable(void) {
     static int known = -1;
     if (known < 0) {
         known = dist_built() && system("command -v mpirun > /dev/null 2>&1") == 0;
-        if (!known) test_note(dist_built() ? "mpirun not found: the MPI tests are skipped"
-                                           : "this build has no MPI (make MPI=1 with Open MPI installed): skipped");
         /* shared memory without the single-copy path: works in containers that forbid ptrace. Under the
          * sanitizers (make asan): Open MPI's own once-per-process allocations are not ours; with full stacks
          * (its libraries have no frame pointers) and its components kept loaded they match the suppressions,
@@ -244,6 +240,8 @@ static bool mpi_usable(void) {
                  "LSAN_OPTIONS=suppressions=%s/tests/lsan-mpi.supp:print_suppressions=0 ASAN_OPTIONS=%s",
                  getcwd(cwd, sizeof cwd) ? cwd : ".", asan && *asan ? asan : "fast_unwind_on_malloc=0");
     }
+    if (!known) test_skip(dist_built() ? "mpirun not found: the MPI tests cannot run"
+                                       : "this build has no MPI (make MPI=1 with Open MPI installed)");
     return known;
 }
 
@@ -305,7 +303,7 @@ TEST(mpi, parity_3_ranks) { parity_run(3, SANITIZED ? "1,4,5" : "all"); }
 
 static const char *bin(void) {
     const char *b = getenv("DELTALLM_BIN");
-    if (!b || !*b) test_note("DELTALLM_BIN not set: skipped");
+    if (!b || !*b) test_skip("DELTALLM_BIN not set: skipped");
     return b && *b ? b : NULL;
 }
 
@@ -478,7 +476,7 @@ TEST(mpi, server) {
     const char *b = bin();
     if (!b || !mpi_usable()) return;
     if (system("node --version > /dev/null 2>&1") != 0 || system("test -d tests/server/node_modules/openai") != 0) {
-        test_note("node or tests/server/node_modules missing: skipped (npm ci in tests/server)");
+        test_skip("node or tests/server/node_modules missing: skipped (npm ci in tests/server)");
         return;
     }
     char cmd[4096], mp[2048], log[512];

@@ -845,16 +845,16 @@ TEST(server, http_in_process) {
 void server_node_suite(const char *env) {
     const char *bin = getenv("DELTALLM_BIN");
     if (!bin || !*bin) {
-        test_note("DELTALLM_BIN not set: the Node suite is skipped");
+        test_skip("DELTALLM_BIN not set: the Node suite is skipped");
         return;
     }
     if (system("node --version > /dev/null 2>&1") != 0) {
-        test_note("node is not installed: the Node suite (tests/server) is skipped");
+        test_skip("node is not installed: the Node suite (tests/server) is skipped");
         return;
     }
     struct stat sb;
     if (stat("tests/server/node_modules/openai", &sb) != 0) {
-        test_note("tests/server/node_modules is missing (run: cd tests/server && npm ci): the Node suite is skipped");
+        test_skip("tests/server/node_modules is missing (run: cd tests/server && npm ci): the Node suite is skipped");
         return;
     }
     char cmd[1200];

@@ -667,7 +667,7 @@ static int count_lines(const char *s) {
 TEST(tokenizer, cli_tokenize_detokenize) {
     const char *bin = getenv("DELTALLM_BIN");
     if (!bin) {
-        test_note("DELTALLM_BIN not set: skipped");
+        test_skip("DELTALLM_BIN not set: skipped");
         return;
     }
     char cmd[4096], out[8192];

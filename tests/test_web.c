@@ -195,16 +195,16 @@ static int run_node(const char *script, const char *env) {
 }
 
 TEST(web, markdown_renderer) {
-    if (!have_node()) return test_note("node is not installed: the Markdown renderer's tests are skipped");
+    if (!have_node()) return test_skip("node is not installed: the Markdown renderer's tests are skipped");
     CHECK_MSG(run_node("markdown.test.mjs", "") == 0, "tests/web/markdown.test.mjs failed");
 }
 
 TEST(web, browser) {
     const char *chromium = getenv("CHROMIUM") && *getenv("CHROMIUM") ? getenv("CHROMIUM") : "/usr/bin/chromium";
-    if (!cli_bin()) return test_note("DELTALLM_BIN not set: the browser test is skipped");
-    if (!have_node()) return test_note("node is not installed: the browser test (tests/web) is skipped");
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: the browser test is skipped");
+    if (!have_node()) return test_skip("node is not installed: the browser test (tests/web) is skipped");
     if (access(chromium, X_OK) != 0)
-        return test_note("Chromium is not installed (%s; apt-get install chromium): the browser test is skipped", chromium);
+        return test_skip("Chromium is not installed (%s; apt-get install chromium): the browser test is skipped", chromium);
     char env[1500];
     const char *shot = getenv("DELTALLM_WEB_SCREENSHOT");
     snprintf(env, sizeof env, "DELTALLM_BIN='%s' CHROMIUM='%s' DELTALLM_WEB_SCREENSHOT='%s'", cli_bin(), chromium,

@@ -1,13 +1,14 @@
 /* backend.h — the boundary between the forward pass (src/model/) and whatever computes it. A backend
  * owns device memory, holds the weights it was given (bound once), runs a command stream, and implements
  * every op the forward pass uses. The forward pass is written once against this header; adding a device
- * means implementing it (one file of host code plus kernels) and adding one line to the backend-ops test
- * (tests/test_backend_ops.c). docs/ARCHITECTURE.md draws the boundary.
+ * means a folder under src/backend/ that fills a BackendVt, one row in the registry (registry.c) and one
+ * Makefile rule: the backend-ops test and the device conformance suite (tests/test_device.c) take it from the
+ * registry. docs/ARCHITECTURE.md draws the boundary and lists the three steps.
  *
  * Backends today: "ref" (the scalar reference of every op: the spec) and "cpu" (the kernels of
  * src/kernels/cpu/ for one ISA level, with the ISA picked at run time), both in src/backend/cpu/, and
  * "vulkan" / "vulkan:N" (GLSL compute shaders on a Vulkan device, src/backend/vulkan/, when built with the
- * Vulkan SDK). backend.c picks one by name.
+ * Vulkan headers and glslc). registry.c picks one by name.
  *
  * Memory. A BBuf is one device allocation; a BView is a byte offset into one. Every op reads and writes
  * views, so a device backend never hands out host pointers. Activations are F32 unless an op says
@@ -17,10 +18,12 @@
  * command stream between begin and submit). A download waits for everything issued before it; an upload
  * is ordered with the ops around it. On host backends every call completes before it returns.
  *
- * Arithmetic. The mode (BackendOptions.mode) picks how matmuls round their activations: MATMUL_GGML,
- * llama.cpp's rounding and summation order bit for bit, or MATMUL_EXACT, F32 on dequantized weights. The
- * row ops follow ggml-cpu's arithmetic (kernels/ops.h documents each one's order); a CPU backend matches
- * the reference bit for bit, other backends within a stated NMSE (the backend-ops test).
+ * Arithmetic. The mode (BackendOptions.mode) picks how matmuls round their activations: MATMUL_FAST (the
+ * default, "fast": activations rounded as ggml does, then summed in one order whatever the batch, so a row's
+ * result does not depend on its batch), MATMUL_GGML ("llama": llama.cpp's rounding and summation order bit
+ * for bit) or MATMUL_EXACT (F32 on dequantized weights). The row ops follow ggml-cpu's arithmetic
+ * (kernels/ops.h documents each one's order); a CPU backend matches the reference bit for bit, other backends
+ * within a stated NMSE (the backend-ops test).
  *
  * Errors. Ops do not fail (shapes are the caller's contract, checked by ASSERT on the host backends);
  * allocation, binding and submission report one line through Err. Nothing here prints or exits. */
@@ -34,21 +37,7 @@
 #include "base/err.h"
 #include "kernels/ops.h"
 
-/* ---- weights: what a backend is told about each bound tensor (the model's registry, model/weights.h) --- */
-
-typedef enum WRole {
-    W_TOK_EMBD, W_OUTPUT_NORM, W_OUTPUT,
-    W_ATTN_NORM, W_POST_NORM,
-    W_ATTN_Q, W_ATTN_K, W_ATTN_V, W_ATTN_OUT, W_ATTN_Q_NORM, W_ATTN_K_NORM,
-    W_SSM_QKV, W_SSM_GATE, W_SSM_IN, W_SSM_BA, W_SSM_BETA, W_SSM_ALPHA, W_SSM_CONV, W_SSM_DT, W_SSM_A,
-    W_SSM_NORM, W_SSM_OUT,
-    W_FFN_GATE, W_FFN_UP, W_FFN_DOWN,
-    W_MOE_ROUTER, W_MOE_GATE_EXPS, W_MOE_UP_EXPS, W_MOE_DOWN_EXPS,
-    W_SHEXP_GATE_INP, W_SHEXP_GATE, W_SHEXP_UP, W_SHEXP_DOWN,
-    /* an MTP block (layer ≥ the trunk's): blk.N.nextn.* beside its attention and FFN entries */
-    W_NEXTN_EH_PROJ, W_NEXTN_ENORM, W_NEXTN_HNORM, W_NEXTN_HEAD_NORM, W_NEXTN_HEAD, W_NEXTN_EMBD,
-    W_ROLE_COUNT
-} WRole;
+/* ---- weights: what a backend is told about each bound tensor (the model's registry, model/model.h) ---------- */
 
 /* One bound tensor (a matrix, a stack of expert matrices, or a small F32 vector). A fused tensor (qwen's
  * ffn_gate_up_exps) is two entries that share its bytes at different offsets. */
@@ -56,7 +45,7 @@ typedef struct Weight {
     int id;             /* index in the registry; backends keep their handles in arrays indexed by it */
     const char *name;   /* the tensor's name in the file */
     int layer;          /* block index, -1 for the global tensors */
-    WRole role;
+    int role;           /* the model's tag for it (model/model.h's WRole): for messages and tests; no backend reads it */
     uint32_t type;      /* FormatId; vectors are always F32 here (converted at load when the file is not) */
     int64_t cols, rows; /* ggml ne[0] (input width) and ne[1] (outputs) of one matrix; a vector: n × 1 */
     int n_expert;       /* 0, or the experts in the stack */
@@ -66,6 +55,7 @@ typedef struct Weight {
     const void *host;   /* the first matrix's bytes: in the file mapping, or an F32 copy owned by the model */
     bool gemv;          /* multiplied row by row even in a batch, as llama.cpp's mul_mat_id does (experts) */
     bool lookup_only;   /* only rows are looked up (an embedding table not tied to the head) */
+    bool looked_up;     /* get_rows reads its rows (the token embedding): a device needs a row-lookup kernel for it */
     bool file_pages;    /* host lies in a read-only file mapping: its pages may be dropped from memory (they
                            are read back from the file), as a backend that keeps its own copy does */
     bool streamed;      /* an expert stack whose experts an expert cache reads from the file and hands to
@@ -272,7 +262,7 @@ typedef struct BackendVt {
     void (*sigmoid)(Backend *be, BView x, int64_t n);                                 /* in place */
     void (*add_scaled)(Backend *be, BView y, BView x, BView s, int rows, int n);      /* y[r] += x[r]·s[r] */
 
-    /* optional (NULL where a backend has no use for them: the host backends) */
+    /* optional (NULL where a backend has no use for them; registry.c's check lists the required ones) */
     void (*moe_ffn)(Backend *be, const MoeArgs *a);
     /* a timestamp into the stream (profiling on a device), and the marks recorded since the last call, oldest
      * first, in seconds of the device's clock; returns how many */
@@ -281,22 +271,35 @@ typedef struct BackendVt {
     void (*stats)(const Backend *be, BackendStats *out);
     /* copy bandwidth over two buffers of bytes (GB/s counting bytes read and written) */
     int (*copy_probe)(Backend *be, size_t bytes, double *gbs, Err *err);
+    /* the layout this backend keeps the delta-net states in (a StateLayout); NULL: STATE_PLAIN */
+    int (*state_layout)(const Backend *be);
 } BackendVt;
+
+/* How a backend keeps a delta-net state (backend_state_layout): STATE_PLAIN, [n_v_head][d_v][d_k]; STATE_FUSED,
+ * the fused form's (kernels/ops.h: a base state with the values in the lanes, the chunk's pending updates and a
+ * scale per head; the host backends in the fast arithmetic). Snapshots record it; dumps convert from it. */
+typedef enum StateLayout { STATE_PLAIN = 0, STATE_FUSED = 1 } StateLayout;
 
 /* The KV cache's element types as the options name them (-ctk / -ctv; backend.c's kv_type_parse). KV_DEFAULT:
  * F16 in the fast arithmetic, F32 in the llama and exact ones and on a device. Q8_0 and Q4_0 (llama.cpp's
  * names and blocks) are the fast arithmetic's only: each head's row of head_dim values in blocks of 32. */
 enum { KV_DEFAULT = 0, KV_F32 = 1, KV_F16 = 2, KV_Q8_0 = 3, KV_Q4_0 = 4, KV_COUNT };
 
+/* The host backends' own settings (backend/cpu/): no other backend reads them. */
+typedef struct CpuOptions {
+    int isa;   /* an Isa level (kernels/cpu/isa.h), or -1 for the best this CPU has */
+    bool pack; /* repack matrices the kernels read faster another way (same bits) */
+} CpuOptions;
+
 typedef struct BackendOptions {
-    const char *name; /* "cpu" (default), "ref", "vulkan" or "vulkan:N" */
-    int isa;          /* cpu: an Isa level (kernels/cpu/isa.h), or -1 for the best this CPU has */
+    const char *name; /* a registry name (backend_names): "cpu" (NULL), "ref", "vulkan" or "vulkan:N" */
     int n_threads;    /* 0 = every CPU this process may use */
     MatMode mode;
-    bool pack;        /* cpu, MATMUL_GGML: repack matrices the kernels read faster another way (same bits) */
-    /* a device's tuning, "key=value,..." (vulkan: coop=0|1 tensor cores for batched products, tile=N the batch
-     * from which products take the tiled GEMM, chunk=N the length from which the delta rule is chunked);
-     * NULL: the measured defaults (docs/VULKAN.md). An unknown key fails backend_create. */
+    CpuOptions cpu;
+    /* a device's tuning, "key=value,...": every device backend takes chunk=N (the length from which the delta
+     * rule is chunked: Backend.dn_chunk_min; the device suite forces the chunked form with it); vulkan also
+     * coop=0|1 (tensor cores for batched products) and tile=N (the batch from which products take the tiled
+     * GEMM). NULL: the measured defaults (docs/VULKAN.md). An unknown key fails backend_create, naming it. */
     const char *tune;
     /* the K and V caches' element types, each a KV_* (a device keeps F32 and refuses the others; the host
      * backends take Q8_0 and Q4_0 in the fast arithmetic only) */
@@ -306,6 +309,9 @@ typedef struct BackendOptions {
      * called on the calling thread; NULL: none */
     void (*progress)(void *user, const char *phase, uint64_t done, uint64_t total);
     void *progress_user;
+    /* a device's runtime library when not the system's (vulkan: the loader file instead of libvulkan.so.1; the
+     * CLI takes it from DELTALLM_VULKAN_LIB); NULL: the default. The first backend that loads it decides */
+    const char *device_lib;
 } BackendOptions;
 
 struct Backend {
@@ -315,10 +321,6 @@ struct Backend {
     int n_threads;
     int dn_chunk_min; /* the sequence length from which this backend's chunked delta rule is the faster form
                          (measured per backend), or 0: the forward pass's own rule */
-    /* the delta-net states are in the fused form's layout (kernels/ops.h: a base state with the values in the
-     * lanes, the chunk's pending updates and a scale per head; the host backends in the fast arithmetic), not
-     * [n_v_head][d_v][d_k] */
-    bool dn_fused_state;
     /* the products take MatArgs.x_norm for batches of up to this many rows (0: never; the RMSNorm folded into
      * the activation load) */
     int fold_norm_rows;
@@ -327,8 +329,14 @@ struct Backend {
     uint32_t kv_k, kv_v;
 };
 
-/* Creates a backend (backend.c dispatches by name); fails with one line for an unknown name, an ISA this
- * CPU lacks, or a device that is missing or unusable. */
+/* The delta-net states' layout on be. */
+static inline StateLayout backend_state_layout(const Backend *be) {
+    return be->vt->state_layout ? (StateLayout)be->vt->state_layout(be) : STATE_PLAIN;
+}
+
+/* Creates a backend by name through the registry ("cpu" when o->name is NULL); fails with one line for an
+ * unknown name, an ISA this CPU lacks, a device that is missing or unusable, or a backend that left a required
+ * slot of BackendVt empty (the line names the op). */
 Backend *backend_create(const BackendOptions *o, Err *err);
 void backend_destroy(Backend *be);
 /* The names backend_create accepts, for messages ("cpu, ref, vulkan[:N]"). */
@@ -372,8 +380,37 @@ typedef struct BackendDevice {
     char desc[200];
     uint64_t memory_bytes;
 } BackendDevice;
-/* Fills up to cap devices and returns how many there are; a part that cannot be listed (no Vulkan loader)
- * leaves its line in note. */
-int backend_devices(BackendDevice *out, int cap, char *note, size_t note_cap);
+/* Fills up to cap devices and returns how many there are; a backend that cannot list its devices (no Vulkan
+ * loader, not in this build) leaves its line in note. o (may be NULL) gives device_lib. */
+int backend_devices(const BackendOptions *o, BackendDevice *out, int cap, char *note, size_t note_cap);
+
+/* ---- the registry (registry.c): one row per backend ------------------------------------------------------------
+ * Adding a backend: its folder (a create and, for a device, a device listing), one row in registry.c's table,
+ * one Makefile rule (docs/ARCHITECTURE.md). Everything that lists backends reads the table: backend_create,
+ * `deltallm devices`, --device, the backend-ops and device test suites. */
+typedef struct BackendReg {
+    const char *name;  /* "cpu", "ref", "vulkan": what --device takes */
+    bool indexed;      /* also "name:N", device N (from 0; the plain name is device 0) */
+    bool host;         /* computes on the host (not a device: the device suite skips it) */
+    /* NULL when this build lacks the backend; `missing` says why (and how to get it) */
+    Backend *(*create)(const BackendOptions *o, int index, Err *err);
+    /* its devices, up to cap (out may be NULL when cap is 0), with the options' device_lib; returns how many
+     * there are, or -1 with a line in err. NULL: it lists none (ref: the CPU, already listed) */
+    int (*devices)(const BackendOptions *o, BackendDevice *out, int cap, Err *err);
+    /* whether it can run here (a device present); NULL: always. false with a line in err */
+    bool (*available)(Err *err);
+    const char *missing;
+} BackendReg;
+
+/* The table (n rows). */
+const BackendReg *backend_registry(int *n);
+/* Whether r is built and can run here; false with a line in err. */
+bool backend_available(const BackendReg *r, Err *err);
+/* backend_create for a given row (device index), with the same check that every required op is there. */
+Backend *backend_create_from(const BackendReg *r, const BackendOptions *o, int index, Err *err);
+/* Whether name (NULL: "cpu") is a host backend; false for a device and for an unknown name. */
+bool backend_is_host(const char *name);
+/* The first device backend this build has ("vulkan"), or NULL (the default of -ngl). */
+const char *backend_first_device(void);
 
 #endif

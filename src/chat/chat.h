@@ -59,7 +59,14 @@ int chat_format_from_name(const char *name, ChatFormat *fmt);
 typedef struct ChatTemplate {
     ChatFormat format;
     bool default_system; /* CHATML only: "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n" */
+    bool thinking_opt_in; /* thinks only when enable_thinking is true (chat_thinking_opt_in): by default the
+                             generation prompt holds an empty think block, as with enable_thinking false */
 } ChatTemplate;
+
+/* Whether a Qwen template thinks only on request: its generation prompt opens <think> when
+ * "enable_thinking is defined and enable_thinking is true" (the embedded model's template, tools/train/
+ * tinychat.jinja), where Qwen's own templates think unless it is false. */
+bool chat_thinking_opt_in(const char *template_text);
 
 /* chat_format_detect into a ChatTemplate (template_text may be NULL: "the model has no chat template"). */
 int chat_template_init(ChatTemplate *tmpl, const char *template_text, Err *err);

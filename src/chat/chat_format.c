@@ -32,7 +32,8 @@ int chat_format_from_name(const char *name, ChatFormat *fmt) {
 
 int chat_format_detect(const char *t, ChatFormat *fmt, bool *default_system, Err *err) {
     if (default_system) *default_system = false;
-    if (!t || !*t) return err_set(err, "the model has no chat template (tokenizer.chat_template)");
+    if (!t || !*t) return err_set(err, "the model has no chat template (tokenizer.chat_template): give one with "
+                                        "--chat-template-file FILE, or a format with --chat-format chatml");
     if (!strstr(t, "<|im_start|>"))
         return err_set(err, "unsupported chat template: not a ChatML/Qwen template (no <|im_start|>); "
                             "deltallm renders the Qwen formats natively, not arbitrary Jinja");
@@ -53,7 +54,12 @@ int chat_format_detect(const char *t, ChatFormat *fmt, bool *default_system, Err
     return 0;
 }
 
+bool chat_thinking_opt_in(const char *t) {
+    return t && strstr(t, "enable_thinking is defined and enable_thinking is true") != NULL;
+}
+
 int chat_template_init(ChatTemplate *tmpl, const char *template_text, Err *err) {
+    tmpl->thinking_opt_in = chat_thinking_opt_in(template_text);
     return chat_format_detect(template_text, &tmpl->format, &tmpl->default_system, err);
 }
 

@@ -53,8 +53,12 @@ int call_arguments_object(Render *r, const cJSON *call, const cJSON **args);
 int call_function(Render *r, const cJSON *call, const cJSON **fn, const char **name);
 /* <parameter=K>\nV\n</parameter>\n for every argument, as the XML templates print them. */
 void render_xml_parameters(Render *r, const cJSON *args);
-/* The generation prompt's enable_thinking: true only when the caller said false. */
-static inline bool thinking_disabled(const Render *r) { return r->opt->enable_thinking == 0; }
+/* Whether the generation prompt's thinking is off: the caller said false, or said nothing to a template that
+ * thinks only on request. */
+static inline bool thinking_disabled(const Render *r) {
+    return r->opt->enable_thinking == 0 ||
+           (r->opt->enable_thinking == CHAT_THINKING_DEFAULT && r->tmpl && r->tmpl->thinking_opt_in);
+}
 
 int render_chatml(Render *r, const cJSON *messages);
 int render_qwen3(Render *r, const cJSON *messages, const cJSON *tools);

@@ -37,6 +37,10 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, 
  * error or when out of memory (errno tells which, for a file that cannot be opened). */
 char *cli_read_stream(FILE *f, size_t *len);
 char *cli_read_file(const char *path, size_t *len);
+/* The embedded model run, chat and serve take when no -m is given: CLI_DEFAULT_MODEL under the current
+ * directory, else beside the binary's directory (build/deltallm -> assets/); NULL when neither exists. */
+#define CLI_DEFAULT_MODEL "assets/tinychat-f16.gguf"
+const char *cli_default_model(void);
 /* cli_read_file, where the path "-" means standard input. */
 char *cli_read_path(const char *path, size_t *len);
 

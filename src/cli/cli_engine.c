@@ -14,30 +14,34 @@
 #include <strings.h>
 
 const char cli_engine_help[] =
-    "  --arith A          fast (default), llama (llama.cpp's summation orders: its logits bit for bit) or exact\n"
-    "                     (F32 activations on dequantized weights; also --exact) (DELTALLM_ARITH)\n"
-    "  -ctk T, -ctv T     the K and the V cache's type: f32, f16, q8_0 or q4_0 (each on its own; default f16 in\n"
-    "                     the fast arithmetic, f32 in the llama and exact ones and on a GPU; q8_0 and q4_0: the\n"
-    "                     fast arithmetic on the CPU)\n"
-    "  --device D         cpu (default) or vulkan[:N]: where the model runs (DELTALLM_DEVICE; deltallm devices)\n"
-    "  -ngl N             the first N layers on the --device (vulkan when none is given), the rest on the CPU\n"
-    "  --backend cpu|ref  the CPU kernels (default) or the scalar reference of every op (DELTALLM_BACKEND)\n"
-    "  --isa LEVEL        auto, ref, avx2 or avx512: the kernels' ISA level (DELTALLM_ISA)\n"
-    "  --deltanet FORM    auto, recurrent or chunked: the delta-net scan (DELTALLM_DELTANET)\n"
-    "  --no-pack          keep the file's weight layout (DELTALLM_PACK=0; same results, faster load)\n"
-    "  --mem-budget SIZE  memory for the weights, e.g. 16G (default: what the machine has free); an MoE model\n"
-    "                     bigger than it streams its experts from the file through a cache (DELTALLM_MEM_BUDGET)\n"
-    "  --cache-policy P   the expert cache's eviction: lfu (default) or lru (DELTALLM_CACHE_POLICY)\n"
-
-    "  --mpi              under mpirun: one range of layers per rank (rank 0 also embeddings, head, sampling)\n"
-    "  --split F,F,...    with --mpi: each rank's share of the layers' weight bytes (default: balanced per token)\n"
-    "  --mpi-timeout S    with --mpi: a rank silent this long fails the job (default 30; same machine: at once)\n";
+    "  --arith A                fast (default), llama (llama.cpp's summation orders: its logits bit for bit) or exact\n"
+    "                           (F32 activations on dequantized weights; also --exact) (DELTALLM_ARITH)\n"
+    "  -ctk T, -ctv T           the K and the V cache's type: f32, f16, q8_0 or q4_0 (each on its own; default f16 in\n"
+    "                           the fast arithmetic, f32 in the llama and exact ones and on a GPU; q8_0 and q4_0: the\n"
+    "                           fast arithmetic on the CPU)\n"
+    "  --device D               cpu (default) or a device (deltallm devices lists them: vulkan[:N]): where the model\n"
+    "                           runs (DELTALLM_DEVICE)\n"
+    "  -ngl N                   the first N layers on the --device (the first device when none is given), the rest on\n"
+    "                           the CPU\n"
+    "  --backend cpu|ref        the CPU kernels (default) or the scalar reference of every op (DELTALLM_BACKEND)\n"
+    "  --isa LEVEL              auto, ref, avx2 or avx512: the kernels' ISA level (DELTALLM_ISA)\n"
+    "  --deltanet FORM          auto, recurrent or chunked: the delta-net scan (DELTALLM_DELTANET)\n"
+    "  --no-pack                keep the file's weight layout (DELTALLM_PACK=0; same results, faster load)\n"
+    "  --mem-budget SIZE        memory for the weights, e.g. 16G (default: what the machine has free); an MoE model\n"
+    "                           bigger than it streams its experts from the file through a cache\n"
+    "                           (DELTALLM_MEM_BUDGET)\n"
+    "  --cache-policy P         the expert cache's eviction: lfu (default) or lru (DELTALLM_CACHE_POLICY)\n"
+    "  --mpi                    under mpirun: one range of layers per rank (rank 0 also embeddings, head, sampling)\n"
+    "  --split F,F,...          with --mpi: each rank's share of the layers' weight bytes (default: balanced per\n"
+    "                           token)\n"
+    "  --mpi-timeout S          with --mpi: a rank silent this long fails the job (default 30; same machine: at once)\n";
 
 void cli_engine_init(CliEngine *o) {
     memset(o, 0, sizeof *o);
     o->backend = getenv("DELTALLM_BACKEND");
     o->device = getenv("DELTALLM_DEVICE");
     o->tune = getenv("DELTALLM_VK_TUNE");
+    o->device_lib = getenv("DELTALLM_VULKAN_LIB");
     o->isa = getenv("DELTALLM_ISA");
     o->deltanet = getenv("DELTALLM_DELTANET");
     o->arith = getenv("DELTALLM_ARITH");
@@ -133,6 +137,7 @@ int cli_engine_apply(const CliEngine *o, DlEngineParams *p, Err *err) {
     p->mpi = o->mpi;
     p->split = o->split;
     p->device_tune = o->tune;
+    p->device_lib = o->device_lib;
     p->cache_policy = o->cache_policy;
     p->cache_no_predict = o->cache_no_predict;
     p->cache_io_threads = o->cache_io_threads;
@@ -141,7 +146,9 @@ int cli_engine_apply(const CliEngine *o, DlEngineParams *p, Err *err) {
         return err_set(err, "DELTALLM_MEM_BUDGET expects a size such as 16G or 512M, got '%s'", o->mem_budget);
     p->mem_budget = v;
     if (o->ngl < 0 || (o->device && !on_device)) return 0; /* no split, or everything on the CPU anyway */
-    const char *dev = on_device ? o->device : "vulkan";
+    /* no --device: the first device backend of the registry (a build without one names vulkan, whose
+     * backend_create then says how to get it) */
+    const char *dev = on_device ? o->device : backend_first_device() ? backend_first_device() : "vulkan";
     const int L = model_layers(p->model_path);
     if (o->ngl == 0) {
         p->backend = o->backend;
@@ -213,12 +220,12 @@ int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOpt
     const bool on_device = o->device && strcmp(o->device, "cpu") != 0;
     fo->be = NULL;
     fo->backend = (BackendOptions){.name = on_device ? o->device : o->backend,
-                                   .isa = (int)isa,
+                                   .cpu = {.isa = (int)isa, .pack = !o->no_pack},
                                    .n_threads = n_threads,
                                    .mode = mode,
                                    .kv_k = kv_k,
                                    .kv_v = kv_v,
-                                   .pack = !o->no_pack,
-                                   .tune = o->tune};
+                                   .tune = o->tune,
+                                   .device_lib = o->device_lib};
     return 0;
 }

@@ -32,6 +32,7 @@ typedef struct CliEngine {
     const char *ctk, *ctv; /* -ctk, -ctv */
     const char *device; /* NULL: the CPU (backend) */
     const char *tune;   /* DELTALLM_VK_TUNE */
+    const char *device_lib; /* DELTALLM_VULKAN_LIB: the Vulkan loader file */
     int ngl;            /* -1: not given */
     bool no_pack, cache_no_predict;
     const char *mem_budget; /* as given; parsed by cli_parse_size */

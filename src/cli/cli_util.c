@@ -84,6 +84,24 @@ char *cli_read_path(const char *path, size_t *len) {
     return strcmp(path, "-") == 0 ? cli_read_stream(stdin, len) : cli_read_file(path, len);
 }
 
+const char *cli_default_model(void) {
+    static char path[4096 + 64];
+    if (access(CLI_DEFAULT_MODEL, R_OK) == 0) return CLI_DEFAULT_MODEL;
+    /* next to the binary: build/deltallm -> ../assets/... (a checkout run from elsewhere) */
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/../%s", exe, CLI_DEFAULT_MODEL);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    return NULL;
+}
+
 unsigned long long cli_random_seed(void) {
     unsigned long long s = 0;
     if (getrandom(&s, sizeof s, GRND_NONBLOCK) == (ssize_t)sizeof s) return s;

@@ -134,7 +134,8 @@ static void print_help(void) {
     fprintf(stderr, "commands: /reset  forget the conversation (the system prompt stays)\n"
                     "          /exit   quit (also /quit, Ctrl-D)\n"
                     "          /help   this list\n"
-                    "a line ending in \\ continues on the next line; a message starting with / is sent as //...\n"
+                    "a line ending in \\ continues on the next line; to send a message that starts with /, type\n"
+                    "it with two (//etc sends /etc)\n"
                     "Ctrl-C stops the reply being generated.\n");
 }
 
@@ -179,7 +180,8 @@ int cmd_chat(int argc, char **argv) {
             first = argv[++i];
         } else return cli_usage_error("chat", "unknown option '%s' (see --help)", a);
     }
-    if (!o.model) return cli_usage_error("chat", "needs -m MODEL.gguf");
+    if (!o.model && !(o.model = cli_default_model()))
+        return cli_usage_error("chat", "needs -m MODEL.gguf (the embedded %s is not here)", CLI_DEFAULT_MODEL);
     const bool tty_in = isatty(STDIN_FILENO), tty_out = isatty(STDOUT_FILENO);
 
     DlError err = {{0}};
@@ -237,7 +239,7 @@ int cmd_chat(int argc, char **argv) {
             } else if (n == 5 && !strncmp(msg, "/help", 5)) {
                 print_help();
             } else {
-                fprintf(stderr, "unknown command %.*s (/help lists them; send //... for a message starting with /)\n",
+                fprintf(stderr, "unknown command %.*s (/help lists them; type // to send a message that starts with /)\n",
                         (int)n, msg);
             }
             continue;

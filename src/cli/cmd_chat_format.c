@@ -38,19 +38,21 @@ int cmd_chat_format(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: deltallm chat-format -m MODEL.gguf [--chat-template FILE | --format NAME] [--flatten-parts] < conv.json\n"
+            printf("usage: deltallm chat-format -m MODEL.gguf [--chat-template-file FILE | --chat-format NAME] [--flatten-parts]\n"
+                   "                            < conv.json\n"
                    "  conv.json: {\"messages\": [...], \"tools\": [...], \"add_generation_prompt\": true, \"enable_thinking\": false}\n"
-                   "  --chat-template FILE  use this Jinja template instead of the model's (its format is detected)\n"
-                   "  --format NAME         chatml | qwen3 | qwen3-coder | qwen35 (no model needed)\n"
-                   "  --flatten-parts       join text content parts for templates that only take strings\n");
+                   "  --chat-template-file F   use this Jinja template instead of the model's (its format is detected)\n"
+                   "  --chat-format NAME       chatml | qwen3 | qwen3-coder | qwen35 (no model needed)\n"
+                   "  --flatten-parts          join text content parts for templates that only take strings\n"
+                   "  (--chat-template and --format are the older names of the first two)\n");
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (++i >= argc) return cli_usage_error("chat-format", "%s needs a file", a);
             model = argv[i];
-        } else if (!strcmp(a, "--chat-template")) {
+        } else if (!strcmp(a, "--chat-template-file") || !strcmp(a, "--chat-template")) {
             if (++i >= argc) return cli_usage_error("chat-format", "%s needs a file", a);
             tmpl_file = argv[i];
-        } else if (!strcmp(a, "--format")) {
+        } else if (!strcmp(a, "--chat-format") || !strcmp(a, "--format")) {
             if (++i >= argc) return cli_usage_error("chat-format", "%s needs a name", a);
             format = argv[i];
         } else if (!strcmp(a, "--flatten-parts")) {
@@ -60,9 +62,9 @@ int cmd_chat_format(int argc, char **argv) {
         }
     }
     if (!model && !tmpl_file && !format) return cli_usage_error("chat-format", "-m MODEL.gguf is required");
-    if (tmpl_file && format) return cli_usage_error("chat-format", "give --chat-template or --format, not both");
+    if (tmpl_file && format) return cli_usage_error("chat-format", "give --chat-template-file or --chat-format, not both");
 
-    ChatTemplate tmpl = {CHAT_FORMAT_CHATML, false};
+    ChatTemplate tmpl = {CHAT_FORMAT_CHATML, false, false};
     Err err = {{0}};
     if (format) {
         if (chat_format_from_name(format, &tmpl.format) < 0)

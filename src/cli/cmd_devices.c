@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,7 +26,7 @@ int cmd_devices(int argc, char **argv) {
     }
     BackendDevice d[MAX_DEVICES];
     char note[600];
-    const int n = backend_devices(d, MAX_DEVICES, note, sizeof note);
+    const int n = backend_devices(&(BackendOptions){.device_lib = getenv("DELTALLM_VULKAN_LIB")}, d, MAX_DEVICES, note, sizeof note);
     for (int i = 0; i < n && i < MAX_DEVICES; i++) {
         printf("%-10s %8.1f GiB  %s", d[i].name, (double)d[i].memory_bytes / (1u << 30), d[i].desc);
         if (probe) {

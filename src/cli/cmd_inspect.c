@@ -64,7 +64,11 @@ static void print_config(FILE *f, const ModelConfig *c, uint64_t weight_bytes) {
     fprintf(f, "  n_embd               %d\n", c->n_embd);
     fprintf(f, "  layers               %d (block_count %d, MTP blocks %d skipped)\n", c->n_layer, c->n_layer_all, c->n_nextn);
     fprintf(f, "  layer kinds          %d delta-net, %d full attention (", c->n_recurrent, c->n_attention);
-    if (c->full_attention_interval) fprintf(f, "every %d-th layer is attention)\n", c->full_attention_interval);
+    if (c->full_attention_interval) {
+        const int k = c->full_attention_interval, t = k % 100;
+        const char *suf = t >= 11 && t <= 13 ? "th" : k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
+        fprintf(f, "every %d%s layer is attention)\n", k, suf);
+    }
     else fprintf(f, "from attention.recurrent_layers)\n");
     fprintf(f, "  context_length       %d\n", c->n_ctx_train);
     fprintf(f, "  rms_eps              %g\n", c->rms_eps);

@@ -23,7 +23,8 @@ static void usage(void) {
            "  -np, --parallel N        requests computed at once (slots; default 1)\n"
            "  -c, --ctx-size N         context per slot in tokens (default min(model, 4096))\n"
            "  -b, --batch-size N       prompt tokens per forward pass (default 256)\n"
-           "  -t, --threads N          compute threads (default: all CPUs)\n"
+           "  -t, --threads N          compute threads (default: one per 128 MiB of weights read per token, at most\n"
+           "                           the CPUs: 1 for the embedded model)\n"
            "  --no-mmap                read the weights into memory instead of mapping the file\n"
            "  --mlock                  read every weight page first and lock them in memory\n"
            "  --api-key KEY[,KEY...]   require 'Authorization: Bearer KEY', any of the keys (also $DELTALLM_API_KEY)\n"
@@ -53,7 +54,8 @@ static void usage(void) {
            "  --cors-origin ORIGINS    answer browsers from these origins ('*' or a comma-separated list)\n"
            "  --metrics                serve Prometheus metrics at /metrics\n"
            "  --temp T --top-p P --top-k K --min-p P\n"
-           "                           sampling defaults for requests that do not set them (OpenAI's: 1, 1, off, off)\n"
+           "                           sampling defaults for requests that do not set them (default 0.8, 0.95, 40, 0.05:\n"
+           "                           the CLI's and the page's; GET /props shows them)\n"
            "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
            "  --no-webui               no chat page at / (by default http://HOST:PORT/ is a chat in the browser)\n"
            "  -v, --verbose            debug log\n%s%s", draft_options_help, cli_engine_help);
@@ -182,9 +184,9 @@ int cmd_serve(int argc, char **argv) {
 #undef INT_OPT
 #undef FLOAT_OPT
     }
-    if (!c.model_path) {
+    if (!c.model_path && !(c.model_path = cli_default_model())) {
         free(key_owned);
-        return cli_usage_error("serve", "no model: -m MODEL.gguf");
+        return cli_usage_error("serve", "no model: -m MODEL.gguf (the embedded %s is not here)", CLI_DEFAULT_MODEL);
     }
     if (draft_options_check(&dro, "serve")) return free(key_owned), 2;
     if (c.n_predict == 0) c.n_predict = -1;

@@ -1,5 +1,5 @@
 /* cmd_synth.c — `deltallm synth`: write a synthetic model (real shapes and vocabulary, random weights)
- * with deltallm's own GGUF writer. `--default` is what `make run` uses: the Qwen3.5-0.8B shape in Q8_0,
+ * with deltallm's own GGUF writer. `--default`: the Qwen3.5-0.8B shape in Q8_0 (the benchmarks' b1 shape),
  * written once (kept if the file already exists). */
 #include "cli/cli.h"
 #include "gguf/format.h"
@@ -94,7 +94,8 @@ int cmd_synth(int argc, char **argv) {
                    "  presets: qwen3.5-0.8b (default), qwen3.5-2b, qwen3.5-9b, qwen3.5-35b-a3b, qwen3-next-80b-a3b\n"
                    "  --type: matrix weight format (default q8_0): f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K..q6_K iq4_nl iq4_xs\n"
                    "  --vocab: tokenizer source (default %s)\n"
-                   "  --default: the model `make run` uses (qwen3.5-0.8b, q8_0), written only if missing\n"
+                   "  --default: the Qwen3.5-0.8B shape in Q8_0 (the speed benchmarks' b1 shape), written only if\n"
+                   "             missing (make run uses the embedded trained model, assets/tinychat-f16.gguf)\n"
                    "       deltallm synth --mmproj PRESET [--proj-dim P] [--width E] [--ff F] [--heads H] [--layers K]\n"
                    "                      [--deepstack L,L..] [--type T] [--seed N] OUT.gguf\n"
                    "  --mmproj: a synthetic vision projector (qwen3vl_merger, as llama.cpp writes Qwen3.5's mmproj);\n"

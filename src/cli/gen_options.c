@@ -12,13 +12,15 @@
 void gen_options_init(GenOptions *o, long long n_gen_default) {
     memset(o, 0, sizeof *o);
     o->n_gen = n_gen_default;
-    o->top_k = 40;
-    o->last_n = 64;
+    DlSamplingParams sp; /* the library's defaults, which the server and the page use too */
+    dl_sampling_params_init(&sp);
+    o->top_k = sp.top_k;
+    o->last_n = sp.penalty_last_n;
     o->seed = -1;
-    o->temp = 0.8;
-    o->top_p = 0.95;
-    o->min_p = 0.05;
-    o->repeat_penalty = 1.0;
+    o->temp = sp.temperature;
+    o->top_p = sp.top_p;
+    o->min_p = sp.min_p;
+    o->repeat_penalty = sp.repeat_penalty;
     DlSamplerExtra x;
     dl_sampler_extra_init(&x);
     o->typical = x.typical_p, o->mirostat_lr = x.mirostat_eta, o->mirostat_ent = x.mirostat_tau;
@@ -29,10 +31,12 @@ void gen_options_init(GenOptions *o, long long n_gen_default) {
 }
 
 const char gen_options_help[] =
-    "  -m, --model FILE         the GGUF file (any part of a split set)\n"
+    "  -m, --model FILE         the GGUF file (any part of a split set; default: the embedded model,\n"
+    "                           assets/tinychat-f16.gguf)\n"
     "  -n, --n-predict N        tokens to generate (-1 = until end of generation or context)\n"
     "  -c, --ctx-size N         context size in tokens (default min(model, 4096))\n"
-    "  -t, --threads N          compute threads (default: all)\n"
+    "  -t, --threads N          compute threads (default: one per 128 MiB of weights read per token, at most\n"
+    "                           the CPUs: 1 for the embedded model)\n"
     "  -sys, --system-prompt S  a system message first (chat template formats only)\n"
     "  --no-think               disable the thinking block (chat template formats only)\n"
     "  --chat-template-file F   use this chat template instead of the GGUF's\n"
@@ -44,6 +48,7 @@ const char gen_options_help[] =
     "  --dry-multiplier M --dry-base B --dry-allowed-length N --dry-penalty-last-n N\n"
     "  --dry-sequence-breaker S (repeatable) --xtc-probability P --xtc-threshold T --top-n-sigma N\n"
     "  --samplers a;b;..         the chain's order (llama.cpp's names; --sampling-seq: its letters)\n"
+    "  --grammar G, --grammar-file F  constrain the output to a GBNF grammar (run)\n"
     "  --seed S                 sampling seed (default -1: random; -v prints it)\n"
     "  --ignore-eos             keep generating past end-of-generation tokens\n"
     "  --exact                  F32 activations (the reference mode)\n"
@@ -88,6 +93,8 @@ int gen_options_parse(GenOptions *o, const char *cmd, int argc, char **argv, int
     else if (IS("--xtc-threshold")) fp = &o->xtc_threshold, flo = 0, fhi = 1;
     else if (IS("--top-n-sigma")) fp = &o->top_n_sigma, flo = -1, fhi = 1000;
     else if (IS("--samplers") || IS("--sampling-seq")) sp = &o->samplers;
+    else if (IS("--grammar")) sp = &o->grammar;
+    else if (IS("--grammar-file")) sp = &o->grammar_file;
     else if (IS("--dry-sequence-breaker")) {
         if (o->n_dry_breakers == (int)(sizeof o->dry_breakers / sizeof *o->dry_breakers))
             return cli_usage_error(cmd, "at most 16 --dry-sequence-breaker"), -1;
@@ -144,6 +151,10 @@ DlEngine *gen_open_engine(const GenOptions *o, DlError *err) {
                         "run a real model with `make run MODEL=path.gguf PROMPT=...`)\n");
     fprintf(stderr, "model: %s (%s), %d layers, vocab %d, context %d; loaded in %.2f s\n",
             info->name[0] ? info->name : o->model, info->arch, info->n_layer, info->n_vocab, info->n_ctx, now_s() - t0);
+    if (info->n_ctx_train > 0 && info->n_ctx > info->n_ctx_train) /* llama.cpp warns the same way */
+        fprintf(stderr, "warning: the context (-c %d) is larger than the model was trained for (%d tokens): output "
+                        "beyond %d tokens may degrade\n",
+                info->n_ctx, info->n_ctx_train, info->n_ctx_train);
     DlCacheStats cs;
     if (dl_engine_cache_stats(e, &cs, false) == 0)
         fprintf(stderr, "expert cache: the weights exceed the memory budget (%.1f GiB): %.2f GiB resident%s, experts "

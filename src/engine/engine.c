@@ -2,81 +2,31 @@
  * backend) and tokenizer/: the model, its stages (layer ranges each on a backend, run one after the other
  * with the hidden rows handed over), info, residency and profiling. One Forward per stage (activation
  * buffers, threads) is shared by every session of an engine, which is why compute calls must not overlap.
- * Sessions, snapshots and tentative evaluation are in session.c. */
+ * Sessions, snapshots and tentative evaluation are in session.c; the stages in one process and how a batch runs
+ * through them are stages.c's (runner_stages), the MPI pipeline pipe.c's (runner_pipe). */
 #include "deltallm.h"
 
 #include "engine/engine_cache.h"
+#include "base/pool.h"
 #include "engine/engine_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int engine_fail(DlError *err, const Err *e) {
-    if (err) snprintf(err->msg, sizeof err->msg, "%s", e->msg);
-    return -1;
-}
 #define fail engine_fail
 
 void dl_engine_params_init(DlEngineParams *p) {
     memset(p, 0, sizeof *p);
 }
 
-int engine_kv_types(const DlEngineParams *p, int *k, int *v, MatMode *mode, uint32_t fmt[2], Err *e) {
-    uint32_t f[2];
-    if (arith_parse(p->arith, p->exact, mode, e) || kv_type_parse(p->kv_type_k ? p->kv_type_k : p->kv_type, k, e) ||
-        kv_type_parse(p->kv_type_v ? p->kv_type_v : p->kv_type, v, e) || kv_type_format(*k, *mode, &f[0], e) ||
-        kv_type_format(*v, *mode, &f[1], e))
-        return -1;
-    if (fmt) fmt[0] = f[0], fmt[1] = f[1];
-    return 0;
+int dl_default_threads(uint64_t decode_bytes, int n_cpus) {
+    if (n_cpus < 1) n_cpus = 1;
+    const uint64_t n = decode_bytes / DL_THREAD_DECODE_BYTES;
+    return n < 1 ? 1 : n > (uint64_t)n_cpus ? n_cpus : (int)n;
 }
 
-int engine_stage_open(DlEngine *en, const DlEngineParams *p, const char *backend, Isa isa, DeltaNetAlgo algo, int l0,
-                      int l1, const Weight *w, int n, Err *e) {
-    MatMode mode;
-    int kv_k, kv_v;
-    if (engine_kv_types(p, &kv_k, &kv_v, &mode, NULL, e)) return -1;
-    const BackendOptions bo = {.name = backend ? backend : p->backend,
-                               .isa = (int)isa,
-                               .n_threads = p->n_threads,
-                               .mode = mode,
-                               .kv_k = kv_k,
-                               .kv_v = kv_v,
-                               .pack = !p->no_pack,
-                               .tune = p->device_tune,
-                               .progress = p->progress,
-                               .progress_user = p->progress_user};
-    Stage *st = &en->st[en->n_st++];
-    st->l0 = l0;
-    st->l1 = l1;
-    if (!(st->be = backend_create(&bo, e)) || st->be->vt->bind(st->be, w, n, e)) return -1;
-    ForwardOptions fo = {.max_batch = en->n_batch, .max_seqs = en->n_seq_max, .max_ctx = en->n_ctx, .algo = algo,
-                         .be = st->be};
-    return (st->fw = forward_new(en->model, &fo, e)) ? 0 : -1;
-}
-
-/* Cuts the layers into the stages asked for and makes each one's backend (weights bound) and forward pass. */
-static int open_stages(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetAlgo algo, Err *e) {
-    const int L = en->model->cfg.n_layer;
-    const DlStage one = {p->backend, 0};
-    const DlStage *sp = p->n_stages > 0 ? p->stages : &one;
-    const int n = p->n_stages > 0 ? p->n_stages : 1;
-    if (n > DL_MAX_STAGES || (p->n_stages > 0 && !p->stages))
-        return err_set(e, "%d stages (at most %d)", p->n_stages, DL_MAX_STAGES);
-    int l0 = 0;
-    for (int s = 0; s < n; s++) {
-        const int want = sp[s].n_layers > 0 ? sp[s].n_layers : L - l0;
-        if (sp[s].n_layers < 0 || want < 1 || l0 + want > L || (s == n - 1 && l0 + want != L))
-            return err_set(e, "the stages' layer counts do not cut the model's %d layers into %d non-empty ranges", L, n);
-        if (engine_stage_open(en, p, sp[s].backend, isa, algo, l0, l0 + want, en->model->weights, en->model->n_weights, e))
-            return -1;
-        l0 += want;
-    }
-    if (n > 1 && !(en->hidden = malloc(sizeof(float) * (size_t)en->n_batch * (size_t)en->model->cfg.n_embd)))
-        return err_set(e, "out of memory");
-    return 0;
-}
+int dl_cpu_count(void) { return pool_default_threads(); }
 
 DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     Err e = {{0}};
@@ -86,6 +36,7 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     }
     DlEngine *en = calloc(1, sizeof *en);
     if (!en) return err_set(&e, "out of memory"), fail(err, &e), NULL;
+    en->runner = &runner_stages; /* pipe_open replaces it */
     DeltaNetAlgo algo;
     Isa isa = ISA_REF;
     MatMode mode;
@@ -132,7 +83,7 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
     en->params.progress = NULL;
     en->params.cache_policy = NULL; /* not kept: a draft model takes the default */
     if (seqstate_check_kv(en->model, en->kv_k, en->kv_v, &e) || engine_cache_open(en, p, &e) ||
-        (p->mpi && dl_mpi_size() > 1 ? pipe_open(en, p, isa, algo, &e) : open_stages(en, p, isa, algo, &e)) ||
+        (p->mpi && dl_mpi_size() > 1 ? pipe_open(en, p, isa, algo, &e) : stages_open(en, p, isa, algo, &e)) ||
         engine_cache_attach(en, &e))
         goto fail;
     en->kv_k = en->st[en->n_st - 1].be->kv_k, en->kv_v = en->st[en->n_st - 1].be->kv_v; /* a device stage keeps F32 */
@@ -160,7 +111,7 @@ fail:
 void dl_engine_close(DlEngine *e) {
     if (!e) return;
     spec_engine_free(e);
-    pipe_close(e);
+    e->runner->close(e);
     for (int s = 0; s < e->n_st; s++) {
         forward_free(e->st[s].fw);
         backend_destroy(e->st[s].be);
@@ -178,7 +129,7 @@ int dl_engine_prefetch(DlEngine *e, bool lock, DlError *err) {
     Err er = {{0}};
     for (int s = 0; s < e->n_st; s++)
         if (e->st[s].be->vt->make_resident(e->st[s].be, lock, &er)) return fail(err, &er);
-    return e->pipe && pipe_prefetch(e, lock, &er) ? fail(err, &er) : 0;
+    return e->runner->prefetch(e, lock, &er) ? fail(err, &er) : 0;
 }
 
 void dl_engine_profile(DlEngine *e, bool on) {
@@ -214,43 +165,3 @@ int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) {
     n += (size_t)engine_cache_report((DlEngine *)e, buf + (n < cap ? n : cap), n < cap ? cap - n : 0);
     return (int)n;
 }
-
-/* ---- running the stages ------------------------------------------------------------------------------------ */
-
-int engine_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, Err *err) {
-    BatchSeq q[256];
-    for (int i = 0; i < n; i++) en->tokens += (uint64_t)seqs[i].n_tokens;
-    if (n > (int)(sizeof q / sizeof q[0])) return err_set(err, "batch too large");
-    if (en->pipe) return pipe_run(en, sess, seqs, n, false, err);
-    for (int i = 0; i < n; i++)
-        if (!seqs[i].tokens) return err_set(err, "no tokens for sequence %d of the batch", i);
-    if (en->n_spec && spec_before_run(en, sess, seqs, n, err)) return -1;
-    for (int s = 0; s < en->n_st; s++) {
-        const Stage *st = &en->st[s];
-        const bool first = s == 0, last = s == en->n_st - 1;
-        for (int i = 0; i < n; i++) {
-            q[i] = seqs[i];
-            q[i].state = sess[i]->states[s];
-            if (!last) q[i].n_out = 0, q[i].logits = NULL;
-        }
-        if (forward_begin(st->fw, q, n, err)) return -1; /* the first stage's checks refuse before anything runs */
-        if (first) forward_embed(st->fw);
-        else forward_hidden_write(st->fw, en->hidden);
-        forward_layers(st->fw, st->l0, st->l1);
-        if (last) {
-            forward_head(st->fw);
-            if (en->n_spec) spec_capture(en, st->fw, sess, seqs, n);
-        } else {
-            forward_hidden_read(st->fw, en->hidden);
-        }
-        if (forward_end(st->fw, err)) return -1;
-    }
-    return en->n_spec ? spec_after_run(en, sess, seqs, n, err) : 0;
-}
-
-int engine_keep(DlEngine *en, DlSession *s, int k, Err *err) {
-    for (int i = 0; i < en->n_st; i++)
-        if (forward_keep(en->st[i].fw, s->states[i], k, err)) return -1;
-    return en->pipe ? pipe_keep(s, k, err) : 0;
-}
-

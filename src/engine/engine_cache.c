@@ -22,12 +22,12 @@ static uint64_t mem_available(void) {
     return (uint64_t)kb * 1024;
 }
 
-/* The first stage's backend that is a device ("vulkan…"), or NULL when every stage runs on the host. */
+/* The first stage's backend that is a device (the registry says which), or NULL when every stage runs on the host. */
 static const char *device_stage(const DlEngineParams *p) {
     const int n = p->n_stages > 0 && p->stages ? p->n_stages : 1;
     for (int i = 0; i < n; i++) {
         const char *b = p->n_stages > 0 && p->stages && p->stages[i].backend ? p->stages[i].backend : p->backend;
-        if (b && *b && strcmp(b, "cpu") != 0 && strcmp(b, "ref") != 0) return b;
+        if (b && *b && !backend_is_host(b)) return b;
     }
     return NULL;
 }

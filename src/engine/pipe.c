@@ -193,7 +193,7 @@ static int complete_oldest(DlEngine *en, Err *err) {
     return 0;
 }
 
-int pipe_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, bool async, Err *err) {
+static int pipe_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, bool async, Err *err) {
     Pipe *p = en->pipe;
     if (p->broken[0]) return broken(p, err);
     if (n > en->n_seq_max) return err_set(err, "%d sequences in one batch (at most %d)", n, en->n_seq_max);
@@ -257,7 +257,7 @@ int pipe_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, 
     return 0;
 }
 
-int pipe_quiesce(DlSession *s, Err *err) {
+static int pipe_quiesce(DlSession *s, Err *err) {
     while (s->pipe_busy > 0 && !s->engine->pipe->broken[0])
         if (complete_oldest(s->engine, err)) return -1;
     return s->engine->pipe->broken[0] ? broken(s->engine->pipe, err) : 0;
@@ -288,10 +288,12 @@ static void fill_open(PipeOpen *o, const DlEngine *en, const DlEngineParams *p, 
     o->fingerprint = pipe_fingerprint(en->model);
 }
 
+static const Runner runner_pipe;
+
 int pipe_open(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetAlgo algo, Err *err) {
     if (!dist_active() || dist_rank() != 0) return err_set(err, "--mpi: this process is not rank 0 of an MPI job");
     if (p->n_stages > 0) return err_set(err, "an engine over MPI takes its stages from the ranks (no stages list, no -ngl)");
-    if (p->backend && !strncmp(p->backend, "vulkan", 6))
+    if (p->backend && !backend_is_host(p->backend))
         return err_set(err, "--mpi runs every rank on the CPU backends (not with --device %s or -ngl)", p->backend);
     if (g_engine_open) return err_set(err, "an engine over MPI is already open (the ranks serve one at a time)");
     const int N = dist_size();
@@ -299,6 +301,7 @@ int pipe_open(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetAlgo algo,
     Pipe *pp = calloc(1, sizeof *pp);
     if (!pp) return err_set(err, "out of memory");
     en->pipe = pp;
+    en->runner = &runner_pipe;
     pp->n_ranks = N;
     double frac[PIPE_MAX_RANKS];
     if ((p->split && pipe_parse_split(p->split, N, frac, err)) ||
@@ -341,7 +344,7 @@ int pipe_open(DlEngine *en, const DlEngineParams *p, Isa isa, DeltaNetAlgo algo,
     return rc; /* on failure dl_engine_close → pipe_close tells the ranks that opened to close again */
 }
 
-void pipe_close(DlEngine *en) {
+static void pipe_close(DlEngine *en) {
     Pipe *p = en->pipe;
     if (!p) return;
     Err e = {{0}};
@@ -368,11 +371,11 @@ void pipe_close(DlEngine *en) {
     g_engine_open = false;
 }
 
-int pipe_prefetch(DlEngine *en, bool lock, Err *err) { return control(en->pipe, PIPE_PREFETCH, lock, 0, NULL, 0, true, err); }
+static int pipe_prefetch(DlEngine *en, bool lock, Err *err) { return control(en->pipe, PIPE_PREFETCH, lock, 0, NULL, 0, true, err); }
 
 /* ---- sessions ------------------------------------------------------------------------------------------ */
 
-int pipe_session_new(DlSession *s, Err *err) {
+static int pipe_session_new(DlSession *s, Err *err) {
     Pipe *p = s->engine->pipe;
     if (p->broken[0]) return broken(p, err);
     int id = 0;
@@ -394,7 +397,7 @@ int pipe_session_new(DlSession *s, Err *err) {
     return 0;
 }
 
-void pipe_session_free(DlSession *s) {
+static void pipe_session_free(DlSession *s) {
     Pipe *p = s->engine->pipe;
     if (s->pipe_id < 0) return;
     Err e = {{0}};
@@ -403,22 +406,22 @@ void pipe_session_free(DlSession *s) {
     s->pipe_id = -1;
 }
 
-void pipe_session_reset(DlSession *s) {
+static void pipe_session_reset(DlSession *s) {
     Err e = {{0}};
     if (pipe_quiesce(s, &e) == 0) control(s->engine->pipe, PIPE_RESET, s->pipe_id, 0, NULL, 0, false, &e);
 }
 
-int pipe_session_copy(DlSession *dst, const DlSession *src, Err *err) {
+static int pipe_session_copy(DlSession *dst, const DlSession *src, Err *err) {
     if (pipe_quiesce(dst, err) || pipe_quiesce((DlSession *)src, err)) return -1;
     return control(dst->engine->pipe, PIPE_COPY, dst->pipe_id, src->pipe_id, NULL, 0, false, err);
 }
 
-int pipe_session_rollback(DlSession *s, int n_max, Err *err) {
+static int pipe_session_rollback(DlSession *s, int n_max, Err *err) {
     if (pipe_quiesce(s, err)) return -1;
     return control(s->engine->pipe, PIPE_ROLLBACK, s->pipe_id, n_max, NULL, 0, true, err);
 }
 
-int pipe_keep(DlSession *s, int k, Err *err) {
+static int pipe_keep(DlSession *s, int k, Err *err) {
     if (pipe_quiesce(s, err)) return -1;
     return control(s->engine->pipe, PIPE_KEEP, s->pipe_id, k, NULL, 0, true, err);
 }
@@ -427,14 +430,14 @@ static size_t part_bytes(const Pipe *p, int r, int n_past) {
     return (size_t)(p->part[r].saved_fixed + p->part[r].saved_per_token * (uint64_t)n_past);
 }
 
-size_t pipe_saved_bytes(const DlSession *s, int n_past) {
+static size_t pipe_saved_bytes(const DlSession *s, int n_past) {
     const Pipe *p = s->engine->pipe;
     size_t n = 0;
     for (int r = 1; r < p->n_ranks; r++) n += part_bytes(p, r, n_past);
     return n;
 }
 
-int pipe_snapshot(const DlSession *s, uint8_t *out, Err *err) {
+static int pipe_snapshot(const DlSession *s, uint8_t *out, Err *err) {
     Pipe *p = s->engine->pipe;
     if (pipe_quiesce((DlSession *)s, err)) return -1;
     const int n_past = s->state->n_past;
@@ -457,7 +460,7 @@ int pipe_snapshot(const DlSession *s, uint8_t *out, Err *err) {
     return rc;
 }
 
-int pipe_restore(DlSession *s, const uint8_t *in, int n_past, Err *err) {
+static int pipe_restore(DlSession *s, const uint8_t *in, int n_past, Err *err) {
     if (pipe_quiesce(s, err)) return -1;
     return control(s->engine->pipe, PIPE_RESTORE, s->pipe_id, n_past, in, pipe_saved_bytes(s, n_past), true, err);
 }
@@ -573,3 +576,30 @@ void dl_mpi_finalize(void) {
     }
     dist_finalize();
 }
+
+/* ---- the runner ----------------------------------------------------------------------------------------------- */
+
+static int pipe_run_sync(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs, int n, Err *err) {
+    return pipe_run(en, sess, seqs, n, false, err);
+}
+static int pipe_keep_all(DlEngine *en, DlSession *s, int k, Err *err) {
+    return stages_keep(en, s, k, err) || pipe_keep(s, k, err) ? -1 : 0;
+}
+
+static const Runner runner_pipe = {
+    .name = "mpi",
+    .speculates = false, /* speculative decoding does not run over --mpi */
+    .close = pipe_close,
+    .prefetch = pipe_prefetch,
+    .run = pipe_run_sync,
+    .keep = pipe_keep_all,
+    .quiesce = pipe_quiesce,
+    .session_new = pipe_session_new,
+    .session_free = pipe_session_free,
+    .session_reset = pipe_session_reset,
+    .session_copy = pipe_session_copy,
+    .session_rollback = pipe_session_rollback,
+    .saved_bytes = pipe_saved_bytes,
+    .snapshot = pipe_snapshot,
+    .restore = pipe_restore,
+};

@@ -70,12 +70,12 @@ static int worker_open(Worker *w, const PipeOpen *o, PipeOpenReply *rep, Err *er
     w->l1 = o->l1[w->rank];
     if (w->l0 < 0 || w->l0 >= w->l1 || w->l1 > w->m->cfg.n_layer) return err_set(err, "a bad layer range [%d, %d)", w->l0, w->l1);
     const BackendOptions bo = {.name = o->backend[0] ? o->backend : NULL,
-                               .isa = (int)isa,
+                               .cpu = {.isa = (int)isa, .pack = !o->no_pack},
                                .n_threads = o->n_threads,
                                .mode = o->mode == MATMUL_EXACT ? MATMUL_EXACT : o->mode == MATMUL_GGML ? MATMUL_GGML : MATMUL_FAST,
                                .kv_k = o->kv_k, /* checked by backend_create */
                                .kv_v = o->kv_v,
-                               .pack = !o->no_pack};
+                               };
     if (!(w->bound = pipe_weights(w->m, w->l0, w->l1, false, &w->n_bound, &w->bound_bytes, err)) ||
         !(w->be = backend_create(&bo, err)) || w->be->vt->bind(w->be, w->bound, w->n_bound, err))
         return -1;

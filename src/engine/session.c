@@ -23,7 +23,7 @@ DlSession *dl_session_new(DlEngine *e, DlError *err) {
         ok = (s->states[i] = seqstate_new(e->model, e->st[i].be, e->n_ctx, e->st[i].l0, e->st[i].l1, &er)) != NULL;
     s->state = s->states[0];
     s->logits = malloc(sizeof(float) * (size_t)e->info.n_vocab);
-    if (!ok || !s->logits || (e->pipe && pipe_session_new(s, &er))) {
+    if (!ok || !s->logits || e->runner->session_new(s, &er)) {
         if (ok && !s->logits) err_set(&er, "out of memory for the logits");
         fail(err, &er);
         dl_session_free(s);
@@ -34,7 +34,7 @@ DlSession *dl_session_new(DlEngine *e, DlError *err) {
 
 void dl_session_free(DlSession *s) {
     if (!s) return;
-    if (s->engine->pipe) pipe_session_free(s);
+    s->engine->runner->session_free(s);
     spec_free(s);
     for (int i = 0; i < DL_MAX_STAGES; i++) seqstate_free(s->states[i]);
     free(s->logits);
@@ -43,7 +43,7 @@ void dl_session_free(DlSession *s) {
 }
 
 void dl_session_reset(DlSession *s) {
-    if (s->engine->pipe) pipe_session_reset(s);
+    s->engine->runner->session_reset(s);
     for (int i = 0; i < s->engine->n_st; i++) seqstate_reset(s->states[i]);
     s->has_logits = false;
     s->n_tent = -1;
@@ -105,18 +105,18 @@ typedef struct SnapHeader {
     int32_t n_past;
     /* bit 0: the logits are valid; bits 8-15 and 16-23: the K and V cache formats (DlEngine.kv_k / kv_v) + 1,
      * or 0 in snapshots written before they were recorded (whose sizes tell F32 from F16); bit 24: the
-     * delta-net states are in the fused form's layout (the fast arithmetic on the CPU, Backend.dn_fused_state) */
+     * delta-net states are in the fused form's layout (backend_state_layout: the fast arithmetic on the CPU) */
     uint32_t flags;
 } SnapHeader;
 
 static uint32_t snap_kv_flags(const DlEngine *en) { return (en->kv_k + 1) << 8 | (en->kv_v + 1) << 16; }
 #define SNAP_FUSED (1u << 24)
-static uint32_t snap_layout_flag(const DlSession *s) { return s->states[0]->be->dn_fused_state ? SNAP_FUSED : 0; }
+static uint32_t snap_layout_flag(const DlSession *s) { return backend_state_layout(s->states[0]->be) == STATE_FUSED ? SNAP_FUSED : 0; }
 
 static size_t states_bytes(const DlSession *s, int n_past) {
     size_t n = 0;
     for (int i = 0; i < s->engine->n_st; i++) n += seqstate_saved_bytes(s->states[i], n_past);
-    return n + (s->engine->pipe ? pipe_saved_bytes(s, n_past) : 0);
+    return n + s->engine->runner->saved_bytes(s, n_past);
 }
 
 static size_t snapshot_size_at(const DlSession *s, int n_past) {
@@ -131,7 +131,7 @@ int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err
     const ModelConfig *c = &s->engine->model->cfg;
     const SeqState *st = s->state;
     if (size < dl_session_snapshot_size(s)) return err_set(&e, "snapshot buffer too small"), fail(err, &e);
-    if (s->engine->pipe && pipe_quiesce((DlSession *)s, &e)) return fail(err, &e); /* its batches are done */
+    if (s->engine->runner->quiesce((DlSession *)s, &e)) return fail(err, &e); /* its batches are done */
     SnapHeader h = {SNAP_MAGIC, (uint32_t)c->n_layer, (uint32_t)c->n_embd, (uint32_t)c->n_vocab, (uint32_t)st->n_ctx,
                     st->n_past, (s->has_logits ? 1u : 0u) | snap_kv_flags(s->engine) | snap_layout_flag(s)};
     uint8_t *p = buf;
@@ -140,10 +140,8 @@ int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err
         seqstate_save(s->states[i], p);
         p += seqstate_saved_bytes(s->states[i], st->n_past);
     }
-    if (s->engine->pipe) { /* the other ranks' layers follow */
-        if (pipe_snapshot(s, p, &e)) return fail(err, &e);
-        p += pipe_saved_bytes(s, st->n_past);
-    }
+    if (s->engine->runner->snapshot(s, p, &e)) return fail(err, &e); /* the layers held elsewhere follow */
+    p += s->engine->runner->saved_bytes(s, st->n_past);
     memcpy(p, s->logits, sizeof(float) * (size_t)c->n_vocab);
     return 0;
 }
@@ -170,16 +168,14 @@ int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err)
     if (h.n_past < 0 || h.n_past > st->n_ctx)
         return err_set(&e, "snapshot of %d tokens does not fit a context of %d", h.n_past, st->n_ctx), fail(err, &e);
     if (size != snapshot_size_at(s, h.n_past)) return err_set(&e, "snapshot size mismatch"), fail(err, &e);
-    if (s->engine->pipe && pipe_quiesce(s, &e)) return fail(err, &e);
+    if (s->engine->runner->quiesce(s, &e)) return fail(err, &e);
     const uint8_t *p = (const uint8_t *)buf + sizeof h;
     for (int i = 0; i < s->engine->n_st; i++) {
         seqstate_restore(s->states[i], p, h.n_past);
         p += seqstate_saved_bytes(s->states[i], h.n_past);
     }
-    if (s->engine->pipe) {
-        if (pipe_restore(s, p, h.n_past, &e)) return fail(err, &e);
-        p += pipe_saved_bytes(s, h.n_past);
-    }
+    if (s->engine->runner->restore(s, p, h.n_past, &e)) return fail(err, &e);
+    p += s->engine->runner->saved_bytes(s, h.n_past);
     memcpy(s->logits, p, sizeof(float) * (size_t)c->n_vocab);
     s->has_logits = (h.flags & 1) != 0;
     s->n_tent = -1;
@@ -190,7 +186,7 @@ int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err)
 int dl_session_copy(DlSession *dst, const DlSession *src, DlError *err) {
     Err e = {{0}};
     if (dst->engine != src->engine) return err_set(&e, "sessions of different engines"), fail(err, &e);
-    if (dst->engine->pipe && pipe_session_copy(dst, src, &e)) return fail(err, &e);
+    if (dst->engine->runner->session_copy(dst, src, &e)) return fail(err, &e);
     for (int i = 0; i < src->engine->n_st; i++) seqstate_copy(dst->states[i], src->states[i]);
     dst->n_tent = -1;
     memcpy(dst->logits, src->logits, sizeof(float) * (size_t)src->engine->info.n_vocab);
@@ -210,7 +206,7 @@ int dl_session_set_rollback(DlSession *s, int n_max, DlError *err) {
     s->tent_logits = NULL;
     s->n_tent = -1;
     s->tent_cap = 0;
-    if (en->pipe && pipe_session_rollback(s, n_max, &e)) return fail(err, &e);
+    if (en->runner->session_rollback(s, n_max, &e)) return fail(err, &e);
     for (int i = 0; i < en->n_st; i++)
         if (seqstate_enable_rollback(s->states[i], en->model, n_max, &e)) {
             for (int j = 0; j < i; j++) seqstate_enable_rollback(s->states[j], en->model, 0, &e);

@@ -36,7 +36,7 @@ int32_t spec_pick(const float *l, int n, float p_min, float *prob) {
 
 int dl_engine_open_draft(DlEngine *e, const char *path, DlError *err) {
     Err er = {{0}};
-    if (e->pipe) return err_set(&er, "speculative decoding does not run over --mpi (a draft model neither)"), fail(err, &er);
+    if (!e->runner->speculates) return err_set(&er, "speculative decoding does not run over --mpi (a draft model neither)"), fail(err, &er);
     if (e->draft) return err_set(&er, "the engine has a draft model already"), fail(err, &er);
     if (e->n_spec) return err_set(&er, "sessions are drafting: open the draft model first"), fail(err, &er);
     DlEngineParams p = e->params;
@@ -92,7 +92,7 @@ int dl_session_set_draft(DlSession *s, const DlDraftParams *p, DlError *err) {
     DlEngine *en = s->engine;
     spec_free(s);
     if (!p) return 0;
-    if (en->pipe) return err_set(&e, "speculative decoding does not run over --mpi"), fail(err, &e);
+    if (!en->runner->speculates) return err_set(&e, "speculative decoding does not run over --mpi"), fail(err, &e);
     const int V = en->info.n_vocab;
     if (p->n_max < 1 || p->n_max > DL_DRAFT_MAX)
         return err_set(&e, "draft-max %d out of range [1, %d]", p->n_max, DL_DRAFT_MAX), fail(err, &e);

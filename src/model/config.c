@@ -1,4 +1,4 @@
-/* config.c — reading ModelConfig from GGUF metadata (see config.h and SPEC §1.2). */
+/* config.c — reading ModelConfig from GGUF metadata (see config.h and docs/GGUF.md). */
 #include "model/config.h"
 
 #include <stdio.h>

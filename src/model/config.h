@@ -1,5 +1,5 @@
 /* config.h — the hyperparameters of a qwen3next / qwen35 / qwen35moe model, read from the canonical GGUF
- * keys (SPEC §1.2) and checked for consistency. Nothing here touches tensors except to read the
+ * keys (docs/GGUF.md) and checked for consistency. Nothing here touches tensors except to read the
  * vocabulary size from token_embd's shape. */
 #ifndef DL_MODEL_CONFIG_H
 #define DL_MODEL_CONFIG_H

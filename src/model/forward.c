@@ -248,7 +248,7 @@ void fwd_dump_view(Forward *f, const char *name, int il, BView v, int64_t ne0, i
 }
 
 void fwd_dump_dn_state(Forward *f, const char *name, int il, BView v, int Dk, int Dv, int Hv) {
-    if (!f->be->dn_fused_state) {
+    if (backend_state_layout(f->be) != STATE_FUSED) {
         fwd_dump_view(f, name, il, v, Dk, Dv, Hv, 1, false);
         return;
     }

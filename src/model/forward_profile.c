@@ -161,7 +161,7 @@ void fwd_conv_silu(Forward *f, BView x, int T, int C, int K, const Weight *w, BV
 }
 
 void fwd_deltanet(Forward *f, const DeltaArgs *a) {
-    const char *form = f->be->dn_fused_state ? "deltanet (fused)" : a->chunked ? "deltanet (chunked)" : "deltanet (recurrent)";
+    const char *form = backend_state_layout(f->be) == STATE_FUSED ? "deltanet (fused)" : a->chunked ? "deltanet (chunked)" : "deltanet (recurrent)";
     TIMED(f, form, f->be->vt->deltanet(f->be, a));
 }
 

@@ -1,4 +1,4 @@
-/* layer_attention.c — one gated full-attention mixer over the batch (SPEC §2.3), from the normed input b->h
+/* layer_attention.c — one gated full-attention mixer over the batch (docs/MODEL.md, Gated attention), from the normed input b->h
  * to the projected output b->tmp:
  *   packed query|gate projection, K and V projections → per-head RMSNorm of q and k → partial NeoX RoPE
  *   (IMROPE sections for qwen35*) → append K, V to the cache → causal GQA attention → output ⊙ sigmoid(gate)

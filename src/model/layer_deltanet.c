@@ -1,4 +1,4 @@
-/* layer_deltanet.c — one Gated DeltaNet mixer over the batch (SPEC §2.4), from the normed input b->h to
+/* layer_deltanet.c — one Gated DeltaNet mixer over the batch (docs/MODEL.md, Gated DeltaNet), from the normed input b->h to
  * the projected output b->tmp:
  *   projections (qkv, z, β/α) → causal conv + SiLU with the conv state → split Q/K/V, L2-norm Q and K →
  *   β = sigmoid(b), g = softplus(a + dt_bias)·ssm_a → the delta rule (recurrent or chunked) on the state →

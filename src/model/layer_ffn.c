@@ -2,7 +2,7 @@
  *   dense SwiGLU (qwen35):  down(silu(gate·y) ⊙ up·y)
  *   MoE (qwen3next, qwen35moe): softmax over all experts → top-k → renormalise (floor 6.1035e-5) → each
  *   selected expert's SwiGLU, summed in selection order with its weight → + the shared expert ⊙
- *   sigmoid(ffn_gate_inp_shexp·y)  (SPEC §2.5).
+ *   sigmoid(ffn_gate_inp_shexp·y)  (docs/MODEL.md, Feed-forward).
  * Experts run grouped: the selection comes back to the host once per layer, the rows routed to each expert
  * are listed (index work only), gathered and multiplied together, so each selected expert's weights are read
  * once per batch. The expert provider (model.h), when set, supplies the experts' bytes between routing and

@@ -17,6 +17,21 @@
 #include "gguf/gguf.h"
 #include "model/config.h"
 
+/* The role of a bound tensor in a Qwen3-Next / Qwen3.5 model (Weight.role). */
+typedef enum WRole {
+    W_TOK_EMBD, W_OUTPUT_NORM, W_OUTPUT,
+    W_ATTN_NORM, W_POST_NORM,
+    W_ATTN_Q, W_ATTN_K, W_ATTN_V, W_ATTN_OUT, W_ATTN_Q_NORM, W_ATTN_K_NORM,
+    W_SSM_QKV, W_SSM_GATE, W_SSM_IN, W_SSM_BA, W_SSM_BETA, W_SSM_ALPHA, W_SSM_CONV, W_SSM_DT, W_SSM_A,
+    W_SSM_NORM, W_SSM_OUT,
+    W_FFN_GATE, W_FFN_UP, W_FFN_DOWN,
+    W_MOE_ROUTER, W_MOE_GATE_EXPS, W_MOE_UP_EXPS, W_MOE_DOWN_EXPS,
+    W_SHEXP_GATE_INP, W_SHEXP_GATE, W_SHEXP_UP, W_SHEXP_DOWN,
+    /* an MTP block (layer ≥ the trunk's): blk.N.nextn.* beside its attention and FFN entries */
+    W_NEXTN_EH_PROJ, W_NEXTN_ENORM, W_NEXTN_HNORM, W_NEXTN_HEAD_NORM, W_NEXTN_HEAD, W_NEXTN_EMBD,
+    W_ROLE_COUNT
+} WRole;
+
 typedef struct LayerW {
     bool recurrent;
     const Weight *attn_norm; /* [E] */

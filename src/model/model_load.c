@@ -26,7 +26,8 @@ typedef struct Binder {
 static Weight *add_weight(Binder *b, const GgufTensor *t, WRole role) {
     ASSERT(b->m->n_weights < b->cap);
     Weight *w = &b->m->weights[b->m->n_weights];
-    *w = (Weight){.id = b->m->n_weights, .name = t->name, .layer = b->layer, .role = role, .type = t->type};
+    *w = (Weight){.id = b->m->n_weights, .name = t->name, .layer = b->layer, .role = (int)role, .type = t->type,
+                  .looked_up = role == W_TOK_EMBD};
     b->m->n_weights++;
     return w;
 }

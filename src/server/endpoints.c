@@ -81,16 +81,26 @@ static char *models_json(Server *s) {
     return print_free(o);
 }
 
+/* A float as the shortest decimal that reads back as it (0.8f shows as 0.8, not 0.800000011920929). */
+static double short_float(float x) {
+    char b[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(b, sizeof b, "%.*g", prec, (double)x);
+        if ((float)strtod(b, NULL) == x) break;
+    }
+    return strtod(b, NULL);
+}
+
 /* llama.cpp's /props: the defaults a request gets, the slots, the model, the chat template. */
 static char *props_json(Server *s) {
     cJSON *o = cJSON_CreateObject(), *dg = cJSON_AddObjectToObject(o, "default_generation_settings");
     cJSON_AddNumberToObject(dg, "n_ctx", s->info->n_ctx);
     cJSON *p = cJSON_AddObjectToObject(dg, "params");
     const DlSamplingParams *sp = &s->defaults.sampling;
-    cJSON_AddNumberToObject(p, "temperature", sp->temperature);
+    cJSON_AddNumberToObject(p, "temperature", short_float(sp->temperature));
     cJSON_AddNumberToObject(p, "top_k", sp->top_k);
-    cJSON_AddNumberToObject(p, "top_p", sp->top_p);
-    cJSON_AddNumberToObject(p, "min_p", sp->min_p);
+    cJSON_AddNumberToObject(p, "top_p", short_float(sp->top_p));
+    cJSON_AddNumberToObject(p, "min_p", short_float(sp->min_p));
     cJSON_AddNumberToObject(p, "n_predict", s->defaults.chat_max_tokens);
     cJSON_AddNumberToObject(o, "total_slots", s->cfg.parallel);
     cJSON_AddStringToObject(o, "model_path", s->cfg.model_path);
@@ -104,6 +114,10 @@ static char *props_json(Server *s) {
     else cJSON_AddNullToObject(o, "chat_template");
     if (s->have_template) cJSON_AddStringToObject(o, "chat_format", chat_format_name(s->tmpl.format));
     else cJSON_AddNullToObject(o, "chat_format");
+    /* whether a chat request that does not set enable_thinking gets a reasoning block (the page's default) */
+    cJSON_AddBoolToObject(o, "thinking_by_default",
+                          s->have_template && !s->tmpl.thinking_opt_in &&
+                              (s->tmpl.format == CHAT_FORMAT_QWEN3 || s->tmpl.format == CHAT_FORMAT_QWEN35));
     cJSON_AddBoolToObject(cJSON_AddObjectToObject(o, "modalities"), "vision", false);
     cJSON_AddStringToObject(o, "build_info", "deltallm");
     cJSON *lim = cJSON_AddObjectToObject(o, "limits");

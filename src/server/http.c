@@ -19,6 +19,7 @@
  * its end (bounded by the read deadline and by min(1 GiB, 128 x --max-body)) so that the client, still
  * sending, receives the 413 instead of a reset. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <netdb.h>
+#include <unistd.h>
 
 #include "server/http_internal.h"
 #include "server/json_io.h"
@@ -349,7 +351,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         return http_send_error(s, c, &e, method, url);
     }
     const char *body = cc->body.p ? cc->body.p : "";
-    if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || cc->route == R_RESPONSES || cc->route == R_LLAMA_COMPLETION)
+    if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || cc->route == R_RESPONSES || cc->route == R_LLAMA_COMPLETION ||
+        cc->route == R_MESSAGES)
         return http_generate(s, c, cc->route, body, cc->body.n, method, url);
     if (cc->route == R_SLOT_ACTION) {
         ApiError e;
@@ -405,7 +408,7 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
 
 /* ------------------------------------------------------------------------------------------ start/stop */
 
-int http_start(Server *s, Err *err) {
+int http_bind(Server *s, Err *err) {
     struct addrinfo hints = {0}, *ai = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -422,10 +425,31 @@ int http_start(Server *s, Err *err) {
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
     memcpy(&addr, pick->ai_addr, pick->ai_addrlen);
-    bool v6 = pick->ai_family == AF_INET6;
+    const socklen_t len = pick->ai_addrlen;
+    const int family = pick->ai_family;
     freeaddrinfo(ai);
-    if (v6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)s->cfg.port);
+    if (family == AF_INET6) ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)s->cfg.port);
     else ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)s->cfg.port);
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0) return err_set(err, "cannot open a socket: %s", strerror(errno));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&addr, len) != 0 || listen(fd, 128) != 0) {
+        const int e = errno;
+        close(fd);
+        return err_set(err, "cannot listen on %s:%d: %s%s", s->cfg.host, s->cfg.port, strerror(e),
+                       e == EADDRINUSE ? " (another server runs there: pick another --port, or 0 for any free one)"
+                       : e == EACCES   ? " (ports below 1024 need privileges: pick another --port)"
+                                       : "");
+    }
+    s->listen_fd = fd;
+    return 0;
+}
+
+int http_start(Server *s, Err *err) {
+    if (s->listen_fd < 0 && http_bind(s, err)) return -1;
+    struct sockaddr_storage addr;
+    socklen_t alen = sizeof addr;
+    const bool v6 = getsockname(s->listen_fd, (struct sockaddr *)&addr, &alen) == 0 && addr.ss_family == AF_INET6;
     if (!(s->guard = guard_new(s->cfg.read_timeout_s, s->cfg.header_timeout_s, s->cfg.max_connections, err)))
         return -1;
     /* libmicrohttpd refuses connections beyond its own limit before we see them: it is set above the cap, and
@@ -457,7 +481,7 @@ int http_start(Server *s, Err *err) {
         tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, cert_pem};
     }
     s->daemon = MHD_start_daemon(
-        flags, (uint16_t)s->cfg.port, NULL, NULL, access_handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        flags, (uint16_t)s->cfg.port, NULL, NULL, access_handler, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
         MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, notify_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
@@ -472,8 +496,10 @@ int http_start(Server *s, Err *err) {
             return err_set(err, "cannot start TLS on %s:%d: the address is in use, or the key or certificate is not "
                                 "valid PEM (--ssl-key-file %s, --ssl-cert-file %s)",
                            s->cfg.host, s->cfg.port, s->cfg.ssl_key_file, s->cfg.ssl_cert_file);
-        return err_set(err, "cannot listen on %s:%d (address in use, or not allowed)", s->cfg.host, s->cfg.port);
+        return err_set(err, "cannot serve on %s:%d (libmicrohttpd refused the socket; see the log above)", s->cfg.host,
+                       s->cfg.port);
     }
+    s->listen_fd = -1; /* the daemon's now: MHD_stop_daemon closes it */
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->cfg.port;
     return 0;

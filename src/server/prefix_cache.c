@@ -48,6 +48,7 @@ typedef struct Entry {
     size_t pos;
     int32_t *tokens;
     Blob *blob;
+    bool exact;                  /* pcache_store_exact: any position, RAM only, found by pcache_lookup_exact */
     struct Entry *hnext;         /* hash chain */
     struct Entry *prev, *next;   /* LRU list: head = most recent */
 } Entry;
@@ -677,6 +678,45 @@ void pcache_store(PrefixCache *pc, const int32_t *tokens, size_t pos, uint64_t k
     }
     ram_insert(pc, tokens, pos, key, blob); /* takes the creation reference */
     pthread_mutex_unlock(&pc->mu);
+}
+
+static uint64_t exact_key(const int32_t *tokens, size_t pos) {
+    return hash64(tokens, pos * sizeof *tokens, 0x6578616374ull); /* "exact" */
+}
+
+void pcache_store_exact(PrefixCache *pc, const int32_t *tokens, size_t pos, void *data, size_t size) {
+    Blob *blob = pos ? blob_new(data, size) : NULL;
+    if (!blob) {
+        free(data);
+        return;
+    }
+    const uint64_t key = exact_key(tokens, pos);
+    pthread_mutex_lock(&pc->mu);
+    pc->st.stores++;
+    Entry *old = ram_find(pc, key, pos);
+    if (old) ram_remove(pc, old);
+    Entry *e = ram_insert(pc, tokens, pos, key, blob);
+    if (e) e->exact = true;
+    pthread_mutex_unlock(&pc->mu);
+}
+
+bool pcache_lookup_exact(PrefixCache *pc, const int32_t *tokens, size_t min_pos, size_t max_pos, PcacheHit *hit) {
+    memset(hit, 0, sizeof *hit);
+    pthread_mutex_lock(&pc->mu);
+    Entry *best = NULL;
+    for (Entry *e = pc->lru_head; e; e = e->next)
+        if (e->exact && e->pos > min_pos && e->pos <= max_pos && (!best || e->pos > best->pos) &&
+            memcmp(e->tokens, tokens, e->pos * sizeof *tokens) == 0)
+            best = e;
+    if (best) {
+        pc->st.hits_ram++;
+        lru_unlink(pc, best);
+        lru_push_front(pc, best);
+        blob_ref(best->blob);
+        *hit = (PcacheHit){.pos = best->pos, .data = best->blob->data, .size = best->blob->size, .blob_ = best->blob};
+    }
+    pthread_mutex_unlock(&pc->mu);
+    return best != NULL;
 }
 
 void pcache_stats(PrefixCache *pc, PcacheStats *st) {

@@ -64,6 +64,14 @@ bool pcache_contains(PrefixCache *pc, uint64_t key, size_t pos);
  * the cache, which frees it at once if it does not fit the budgets). */
 void pcache_store(PrefixCache *pc, const int32_t *tokens, size_t pos, uint64_t key, void *data, size_t size);
 
+/* Checkpoints at any position, kept in RAM only (same budget and LRU): the state right before a chat's last
+ * turn header and the state at the end of a reply, so the next turn of the conversation resumes exactly where
+ * its prompt stops matching (the interval checkpoints above only exist at multiples of the interval).
+ * pcache_lookup_exact: the longest one with min_pos < pos ≤ max_pos whose tokens are tokens[0, pos) (compared
+ * in full; a linear scan of the entries). */
+void pcache_store_exact(PrefixCache *pc, const int32_t *tokens, size_t pos, void *data, size_t size);
+bool pcache_lookup_exact(PrefixCache *pc, const int32_t *tokens, size_t min_pos, size_t max_pos, PcacheHit *hit);
+
 typedef struct PcacheStats {
     size_t ram_entries, ram_bytes;
     size_t disk_entries;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------------------------ jobs */
 
@@ -71,6 +72,9 @@ typedef struct Slot {
     bool truncating; /* constrained, and the shortest answer does not fit max_tokens: cut, not closed */
     uint64_t order; /* admission order */
     SBuf out;       /* scratch for released text */
+    int32_t *gen;   /* the tokens emitted so far (the reply checkpoint's tail) */
+    size_t n_gen, cap_gen;
+    bool gen_lost;  /* out of memory while recording them: no reply checkpoint */
     bool in_flight; /* over MPI: its decode step is in the pipe */
     int32_t *hist;  /* the tokens of the last job: prompt, then what it generated (slot save) */
     size_t n_hist, cap_hist;
@@ -140,6 +144,8 @@ static void job_finish(Job *j, JobFinish f, const char *error) {
 }
 
 static void slot_release(Scheduler *s, Slot *sl) {
+    sl->n_gen = 0;
+    sl->gen_lost = false;
     if (sl->job && sl->job->share && sl->job->share_leader && !sl->job->share->ready)
         atomic_store(&sl->job->share->dead, true);
     dl_sampler_free(sl->smp);
@@ -166,7 +172,36 @@ static void slot_release(Scheduler *s, Slot *sl) {
     sl->state = SLOT_FREE;
 }
 
+/* A checkpoint of the session as it stands (tokens[0, pos) = the prompt, then gen[0, pos - n_prompt)), kept
+ * at that exact position: the next turn of a conversation resumes there. */
+static void keep_exact(Scheduler *s, Slot *sl, size_t pos) {
+    Job *j = sl->job;
+    if (!s->cfg.cache || !j || !j->use_cache || pos < 1 || pos > j->n_prompt + sl->n_gen) return;
+    int32_t *tokens = malloc(pos * sizeof *tokens);
+    size_t size = dl_session_snapshot_size(sl->sess);
+    void *buf = tokens ? malloc(size) : NULL;
+    DlError e = {{0}};
+    if (buf && dl_session_snapshot(sl->sess, buf, size, &e) == 0) {
+        const size_t np = pos < j->n_prompt ? pos : j->n_prompt;
+        memcpy(tokens, j->prompt, np * sizeof *tokens);
+        memcpy(tokens + np, sl->gen, (pos - np) * sizeof *tokens);
+        pcache_store_exact(s->cfg.cache, tokens, pos, buf, size);
+    } else {
+        free(buf);
+        srv_log(LOG_WARN, "checkpoint at %zu tokens not taken: %s", pos, buf ? e.msg : "out of memory");
+    }
+    free(tokens);
+}
+
 static void slot_fail(Scheduler *s, Slot *sl, JobFinish f, const char *why) {
+    /* a reply that ended normally: the session holds the state after its evaluated tokens (not the last one
+       sampled, an end-of-turn token the next prompt writes itself) — bit for bit the state a prefill of the
+       same tokens gives, as the default arithmetic does not depend on how the tokens are batched */
+    if ((f == FINISH_STOP || f == FINISH_LENGTH) && sl->job && sl->state == SLOT_GEN && !sl->ahead && !sl->in_flight &&
+        !sl->pending && !sl->gen_lost) {
+        const size_t past = (size_t)dl_session_n_past(sl->sess);
+        if (past > sl->job->n_prompt) keep_exact(s, sl, past);
+    }
     if (sl->job) job_finish(sl->job, f, why);
     slot_release(s, sl);
 }
@@ -247,7 +282,8 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     DlError e = {{0}};
     sl->order = ++s->order; /* sl->job was set at admission, under the lock */
     /* a restored slot continues a prompt that starts with its tokens (a prefix of the prompt, all of it at most) */
-    size_t resume = sl->kept && sl->n_hist && sl->n_hist <= j->n_prompt &&
+    /* (a choice that shares its leader's prompt evaluation takes the leader's snapshot instead) */
+    size_t resume = sl->kept && sl->n_hist && sl->n_hist <= j->n_prompt && !(j->share && !j->share_leader) &&
                             !memcmp(sl->hist, j->prompt, sl->n_hist * sizeof *sl->hist)
                         ? sl->n_hist
                         : 0;
@@ -258,6 +294,9 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     sl->pending = false;
     sl->ahead = 0;
     job_set_time(j, &j->t_admit);
+    pthread_mutex_lock(&j->mu);
+    j->slot_ran = sl->id;
+    pthread_mutex_unlock(&j->mu);
     sl->smp = dl_sampler_new_extra(s->cfg.engine, &j->sp, j->spx ? &j->spx->x : NULL, &e);
     sl->detok = sl->smp ? dl_detok_new(s->cfg.engine, j->render_special, &e) : NULL;
     size_t nk = j->n_prompt / (size_t)s->cfg.chunk;
@@ -292,10 +331,22 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
             }
             pcache_release(s->cfg.cache, &hit);
         }
+        /* a checkpoint at a turn header or at the end of a reply, when it covers more */
+        if (pcache_lookup_exact(s->cfg.cache, j->prompt, sl->n_done, j->n_prompt, &hit)) {
+            if (dl_session_restore(sl->sess, hit.data, hit.size, &e) == 0) {
+                sl->n_done = hit.pos;
+                srv_log(LOG_DEBUG, "job %llu: resumed from the exact checkpoint of %zu tokens", (unsigned long long)j->id,
+                        hit.pos);
+            } else {
+                srv_log(LOG_WARN, "job %llu: checkpoint not restored: %s", (unsigned long long)j->id, e.msg);
+                dl_session_reset(sl->sess);
+                sl->n_done = 0;
+            }
+            pcache_release(s->cfg.cache, &hit);
+        }
     }
     pthread_mutex_lock(&j->mu);
     j->n_cached = (int)sl->n_done;
-    j->slot_ran = sl->id;
     pthread_mutex_unlock(&j->mu);
     pthread_mutex_lock(&s->mu);
     s->st.tokens_prompt += j->n_prompt;
@@ -313,6 +364,10 @@ static void prefill_step(Scheduler *s, Slot *sl) {
     const size_t seg = (size_t)s->cfg.segment, K = (size_t)s->cfg.chunk;
     size_t end = (sl->n_done / seg + 1) * seg;
     if (end > j->n_prompt) end = j->n_prompt;
+    /* land on the last turn header: the next turn's prompt matches up to there (the template may write this
+       turn's reply differently in the history, as Qwen3.5's drops an empty think block) */
+    const bool at_stable = s->cfg.cache && j->use_cache && j->n_stable > sl->n_done && j->n_stable < end && j->n_stable % K != 0;
+    if (at_stable) end = j->n_stable;
     s->n_forward++;
     if (dl_session_eval(sl->sess, j->prompt + sl->n_done, end - sl->n_done, &e)) {
         srv_log(LOG_ERROR, "job %llu: prefill failed: %s", (unsigned long long)j->id, e.msg);
@@ -320,6 +375,7 @@ static void prefill_step(Scheduler *s, Slot *sl) {
         return;
     }
     sl->n_done = end;
+    if (at_stable) keep_exact(s, sl, end);
     if (s->cfg.cache && j->use_cache && end % K == 0 && keep_checkpoint(s, end / K, j)) {
         uint64_t key = sl->keys[end / K - 1];
         if (!pcache_contains(s->cfg.cache, key, end)) {
@@ -343,7 +399,9 @@ static void prefill_step(Scheduler *s, Slot *sl) {
 /* ------------------------------------------------------------------------------------------ sampling */
 
 static bool token_allowed(const Scheduler *s, const Constraint *c, int32_t t) {
-    if (t < 0 || t >= s->info->n_vocab || s->tok_flags[t] || !s->piece_len[t]) return false;
+    if (t < 0 || t >= s->info->n_vocab) return false;
+    if (s->tok_flags[t] & 1) return constraint_can_end(c); /* a grammar that may stop here */
+    if (s->tok_flags[t] || !s->piece_len[t]) return false;
     return constraint_allows(c, s->piece[t], s->piece_len[t]);
 }
 
@@ -502,7 +560,7 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
         close_constraint(s, sl, budget_left(sl));
         return false;
     }
-    if (!j->constraint && (s->tok_flags[t] & 1)) {
+    if ((s->tok_flags[t] & 1) && (!j->constraint || constraint_can_end(j->constraint))) {
         flush_text(sl);
         slot_fail(s, sl, FINISH_STOP, NULL);
         return false;
@@ -519,6 +577,13 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
         return false;
     }
     if (accept) dl_sampler_accept(sl->smp, t);
+    if (sl->n_gen == sl->cap_gen) {
+        size_t cap = sl->cap_gen ? 2 * sl->cap_gen : 256;
+        int32_t *g = realloc(sl->gen, cap * sizeof *g);
+        if (g) sl->gen = g, sl->cap_gen = cap;
+    }
+    if (sl->n_gen < sl->cap_gen && !sl->gen_lost) sl->gen[sl->n_gen++] = t;
+    else sl->gen_lost = true;
     pthread_mutex_lock(&j->mu);
     j->n_gen++;
     if (j->n_gen == 1) j->t_first = now_s();
@@ -737,6 +802,12 @@ static void *sched_main(void *arg) {
             admit[n_admit] = j;
             into[n_admit++] = &s->slots[i];
         }
+        if (!stopping && !n_admit && !any_active(s)) {
+            /* queued jobs all wait for slots held by a slot action (id_slot): sleep until one is given back */
+            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
         pthread_mutex_unlock(&s->mu);
         if (stopping) break;
         for (int i = 0; i < n_admit; i++) {
@@ -849,6 +920,7 @@ void sched_free(Scheduler *s) {
     sched_shutdown(s);
     for (int i = 0; s->slots && i < s->cfg.n_slots; i++) dl_session_free(s->slots[i].sess);
     for (int i = 0; s->slots && i < s->cfg.n_slots; i++) sbuf_free(&s->slots[i].out), free(s->slots[i].hist);
+    for (int i = 0; s->slots && i < s->cfg.n_slots; i++) free(s->slots[i].gen);
     free(s->slots);
     free(s->work);
     free(s->piece);
@@ -862,9 +934,22 @@ void sched_free(Scheduler *s) {
 
 /* Places free now: the queue's bound plus the slots that are free and not yet claimed by a queued job (every
  * job passes through the queue, so a free slot means one more job may wait there for an instant). */
+/* A busy slot whose job is done: its answer may already be with the client, and the slot is free at the
+ * scheduler's next step (under s->mu; the job's lock nests inside it, as in sched_slots). */
+static bool finishing(const Slot *sl) {
+    Job *j = sl->busy && !sl->held ? sl->job : NULL;
+    if (!j) return false;
+    pthread_mutex_lock(&j->mu);
+    bool done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    return done;
+}
+
 static int places_left(const Scheduler *s) {
     int free_slots = 0;
-    for (int i = 0; i < s->cfg.n_slots; i++) free_slots += !s->slots[i].busy;
+    /* a finishing slot counts as free: a client that sends its next request the moment it has the answer
+     * would otherwise find the slot still taken (a 503 with --queue 0) */
+    for (int i = 0; i < s->cfg.n_slots; i++) free_slots += !s->slots[i].busy || finishing(&s->slots[i]);
     return s->cfg.queue_max + free_slots - s->q_len;
 }
 
@@ -967,6 +1052,13 @@ static Slot *slot_hold(Scheduler *s, int id, bool *busy) {
     if (id < 0 || id >= s->cfg.n_slots) return NULL;
     pthread_mutex_lock(&s->mu);
     Slot *sl = &s->slots[id];
+    /* a slot whose job is done is released at the scheduler's next step: wait for it (up to a second) */
+    for (int i = 0; i < 1000 && finishing(sl); i++) {
+        pthread_mutex_unlock(&s->mu);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&s->mu);
+    }
     if (sl->busy || sl->held) {
         *busy = true;
         sl = NULL;

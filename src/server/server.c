@@ -24,10 +24,12 @@ void server_config_init(ServerConfig *c) {
     c->header_timeout_s = 10;
     c->max_connections = 256;
     c->max_connections_per_ip = 32;
-    c->temperature = 1.0f;
-    c->top_p = 1.0f;
-    c->min_p = 0.0f;
-    c->top_k = 0;
+    DlSamplingParams sp; /* the CLI's and the page's defaults (llama-server's too): one set everywhere */
+    dl_sampling_params_init(&sp);
+    c->temperature = sp.temperature;
+    c->top_p = sp.top_p;
+    c->min_p = sp.min_p;
+    c->top_k = sp.top_k;
     c->n_predict = -1;
 }
 
@@ -103,6 +105,7 @@ static int setup_template(Server *s, Err *err) {
         s->have_template = true;
     } else if (chat_format_detect(text, &s->tmpl.format, &s->tmpl.default_system, &e) == 0) {
         s->have_template = true;
+        s->tmpl.thinking_opt_in = chat_thinking_opt_in(text);
     } else if (c->chat_template_file) {
         free(file_text);
         return err_set(err, "%s: %s", c->chat_template_file, e.msg);
@@ -166,6 +169,8 @@ Server *server_start(const ServerConfig *c, Err *err) {
     if (!s) return err_set(err, "out of memory"), NULL;
     s->cfg = *c;
     s->started = wall_s();
+    s->listen_fd = -1;
+    if (http_bind(s, err)) goto fail;
     const int chunk = c->cache_chunk, batch = c->batch_size;
     if (chunk < 1 || batch < 1 || (chunk % batch && batch % chunk)) {
         err_set(err, "the checkpoint interval (%d) must be a multiple or a divisor of the batch size (%d)", chunk, batch);
@@ -285,6 +290,7 @@ void server_stop(Server *s) {
     if (!s) return;
     if (s->sched) sched_shutdown(s->sched);
     http_stop(s);
+    if (s->listen_fd >= 0) close(s->listen_fd);
     sched_free(s->sched);
     if (s->cache) pcache_flush(s->cache);
     pcache_free(s->cache);

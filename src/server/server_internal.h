@@ -34,6 +34,7 @@ struct Server {
     PrefixCache *cache;
     Scheduler *sched;
     struct MHD_Daemon *daemon;
+    int listen_fd; /* bound by http_bind before the model loads (-1: none); the daemon takes it over */
     int port;
     double started;
     ConnGuard *guard;       /* NULL when there is no read deadline */
@@ -59,6 +60,9 @@ int slot_action(Server *s, const char *id, const char *action, const char *body,
 char *server_read_file(const char *path, Err *err);
 
 /* http.c */
+/* Binds and listens on the configured address (the error names the cause: errno's text), before the model
+ * loads, so a port in use fails at once; http_start then serves on that socket. */
+int http_bind(Server *s, Err *err);
 int http_start(Server *s, Err *err);
 void http_stop(Server *s);
 

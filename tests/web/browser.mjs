@@ -3,7 +3,9 @@
 // would: enters the key the page asks for, sets greedy sampling, sends a message, waits for the streamed
 // reply and checks it against the API's own answer; then reloads (conversations kept), renders a stored
 // Markdown reply with hostile HTML in it, makes a forced tool call, stops a reply that would not end, and
-// saves a screenshot. Prints "ok NAME" / "not ok NAME — why" lines; exit status 0 when all passed.
+// saves a screenshot; then the issue-29 features: default reply limit and sampling from /props, the context
+// meter over two turns with their reuse (cached_tokens), the way out of a full context, copy, edit and resend,
+// export and import, the count and speed of a stopped reply. Prints "ok NAME" / "not ok NAME — why" lines; exit status 0 when all passed.
 //
 // Environment: DELTALLM_BIN (default build/deltallm), CHROMIUM (default /usr/bin/chromium),
 // DELTALLM_TEST_TMP (scratch), DELTALLM_WEB_SCREENSHOT (where the PNG goes; default in the scratch dir),
@@ -242,9 +244,113 @@ async function main() {
     writeFileSync(SHOT, await page.screenshot());
     ok('web: screenshot', SHOT);
 
+    // 8. issue 29: the defaults, two turns with the context meter and reuse, a conversation that no longer fits,
+    // copy, edit and resend, export and import
+    await page.click('#open-settings');
+    await page.waitFor(`document.getElementById('settings').open`, 5000, 'the settings dialog');
+    await page.click('#s-reset');
+    const defaults = await page.eval(`({ limit: document.getElementById('s-max_tokens').value,
+      temp: document.getElementById('s-temperature').placeholder, thinking: document.getElementById('s-thinking').checked })`);
+    const props = await api(server.base, '/props');
+    check(defaults.limit === '1024' && defaults.temp.startsWith(String(props.default_generation_settings.params.temperature)) &&
+      defaults.thinking === props.thinking_by_default, 'web: a default reply limit, sampling and thinking defaults from /props',
+      JSON.stringify([defaults, props.default_generation_settings.params, props.thinking_by_default]));
+    await page.fill('#s-temperature', '0');
+    await page.fill('#s-max_tokens', '300');
+    await page.fill('#s-extra', JSON.stringify({ logit_bias: NO_EOG }));
+    await page.click('#s-thinking'); // off: the replies are content, kept in the history that fills the context
+    await page.click('#s-save');
+    await page.waitFor(`!document.getElementById('settings').open`, 5000, 'the settings to be saved');
+    await page.click('#new-chat');
+    const empty = await page.eval(`document.querySelector('#messages .empty-text')?.textContent || ''`);
+    check(/Reasoning/.test(empty) === props.thinking_by_default, 'web: the empty page speaks of reasoning only for a model that reasons', empty);
+    const t1 = await sendMessage(page, 'First question: who are you?');
+    const meter1 = await page.eval(`document.getElementById('context-text').textContent`);
+    const used1 = t1.stored.usage?.total_tokens;
+    check(t1.meta.includes('300 tokens') && meter1.includes(`context ${used1} / 2048`) && meter1.includes('300'),
+      'web: the reply limit is sent, the context meter shows the conversation', `${t1.meta} | ${meter1} | ${used1}`);
+    const t2 = await sendMessage(page, 'Second question: what can you do?');
+    // Qwen3.5's template writes a past reply without the empty think block its turn was generated after: the
+    // next turn resumes at turn 1's last header (its last <|im_start|>), the checkpoint the server keeps there
+    const cached = t2.stored.timings?.cache_n || 0;
+    const rendered = await api(server.base, '/apply-template', { messages: [{ role: 'user', content: 'First question: who are you?' }],
+      chat_template_kwargs: { enable_thinking: false } });
+    const ids = (await api(server.base, '/tokenize', { content: rendered.prompt })).tokens;
+    const imStart = (await api(server.base, '/tokenize', { content: '<|im_start|>' })).tokens[0];
+    const header = ids.lastIndexOf(imStart);
+    check(cached > 0 && cached === header && t2.meta.includes(`(${cached} cached)`),
+      'web: the second turn reuses the first (cached_tokens)', `cached ${cached}, turn 1's last header at ${header}: ${t2.meta}`);
+    // copy a whole message
+    await page.eval(`[...document.querySelectorAll('#messages .msg.assistant .copy-message')].pop().click(); 1`);
+    const copied = await page.eval(`[...document.querySelectorAll('#messages .msg.assistant .copy-message')].pop().textContent`);
+    check(copied === 'Copied', 'web: a whole message is copied', copied);
+    // the third turn does not fit with a 1500-token limit: the page says so; dropping the oldest turn makes room
+    await settingsSave(page, { max_tokens: '1500' });
+    await page.fill('#input', 'Third question: and then?');
+    await page.press('Enter');
+    await page.waitFor(`!document.getElementById('full').hidden`, 20000, 'the context-full message');
+    const full = await page.eval(`document.getElementById('full-text').textContent`);
+    check(/no longer fits/.test(full) && /2048/.test(full), 'web: a conversation that no longer fits is said to', full);
+    await page.click('#drop-oldest');
+    await page.waitFor(`document.body.dataset.state === 'idle' && document.getElementById('full').hidden &&
+      !document.querySelector('#messages .msg.pending')`, 60000, 'the reply after dropping the oldest turn');
+    const dropped = await page.eval(`(() => { const c = JSON.parse(localStorage.getItem('deltallm.conversations.v1'))
+      .find((c) => c.id === JSON.parse(localStorage.getItem('deltallm.current.v1')));
+      return c.messages.map((m) => m.role + ':' + (m.role === 'user' ? m.content : (m.error ? 'error' : m.finish))); })()`);
+    check(dropped.length === 4 && dropped[0].startsWith('user:Second') && dropped[2].startsWith('user:Third') &&
+      dropped[3] === 'assistant:length', 'web: the oldest turn dropped, the reply then fits', JSON.stringify(dropped));
+    // edit the first message and send it again: the later turns go
+    await settingsSave(page, { max_tokens: '40' });
+    await page.eval(`document.querySelector('#messages .msg.user .edit').click(); 1`);
+    await page.fill('#messages .edit-text', 'An edited question');
+    await page.eval(`document.querySelector('#messages .resend').click(); 1`);
+    await page.waitFor(`document.body.dataset.state === 'idle' && !document.querySelector('#messages .msg.pending')`, 30000,
+      'the reply to the edited message');
+    const edited = await page.eval(`[...document.querySelectorAll('#messages .msg')].map((m) => m.className + ':' +
+      (m.querySelector('.user-text')?.textContent || ''))`);
+    check(edited.length === 2 && edited[0].endsWith(':An edited question'), 'web: a user message edited and sent again',
+      JSON.stringify(edited));
+    // export every conversation, then import the file back: they come in again, beside the ones there
+    await page.eval(`window.__blobs = []; { const o = URL.createObjectURL; URL.createObjectURL = (b) => (window.__blobs.push(b), o.call(URL, b)); } 1`);
+    await page.click('#export');
+    const exported = await page.eval(`window.__blobs.length ? window.__blobs[0].text() : ''`);
+    let ex = null;
+    try {
+      ex = JSON.parse(exported);
+    } catch {}
+    const before = await page.eval(`JSON.parse(localStorage.getItem('deltallm.conversations.v1')).length`);
+    check(ex && ex.format === 'deltallm-conversations' && ex.conversations.length === before && before >= 4,
+      'web: conversations exported as JSON', `${before} conversations, exported ${exported.slice(0, 120)}`);
+    await page.eval(`(() => { const dt = new DataTransfer();
+      dt.items.add(new File([${JSON.stringify(exported)}], 'conversations.json', { type: 'application/json' }));
+      const input = document.getElementById('import-file'); input.files = dt.files;
+      input.dispatchEvent(new Event('change')); return 1; })()`);
+    await page.waitFor(`JSON.parse(localStorage.getItem('deltallm.conversations.v1')).length === ${2 * before}`, 5000,
+      'the imported conversations');
+    const imported = await page.eval(`(() => { const c = JSON.parse(localStorage.getItem('deltallm.conversations.v1'));
+      return { n: c.length, ids: new Set(c.map((x) => x.id)).size, items: document.querySelectorAll('#conversations li').length,
+        banner: document.getElementById('banner').textContent }; })()`);
+    check(imported.n === 2 * before && imported.ids === 2 * before && imported.items === 2 * before &&
+      /Imported/.test(imported.banner), 'web: conversations imported from JSON', JSON.stringify(imported));
+    // a stopped reply shows its token count and speed too
+    await settingsSave(page, { max_tokens: '', extra: '{"ignore_eos": true}' });
+    await page.click('#new-chat');
+    await page.fill('#input', 'Tell me another long story');
+    await page.press('Enter');
+    await page.waitFor(`(() => { const m = document.querySelector('#messages .msg.assistant');
+      return m && (m.querySelector('.content').textContent + m.querySelector('.reasoning-text').textContent).length > 40; })()`,
+      20000, 'the long reply to stream');
+    await page.click('#stop');
+    await page.waitFor(`document.body.dataset.state === 'idle'`, 5000, 'the stop');
+    const st = await page.eval(LAST);
+    check(/stopped/.test(st.meta) && /\d+ tokens/.test(st.meta) && /t\/s/.test(st.meta),
+      'web: a stopped reply shows its tokens and speed', st.meta);
+
     // the one expected error: the first /v1/models without the key (that is how the page learns it needs one)
-    const errors = page.errors.filter((e) => !/status of 401 .*\/v1\/models/.test(e));
-    check(errors.length === 0 && page.errors.length === 1, 'web: no script errors or policy violations in the page',
+    // and the context-full answer (400 from /v1/chat/completions) in step 8
+    const errors = page.errors.filter((e) => !/status of 401 .*\/v1\/models/.test(e) &&
+      !/status of 400 .*\/v1\/chat\/completions/.test(e));
+    check(errors.length === 0 && page.errors.length === 2, 'web: no script errors or policy violations in the page',
       page.errors.join(' | '));
   } finally {
     await browser.close();

@@ -19,6 +19,7 @@ import gguf_io
 QWEN35_PRETOKENIZE = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+"
                       r"|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 CONTROL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+THINK = ["<think>", "</think>"]  # --think: Qwen's reasoning markers, added tokens that are not special (type 4)
 
 
 def bytes_to_unicode():
@@ -88,6 +89,8 @@ def main():
     ap.add_argument("train")
     ap.add_argument("out")
     ap.add_argument("--size", type=int, default=4096, help="vocabulary size, control tokens included")
+    ap.add_argument("--chat-template", help="a Jinja file stored as tokenizer_config.json's chat_template")
+    ap.add_argument("--think", action="store_true", help="add <think> and </think> (the chat model's template needs them)")
     a = ap.parse_args()
 
     src = gguf_io.Gguf(a.source)
@@ -98,7 +101,10 @@ def main():
         l, r = m.split(" ", 1)
         parent.setdefault(l + r, (l, r))
 
-    words = word_counts(open(a.train, encoding="utf-8").read())
+    text = open(a.train, encoding="utf-8").read()
+    for t in CONTROL + THINK:  # control text is not BPE'd: keep its pieces out of the counts
+        text = text.replace(t, " ")
+    words = word_counts(text)
     bpe = Bpe(merges)
     freq = collections.Counter()
     for w, c in words.items():
@@ -106,7 +112,8 @@ def main():
             freq[t] += c
 
     keep = set(bytes_to_unicode().values())
-    n_ord = a.size - len(CONTROL)
+    extra = THINK if a.think else []
+    n_ord = a.size - len(CONTROL) - len(extra)
 
     def add(t):
         if t in keep:
@@ -139,12 +146,12 @@ def main():
             break
     ordinary = sorted(keep, key=lambda t: tok_id[t])
     kept_merges = [m for m in merges if all(x in keep for x in (*m.split(" ", 1), m.replace(" ", "", 1)))]
-    vocab = ordinary + CONTROL
+    vocab = ordinary + CONTROL + extra
     ids = {t: i for i, t in enumerate(vocab)}
     eos = ids["<|endoftext|>"]
     os.makedirs(a.out, exist_ok=True)
 
-    added = [{"id": ids[t], "content": t, "special": True} for t in CONTROL]
+    added = [{"id": ids[t], "content": t, "special": t in CONTROL} for t in CONTROL + extra]
     tj = tokenizer_json({t: ids[t] for t in ordinary}, kept_merges, added, QWEN35_PRETOKENIZE)
     with open(os.path.join(a.out, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tj, f, ensure_ascii=False, indent=1)
@@ -153,6 +160,11 @@ def main():
           "tokenizer_class": "Qwen2Tokenizer", "clean_up_tokenization_spaces": False,
           "added_tokens_decoder": {str(ids[t]): {"content": t, "special": True, "lstrip": False, "rstrip": False,
                                                  "normalized": False, "single_word": False} for t in CONTROL}}
+    if a.chat_template:
+        tc["chat_template"] = open(a.chat_template, encoding="utf-8").read()
+    for t in extra:
+        tc["added_tokens_decoder"][str(ids[t])] = {"content": t, "special": False, "lstrip": False, "rstrip": False,
+                                                   "normalized": False, "single_word": False}
     with open(os.path.join(a.out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(tc, f, ensure_ascii=False, indent=1)
 
@@ -161,7 +173,7 @@ def main():
         ("tokenizer.ggml.model", T.T_STR, "gpt2"),
         ("tokenizer.ggml.pre", T.T_STR, "qwen35"),
         ("tokenizer.ggml.tokens", T.T_ARR, (T.T_STR, vocab)),
-        ("tokenizer.ggml.token_type", T.T_ARR, (T.T_I32, [1] * len(ordinary) + [3] * len(CONTROL))),
+        ("tokenizer.ggml.token_type", T.T_ARR, (T.T_I32, [1] * len(ordinary) + [3] * len(CONTROL) + [4] * len(extra))),
         ("tokenizer.ggml.merges", T.T_ARR, (T.T_STR, kept_merges)),
         ("tokenizer.ggml.eos_token_id", T.T_U32, eos),
         ("tokenizer.ggml.padding_token_id", T.T_U32, eos),

@@ -11,6 +11,7 @@
 #include "kernels/cpu/kernels_cpu.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,19 +43,19 @@ static void h_free(Backend *be, BBuf *b) {
 
 static void h_upload(Backend *be, BView dst, const void *src, size_t bytes) {
     (void)be;
-    if (bytes) memmove(hv(dst), src, bytes);
+    if (bytes) memmove(hv_n(dst, bytes), src, bytes);
 }
 static void h_download(Backend *be, void *dst, BView src, size_t bytes) {
     (void)be;
-    if (bytes) memmove(dst, hv(src), bytes);
+    if (bytes) memmove(dst, hv_n(src, bytes), bytes);
 }
 static void h_copy(Backend *be, BView dst, BView src, size_t bytes) {
     (void)be;
-    if (bytes) memmove(hv(dst), hv(src), bytes);
+    if (bytes) memmove(hv_n(dst, bytes), hv_n(src, bytes), bytes);
 }
 static void h_fill(Backend *be, BView dst, uint8_t byte, size_t bytes) {
     (void)be;
-    memset(hv(dst), byte, bytes);
+    memset(hv_n(dst, bytes), byte, bytes);
 }
 static bool h_wrap_host(Backend *be, void *host, size_t bytes, BView *out) {
     (void)bytes;
@@ -276,7 +277,7 @@ static MatW mat_of(HostBackend *hb, const MatArgs *a) {
 static void h_matmul(Backend *be, const MatArgs *a) {
     HostBackend *hb = host_of(be);
     const MatW m = mat_of(hb, a);
-    hb->ops->matmul(&hb->oc, &m, hf(a->x), a->T, hf(a->y));
+    hb->ops->matmul(&hb->oc, &m, hf_n(a->x, a->T * m.cols), a->T, hf_n(a->y, a->T * m.rows));
 }
 
 static void h_matmul_swiglu(Backend *be, const MatArgs *g, const MatArgs *u) {
@@ -298,9 +299,9 @@ static void h_deltanet(Backend *be, const DeltaArgs *a) {
                       a->state_in.buf ? hf(a->state_in) : NULL, a->has_steps ? hf(a->steps) : NULL};
     /* the fast arithmetic's form is the fused one at every length (chunks of DN_FUSED_C tokens, their dots with
      * the base state as one GEMM, three multiply-adds per element and token; its state has its own layout,
-     * Backend.dn_fused_state); the llama and exact arithmetics take llama.cpp's recurrent order or the chunked
+     * h_state_layout); the llama and exact arithmetics take llama.cpp's recurrent order or the chunked
      * form */
-    if (be->dn_fused_state) hb->ops->deltanet_fused(&hb->oc, &d);
+    if (be->mode == MATMUL_FAST) hb->ops->deltanet_fused(&hb->oc, &d);
     else if (a->chunked) hb->ops->deltanet_chunked(&hb->oc, &d);
     else hb->ops->deltanet_recurrent(&hb->oc, &d);
 }
@@ -330,6 +331,9 @@ static void h_stats(const Backend *be, BackendStats *out) {
     out->n_packed = hb->packs.n;
 }
 
+/* the fast arithmetic keeps the delta-net states in the fused form's layout (h_deltanet) */
+static int h_state_layout(const Backend *be) { return be->mode == MATMUL_FAST ? STATE_FUSED : STATE_PLAIN; }
+
 static BackendVt host_vt(void) {
     BackendVt vt = {
         .destroy = h_destroy,
@@ -353,26 +357,25 @@ static BackendVt host_vt(void) {
         .attention = h_attention,
         .moe_ffn = host_moe_ffn,
         .stats = h_stats,
+        .state_layout = h_state_layout,
     };
     host_ops_install(&vt);
     return vt;
 }
 
 static BackendVt vt_host;
-static int vt_built;
+static pthread_once_t vt_built = PTHREAD_ONCE_INIT;
+static void build_vt(void) { vt_host = host_vt(); }
 
 Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err) {
     Isa isa = ISA_REF;
     if (!ref) {
-        if (o->isa < 0) isa = isa_best();
-        else if (o->isa >= ISA_COUNT || !isa_supported((Isa)o->isa))
-            return err_set(err, "ISA %s: this CPU does not support it", isa_name((Isa)o->isa)), NULL;
-        else isa = (Isa)o->isa;
+        if (o->cpu.isa < 0) isa = isa_best();
+        else if (o->cpu.isa >= ISA_COUNT || !isa_supported((Isa)o->cpu.isa))
+            return err_set(err, "ISA %s: this CPU does not support it", isa_name((Isa)o->cpu.isa)), NULL;
+        else isa = (Isa)o->cpu.isa;
     }
-    if (!vt_built) { /* idempotent: racing initialisations write the same values */
-        vt_host = host_vt();
-        vt_built = 1;
-    }
+    pthread_once(&vt_built, build_vt);
     uint32_t kv_k, kv_v;
     if (kv_type_format(o->kv_k, o->mode, &kv_k, err) || kv_type_format(o->kv_v, o->mode, &kv_v, err)) return NULL;
     HostBackend *hb = calloc(1, sizeof *hb);
@@ -385,14 +388,48 @@ Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err) {
     hb->be.vt = &vt_host;
     snprintf(hb->be.name, sizeof hb->be.name, "%s", ref ? "ref" : isa_name(isa));
     hb->be.mode = o->mode;
-    hb->be.dn_fused_state = o->mode == MATMUL_FAST;
     hb->be.kv_k = kv_k;
     hb->be.kv_v = kv_v;
     hb->be.n_threads = pool_size(hb->pool);
     hb->isa = isa;
     hb->ops = ref ? &ops_ref : ops_cpu(isa);
     hb->oc = (OpCtx){o->mode, hb->pool, NULL, 0};
-    hb->pack = o->pack && !ref;
+    hb->pack = o->cpu.pack && !ref;
     hb->progress = (HostProgress){o->progress, o->progress_user};
     return &hb->be;
+}
+
+/* ---- the device listing (deltallm devices) ------------------------------------------------------------------------ */
+
+static void cpu_name(char *buf, size_t cap) {
+    snprintf(buf, cap, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && c) {
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            c[strcspn(c, "\n")] = 0;
+            snprintf(buf, cap, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+int host_devices(const BackendOptions *o, BackendDevice *out, int cap, Err *err) {
+    if (cap > 0) {
+        BackendDevice *d = &out[0];
+        memset(d, 0, sizeof *d);
+        snprintf(d->name, sizeof d->name, "cpu");
+        char model[160];
+        cpu_name(model, sizeof model);
+        const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        snprintf(d->desc, sizeof d->desc, "%s (%ld threads, kernels: %s)", model, cpus, isa_name(isa_best()));
+        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        d->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    }
+    return 1;
 }

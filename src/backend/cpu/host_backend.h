@@ -20,6 +20,27 @@ static inline void *hv(BView v) { return (void *)(v.buf->base + v.off); }
 static inline float *hf(BView v) { return (float *)hv(v); }
 static inline int32_t *hi(BView v) { return (int32_t *)hv(v); }
 
+/* The same for a view of n bytes (floats, ints), checked in sanitizer builds: off + n <= the buffer's bytes.
+ * The activation buffers share one region (forward.c), so an op overrunning its view writes into a neighbour
+ * ASan cannot see; the check catches one that runs past the region, and a view past its buffer (the ref
+ * backend runs every op through these). Wrapped caller memory (base 0) is ASan's to check. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HOST_VIEW_CHECKS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HOST_VIEW_CHECKS 1
+#endif
+#endif
+static inline void *hv_n(BView v, size_t n) {
+#ifdef HOST_VIEW_CHECKS
+    ASSERT(v.buf->base == 0 || (v.off <= v.buf->bytes && n <= v.buf->bytes - v.off));
+#endif
+    (void)n;
+    return hv(v);
+}
+static inline float *hf_n(BView v, int64_t n) { return (float *)hv_n(v, (size_t)n * sizeof(float)); }
+static inline int32_t *hi_n(BView v, int64_t n) { return (int32_t *)hv_n(v, (size_t)n * sizeof(int32_t)); }
+
 /* The file ranges whose matrices have a packed copy (sorted by address) and the copies' arena. */
 typedef struct PackedRange {
     const void *src;
@@ -77,8 +98,10 @@ size_t pack_p16_bytes(const MatW *w); /* bytes per panel of 16 rows */
 void pack_p16(void *dst, const MatW *w);
 void pack_p16_block(const void *pack, const MatW *w, int64_t r, int64_t i, uint8_t *block);
 
-/* "cpu" (ref false: the ISA's kernels) or "ref" (the scalar reference); backend.c calls it by name. */
+/* "cpu" (ref false: the ISA's kernels) or "ref" (the scalar reference); the registry's rows (registry.c). */
 Backend *host_backend_create(const BackendOptions *o, bool ref, Err *err);
+/* The CPU as the one host device (the registry's cpu row: deltallm devices). */
+int host_devices(const BackendOptions *o, BackendDevice *out, int cap, Err *err);
 
 /* The row ops (host_ops.c), installed into a vtable by backend_cpu.c. */
 void host_ops_install(BackendVt *vt);

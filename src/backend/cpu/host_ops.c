@@ -32,8 +32,8 @@ static void h_get_rows(Backend *be, const Weight *w, BView ids, int n, BView out
     const HostBackend *hb = host_of(be);
     const MatW *m = w->id < hb->n_ids ? &hb->mats[w->id] : NULL;
     const Format *fmt = format_get(w->type);
-    const int32_t *id = hi(ids);
-    float *o = hf(out);
+    const int32_t *id = hi_n(ids, n);
+    float *o = hf_n(out, (int64_t)n * w->cols);
     for (int i = 0; i < n; i++) {
         if (m && m->pack && !w->n_expert) packed_row(m, fmt, id[i], o + (int64_t)i * w->cols);
         else fmt->to_float((const uint8_t *)w->host + (size_t)id[i] * w->row_bytes, o + (int64_t)i * w->cols, w->cols);
@@ -82,7 +82,7 @@ static void add_range(void *ctx, int64_t i0, int64_t i1, int thread) {
 }
 
 static void h_add(Backend *be, BView yv, BView xv, int64_t n) {
-    SetJob j = {hf(xv), NULL, hf(yv), NULL, 0.f, false};
+    SetJob j = {hf_n(xv, n), NULL, hf_n(yv, n), NULL, 0.f, false};
     pool_for(host_of(be)->pool, n, 4096, add_range, &j);
 }
 
@@ -192,12 +192,13 @@ static void h_mul_sigmoid(Backend *be, BView yv, BView gv, const VecSet *s) {
 
 static void h_silu(Backend *be, BView x, BView y, int rows, int n) {
     HostBackend *hb = host_of(be);
-    hb->ops->silu_rows(&hb->oc, hf(x), hf(y), rows, n);
+    hb->ops->silu_rows(&hb->oc, hf_n(x, (int64_t)rows * n), hf_n(y, (int64_t)rows * n), rows, n);
 }
 
 static void h_swiglu(Backend *be, BView g, BView u, BView y, int rows, int n) {
     HostBackend *hb = host_of(be);
-    hb->ops->swiglu_rows(&hb->oc, hf(g), hf(u), hf(y), rows, n);
+    const int64_t rn = (int64_t)rows * n;
+    hb->ops->swiglu_rows(&hb->oc, hf_n(g, rn), hf_n(u, rn), hf_n(y, rn), rows, n);
 }
 
 /* top-k of p[0..n) by descending value, ties to the lower index */
@@ -233,24 +234,24 @@ static void h_moe_route(Backend *be, BView logits, BView selv, BView wv, int R, 
 
 static void h_gather_rows(Backend *be, BView dst, BView src, BView idx, int n, int width) {
     (void)be;
-    float *d = hf(dst);
+    float *d = hf_n(dst, (int64_t)n * width);
     const float *s = hf(src);
-    const int32_t *ix = hi(idx);
+    const int32_t *ix = hi_n(idx, n);
     for (int64_t i = 0; i < n; i++) memcpy(d + i * width, s + (int64_t)ix[i] * width, sizeof(float) * (size_t)width);
 }
 
 static void h_scatter_rows(Backend *be, BView dst, BView src, BView idx, int n, int width) {
     (void)be;
     float *d = hf(dst);
-    const float *s = hf(src);
-    const int32_t *ix = hi(idx);
+    const float *s = hf_n(src, (int64_t)n * width);
+    const int32_t *ix = hi_n(idx, n);
     for (int64_t i = 0; i < n; i++) memcpy(d + (int64_t)ix[i] * width, s + i * width, sizeof(float) * (size_t)width);
 }
 
 static void h_moe_combine(Backend *be, BView outv, BView eov, BView wv, int R, int kE, int E) {
     (void)be;
-    float *out_all = hf(outv);
-    const float *eo_all = hf(eov), *w_all = hf(wv);
+    float *out_all = hf_n(outv, (int64_t)R * E);
+    const float *eo_all = hf_n(eov, (int64_t)R * kE * E), *w_all = hf_n(wv, (int64_t)R * kE);
     for (int64_t t = 0; t < R; t++) { /* in selection order */
         float *out = out_all + t * E;
         const float *w = w_all + t * kE, *eo = eo_all + t * kE * E;
@@ -262,14 +263,14 @@ static void h_moe_combine(Backend *be, BView outv, BView eov, BView wv, int R, i
 
 static void h_sigmoid(Backend *be, BView xv, int64_t n) {
     (void)be;
-    float *x = hf(xv);
+    float *x = hf_n(xv, n);
     for (int64_t i = 0; i < n; i++) x[i] = op_sigmoid(x[i]);
 }
 
 static void h_add_scaled(Backend *be, BView yv, BView xv, BView sv, int rows, int n) {
     (void)be;
-    float *y = hf(yv);
-    const float *x = hf(xv), *s = hf(sv);
+    float *y = hf_n(yv, (int64_t)rows * n);
+    const float *x = hf_n(xv, (int64_t)rows * n), *s = hf_n(sv, rows);
     for (int64_t t = 0; t < rows; t++)
         for (int64_t i = 0; i < n; i++) y[t * n + i] += x[t * n + i] * s[t];
 }

@@ -6,6 +6,7 @@
  * rest are packed into arenas of up to 1 GiB in the file's layout (the kernels read GGUF blocks as they
  * are), so a model is a handful of allocations. A format without kernels is refused here, naming the tensor
  * and the format: nothing falls back to the CPU in the middle of a pass. */
+#include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_internal.h"
 
 #include "backend/vulkan/vk_tables.h"
@@ -103,7 +104,7 @@ static bool is_matrix(const Weight *w) { return w->rows > 1 || w->n_expert > 0 |
 static int check_formats(VkBackend *b, const Weight *w, int n, Err *err) {
     for (int i = 0; i < n; i++) {
         if (!is_matrix(&w[i])) continue;
-        const bool lookup = w[i].role == W_TOK_EMBD;
+        const bool lookup = w[i].looked_up;
         const bool ok = vk_fmt_has(b->d, VKF_MM_VEC, w[i].type) && vk_fmt_has(b->d, VKF_MM_MAT, w[i].type) &&
                         (!lookup || vk_fmt_has(b->d, VKF_GET_ROWS, w[i].type));
         if (!ok)
@@ -395,6 +396,7 @@ Backend *vk_backend_create(const BackendOptions *o, int index, Err *err) {
     if ((o->kv_k != KV_DEFAULT && o->kv_k != KV_F32) || (o->kv_v != KV_DEFAULT && o->kv_v != KV_F32)) /* the device's kernels read F32 */
         return err_set(err, "the Vulkan backend keeps the KV cache in F32 (-ctk f32 -ctv f32, or neither)"), NULL;
     pthread_once(&vt_once, build_vt);
+    if (!vk_backend_load(o->device_lib, err)) return NULL;
     VkDev *d = vk_dev_get(index, err);
     if (!d) return NULL;
     VkBackend *b = calloc(1, sizeof *b);

@@ -2,6 +2,7 @@
  * shared by every backend on that device and kept for the life of the process: creating a device and
  * compiling pipelines is slow (lavapipe compiles each pipeline with LLVM), tests and engines make many
  * backends. Pipelines are created on first use. Also the device listing of `deltallm devices`. */
+#include "backend/vulkan/vk_backend.h"
 #include "backend/vulkan/vk_internal.h"
 
 #include "gguf/format.h"

@@ -24,7 +24,6 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "backend/vulkan/vk_backend.h"
 
 /* ---- entry points (vk_loader.c) ------------------------------------------------------------------------------- */
 
@@ -54,7 +53,7 @@ typedef struct VkFns {
 
 extern VkFns vkf; /* filled by vk_load, vk_load_instance, vk_load_device */
 
-/* Opens libvulkan once ($DELTALLM_VULKAN_LIB, else libvulkan.so.1); false with a line in err if it cannot. */
+/* Opens libvulkan once (vk_backend_load's file when it came first, else libvulkan.so.1); false with a line in err if it cannot. */
 bool vk_load(Err *err);
 void vk_load_instance(VkInstance inst);
 void vk_load_device(VkDevice dev);

@@ -1,8 +1,10 @@
 /* vk_loader.c — libvulkan opened at run time, so that a binary built with the Vulkan backend still runs (on
- * the CPU) where no Vulkan loader is installed. $DELTALLM_VULKAN_LIB names another loader file (a machine
- * whose driver came without one: carry Debian's libvulkan1). Entry points are resolved in three steps, as
+ * the CPU) where no Vulkan loader is installed. BackendOptions.device_lib names another loader file (a machine
+ * whose driver came without one: carry Debian's libvulkan1; the CLI takes it from DELTALLM_VULKAN_LIB); the first
+ * load decides for the process. Entry points are resolved in three steps, as
  * the loader wants: global ones, then per instance, then per device. */
 #include "backend/vulkan/vk_internal.h"
+#include "backend/vulkan/vk_backend.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -14,16 +16,17 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static int loaded; /* 0 not tried, 1 ok, -1 failed */
 static char load_error[300];
 
-bool vk_load(Err *err) {
+bool vk_load(Err *err) { return vk_backend_load(NULL, err); }
+
+bool vk_backend_load(const char *path, Err *err) {
     pthread_mutex_lock(&load_lock);
     if (!loaded) {
-        const char *path = getenv("DELTALLM_VULKAN_LIB");
         void *lib = dlopen(path && *path ? path : "libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!lib && !(path && *path)) lib = dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL);
         if (lib) get_instance_proc = (PFN_vkGetInstanceProcAddr)dlsym(lib, "vkGetInstanceProcAddr");
         if (!lib || !get_instance_proc) {
             const char *e = dlerror();
-            snprintf(load_error, sizeof load_error, "no Vulkan loader (%s): install libvulkan1 or set DELTALLM_VULKAN_LIB",
+            snprintf(load_error, sizeof load_error, "no Vulkan loader (%s): install libvulkan1 or name the loader (DELTALLM_VULKAN_LIB)",
                      e ? e : "libvulkan.so.1 not found");
             loaded = -1;
         } else {

@@ -30,31 +30,6 @@ B_INLINE float f16at(const void *p) {
     return _cvtsh_ss(h);
 }
 
-/* ---- one-row decoders (Q5_0, Q5_1: the others decode 16 rows at once, below): one block → 32 bytes of
- * q + off (element order), d_w, m_w ------------------------------------------------------------------------ */
-
-/* element j < 16: low nibble of qs[j]; j + 16: high nibble */
-B_INLINE __m256i nib32(const uint8_t *qs) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(15));
-}
-B_INLINE __m256i fifth_bit(const uint8_t *qh) { /* bit j of the u32 qh → 16 in byte j */
-    uint32_t h;
-    memcpy(&h, qh, 4);
-    return _mm256_and_si256(_mm256_movm_epi8((__mmask32)h), _mm256_set1_epi8(16));
-}
-
-B_INLINE __m256i dec_q5_0(const uint8_t *b, float *d, float *m) { /* q + 16 */
-    *d = f16at(b);
-    *m = 0;
-    return _mm256_or_si256(nib32(b + 6), fifth_bit(b + 2));
-}
-B_INLINE __m256i dec_q5_1(const uint8_t *b, float *d, float *m) {
-    *d = f16at(b);
-    *m = f16at(b + 2);
-    return _mm256_or_si256(nib32(b + 8), fifth_bit(b + 4));
-}
-
 /* ---- transposed blocks -------------------------------------------------------------------------------- */
 
 /* 16 rows' 8 dwords → 8 vectors of 16 rows: out[g] lane r = rows[r] dword g */
@@ -563,6 +538,8 @@ static BOrder ord_fast(DotPath p) {
     (void)p;
     return B_SPAN;
 }
+/* Q8_0's one-row decoder (the other formats decode 16 rows at once, above): one block → 32 bytes of q + 128 in
+ * element order, d_w, m_w */
 B_INLINE __m256i dec_q8_0(const uint8_t *b, float *d, float *m) { /* q + 128 */
     *d = f16at(b);
     *m = 0;

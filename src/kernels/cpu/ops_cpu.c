@@ -1,12 +1,15 @@
 /* ops_cpu.c — assembles the op table of each ISA level from the kernel families' selectors. */
 #include "kernels/cpu/kernels_cpu.h"
 
-static Ops tables[ISA_COUNT];
-static int built[ISA_COUNT];
+#include <pthread.h>
 
-const Ops *ops_cpu(Isa isa) {
-    if ((unsigned)isa >= ISA_COUNT) isa = ISA_REF;
-    if (!built[isa]) { /* idempotent: racing initialisations write the same values */
+static Ops tables[ISA_COUNT];
+static pthread_once_t built = PTHREAD_ONCE_INIT;
+
+/* every ISA's table at once, on the first call (pthread_once: a plain flag would be a data race under C11) */
+static void build_tables(void) {
+    for (int i = 0; i < ISA_COUNT; i++) {
+        const Isa isa = (Isa)i;
         tables[isa] = (Ops){
             .name = isa_name(isa),
             .matmul = matmul_cpu_select(isa),
@@ -18,7 +21,11 @@ const Ops *ops_cpu(Isa isa) {
             .attention = attention_cpu_select(isa),
         };
         rowops_cpu_select(isa, &tables[isa].silu_rows, &tables[isa].swiglu_rows);
-        built[isa] = 1;
     }
+}
+
+const Ops *ops_cpu(Isa isa) {
+    if ((unsigned)isa >= ISA_COUNT) isa = ISA_REF;
+    pthread_once(&built, build_tables);
     return &tables[isa];
 }

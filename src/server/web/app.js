@@ -2,12 +2,19 @@
 // /v1/chat/completions (SSE), Markdown rendered by markdown.js (DOM nodes, never HTML strings), reasoning
 // folded in a <details>, tool calls shown, a stop button (aborts the request: the server cancels the
 // job), and the sampling settings. No other origin is contacted (the server's CSP allows none).
+// Also: a reply limit by default (max_tokens, a visible setting), the sampling defaults and the model's
+// thinking default taken from /props (one set for the server, the CLI and the page), a context meter and a
+// way out when a conversation no longer fits (drop the oldest turns), copy / edit-and-resend of a message,
+// export and import of the conversations as JSON, and a token count and speed on a stopped reply too.
 import { renderMarkdown } from './markdown.js';
 
 const KEYS = { convs: 'deltallm.conversations.v1', settings: 'deltallm.settings.v1', current: 'deltallm.current.v1' };
+// '' for a sampling setting: the server's default (shown as the field's placeholder, from /props); thinking
+// null: the model's default (its template's)
+const DEFAULT_REPLY_LIMIT = 1024;
 const DEFAULTS = {
-  apiKey: '', system: '', temperature: 0.8, top_p: 0.95, top_k: 40, min_p: 0.05, max_tokens: '', seed: '',
-  thinking: true, tools: '', extra: '',
+  apiKey: '', system: '', temperature: '', top_p: '', top_k: '', min_p: '', max_tokens: DEFAULT_REPLY_LIMIT, seed: '',
+  thinking: null, tools: '', extra: '',
 };
 const NUMERIC = ['temperature', 'top_p', 'top_k', 'min_p', 'max_tokens', 'seed'];
 
@@ -42,6 +49,7 @@ let settings = { ...DEFAULTS, ...load(KEYS.settings, {}) };
 let convs = load(KEYS.convs, []).filter(validConv);
 let currentId = load(KEYS.current, null);
 let model = null; // the server's model object (/v1/models)
+let props = null; // the server's /props: n_ctx, default sampling, thinking_by_default
 let busy = null; // the reply being generated: {controller, conv, msg, view}
 
 const saveConvs = () => save(KEYS.convs, convs);
@@ -82,6 +90,11 @@ function formatMeta(m) {
     parts.push(`${t.predicted_n} tokens`);
     if (t.predicted_per_second > 0) parts.push(`${t.predicted_per_second.toFixed(1)} t/s`);
     if (t.prompt_n !== undefined) parts.push(`prompt ${t.prompt_n + (t.cache_n || 0)} (${t.cache_n || 0} cached)`);
+  } else if (m.counted && m.counted.n) {
+    // no timings from the server (the reply was stopped): what the page counted as it streamed
+    const c = m.counted;
+    parts.push(`${c.n} tokens`);
+    if (c.t1 > c.t0 && c.n > 1) parts.push(`${((c.n - 1) / ((c.t1 - c.t0) / 1000)).toFixed(1)} t/s`);
   }
   if (m.finish === 'length') parts.push('cut at the token limit');
   if (m.stopped) parts.push('stopped');
@@ -92,7 +105,10 @@ function formatMeta(m) {
 function messageView(m, isLast) {
   const root = el('article', `msg ${m.role}`);
   if (m.role === 'user') {
-    root.textContent = m.content;
+    const text = el('div', 'user-text', m.content);
+    const meta = el('div', 'meta');
+    meta.append(copyButton(() => m.content), button('edit', 'Edit', 'Edit this message and send it again', () => editMessage(m, root)));
+    root.append(text, meta);
     return { root, update() {} };
   }
   const reasoning = el('details', 'reasoning');
@@ -133,6 +149,7 @@ function messageView(m, isLast) {
     meta.replaceChildren();
     const text = formatMeta(m);
     if (text) meta.appendChild(el('span', 'stats', text));
+    if (!m.pending && (m.content || m.reasoning)) meta.appendChild(copyButton(() => m.content || m.reasoning || ''));
     if (isLast && !m.pending) {
       const again = el('button', 'regenerate', 'Regenerate');
       again.type = 'button';
@@ -144,13 +161,129 @@ function messageView(m, isLast) {
   return { root, update };
 }
 
+function button(cls, label, title, onClick) {
+  const b = el('button', cls, label);
+  b.type = 'button';
+  if (title) b.title = title;
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+async function copyText(text, b) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch {
+    const t = el('textarea');
+    t.value = text;
+    document.body.appendChild(t);
+    t.select();
+    document.execCommand('copy');
+    t.remove();
+  }
+  b.textContent = 'Copied';
+  setTimeout(() => (b.textContent = 'Copy'), 1200);
+}
+
+const copyButton = (get) => {
+  const b = button('copy-message', 'Copy', 'Copy the whole message', () => copyText(get(), b));
+  return b;
+};
+
+// Edit a user message in place; Send replaces it and drops what came after it, then asks again.
+function editMessage(m, root) {
+  if (busy) return;
+  const conv = current();
+  const at = conv ? conv.messages.indexOf(m) : -1;
+  if (at < 0) return;
+  const box = el('textarea', 'edit-text');
+  box.value = m.content;
+  const resend = button('resend primary', 'Send', 'Send the edited message (the later turns are dropped)', () => {
+    const text = box.value.trim();
+    if (!text || busy) return;
+    conv.messages.splice(at);
+    conv.messages.push({ role: 'user', content: text });
+    if (at === 0) conv.title = text.replace(/\s+/g, ' ').slice(0, 60);
+    generate(conv);
+  });
+  const cancel = button('cancel', 'Cancel', '', () => renderMessages());
+  const bar = el('div', 'meta');
+  bar.append(resend, cancel);
+  root.replaceChildren(box, bar);
+  box.focus();
+}
+
+// The context meter: the tokens the conversation holds (the last reply's prompt + reply, as the server counted
+// them) out of the model's context, with the reply limit that the next turn reserves.
+function contextUse(conv) {
+  let used = 0;
+  for (const m of conv ? conv.messages : []) {
+    if (m.role !== 'assistant') continue;
+    if (m.usage && m.usage.total_tokens) used = m.usage.total_tokens;
+    else if (m.timings && m.timings.prompt_n !== undefined)
+      used = m.timings.prompt_n + (m.timings.cache_n || 0) + (m.timings.predicted_n || 0);
+  }
+  return used;
+}
+
+function renderContext() {
+  const meter = $('context');
+  const n = props && props.n_ctx;
+  if (!n) {
+    meter.hidden = true;
+    return;
+  }
+  const used = contextUse(current());
+  const limit = Number(settings.max_tokens) || 0;
+  meter.hidden = false;
+  $('context-bar').value = Math.min(used, n);
+  $('context-bar').max = n;
+  $('context-text').textContent =
+    `context ${used} / ${n} tokens` + (limit ? ` \u00b7 replies up to ${limit} tokens` : ' \u00b7 no reply limit');
+  meter.classList.toggle('full', used + limit > n);
+}
+
+// The conversation no longer fits: say so, and offer to drop the oldest turns (then send again).
+function showFull(conv, message) {
+  const box = $('full');
+  $('full-text').textContent = message;
+  box.hidden = false;
+  $('drop-oldest').onclick = () => {
+    box.hidden = true;
+    dropOldest(conv);
+  };
+}
+
+function dropOldest(conv) {
+  if (busy) return;
+  while (conv.messages.length && (conv.messages[conv.messages.length - 1].error || conv.messages[conv.messages.length - 1].pending))
+    conv.messages.pop();
+  // drop the first user turn and its replies, keeping the last user message (the one to answer)
+  const firstUser = conv.messages.findIndex((m) => m.role === 'user');
+  const nextUser = conv.messages.findIndex((m, i) => i > firstUser && m.role === 'user');
+  if (firstUser < 0 || nextUser < 0) {
+    banner('Only one message is left and it does not fit: shorten it or lower the reply limit in Settings.');
+    return;
+  }
+  conv.messages.splice(firstUser, nextUser - firstUser);
+  conv.dropped = (conv.dropped || 0) + 1;
+  saveConvs();
+  generate(conv);
+}
+
 function renderMessages() {
   const box = $('messages');
   const conv = current();
   box.replaceChildren();
+  $('full').hidden = true;
+  renderContext();
   if (!conv || !conv.messages.length) {
     const empty = $('empty-template').content.cloneNode(true);
     if (model) empty.querySelector('.empty-model').textContent = model.id;
+    // only a model that reasons by default is said to
+    const thinks = props ? props.thinking_by_default : false;
+    empty.querySelector('.empty-text').textContent = thinks
+      ? 'Replies stream as they are generated. Reasoning is folded away; open it to read.'
+      : 'Replies stream as they are generated.';
     box.appendChild(empty);
     return;
   }
@@ -230,6 +363,10 @@ async function loadModel() {
     if (!r.ok) throw new Error(errorText(r.status, await r.text()));
     model = (await r.json()).data[0];
     $('key-note').hidden = true;
+    try {
+      const p = await fetch('/props', { headers: headers() });
+      if (p.ok) props = await p.json();
+    } catch {}
     const meta = model.meta || {};
     $('model-info').textContent = [model.id, meta.arch, meta.n_ctx && `context ${meta.n_ctx}`]
       .filter(Boolean)
@@ -258,8 +395,9 @@ function requestBody(conv) {
     messages,
     stream: true,
     stream_options: { include_usage: true },
-    chat_template_kwargs: { enable_thinking: !!settings.thinking },
   };
+  if (settings.thinking !== null && settings.thinking !== undefined)
+    body.chat_template_kwargs = { enable_thinking: !!settings.thinking };
   for (const k of NUMERIC) if (settings[k] !== '' && settings[k] !== null) body[k] = Number(settings[k]);
   if (settings.tools.trim()) body.tools = JSON.parse(settings.tools);
   if (settings.extra.trim()) Object.assign(body, JSON.parse(settings.extra));
@@ -311,6 +449,12 @@ function applyChunk(m, ev) {
   if (ch && ch.finish_reason) m.finish = ch.finish_reason;
   if (ev.timings) m.timings = ev.timings;
   if (ev.usage) m.usage = ev.usage;
+  if (ch && ch.delta && (ch.delta.content || ch.delta.reasoning_content || ch.delta.tool_calls)) {
+    const now = Date.now();
+    m.counted ||= { n: 0, t0: now, t1: now };
+    m.counted.n++;
+    m.counted.t1 = now;
+  }
 }
 
 async function generate(conv) {
@@ -333,6 +477,7 @@ async function generate(conv) {
   setBusy(true);
   render();
   let frame = 0;
+  let full = null;
   let lastSave = Date.now();
   const redraw = () => {
     frame = 0;
@@ -350,8 +495,10 @@ async function generate(conv) {
       signal: controller.signal,
     });
     if (!res.ok) {
-      m.error = errorText(res.status, await res.text());
+      const text = await res.text();
+      m.error = errorText(res.status, text);
       if (res.status === 401) $('key-note').hidden = false;
+      if (/context_length_exceeded/.test(text)) full = m.error.replace(/^\d+: /, '');
     } else {
       await readEvents(res, (ev) => {
         applyChunk(m, ev);
@@ -369,6 +516,9 @@ async function generate(conv) {
   setBusy(false);
   saveConvs();
   render();
+  if (full)
+    showFull(conv, `This conversation no longer fits the model's context: ${full} Drop the oldest turns to go on, ` +
+      'or lower the reply limit in Settings.');
 }
 
 function send() {
@@ -396,10 +546,15 @@ function stop() {
 
 // ------------------------------------------------------------------------------------------ settings
 
+const modelThinks = () => !!(props && props.thinking_by_default);
+
 function openSettings() {
+  const dp = (props && props.default_generation_settings && props.default_generation_settings.params) || {};
+  for (const k of ['temperature', 'top_p', 'top_k', 'min_p'])
+    $(`s-${k}`).placeholder = dp[k] !== undefined ? `${dp[k]} (server default)` : 'server default';
   for (const k of Object.keys(DEFAULTS)) {
     const input = $(`s-${k}`);
-    if (input.type === 'checkbox') input.checked = !!settings[k];
+    if (input.type === 'checkbox') input.checked = settings[k] === null || settings[k] === undefined ? modelThinks() : !!settings[k];
     else input.value = settings[k] ?? '';
   }
   $('settings-error').textContent = '';
@@ -412,6 +567,7 @@ function saveSettings() {
     const input = $(`s-${k}`);
     next[k] = input.type === 'checkbox' ? input.checked : input.value;
   }
+  if (next.thinking === modelThinks()) next.thinking = null; // the model's default: not sent
   for (const k of NUMERIC) next[k] = next[k] === '' ? '' : Number(next[k]);
   for (const k of ['tools', 'extra']) {
     if (!next[k].trim()) continue;
@@ -428,7 +584,48 @@ function saveSettings() {
   settings = next;
   save(KEYS.settings, settings);
   $('settings').close();
+  renderContext();
   if (keyChanged || !model) loadModel();
+}
+
+// ------------------------------------------------------------------------------------------ export, import
+
+function exportConvs() {
+  const data = JSON.stringify({ format: 'deltallm-conversations', version: 1, exported: new Date().toISOString(),
+    conversations: convs }, null, 1);
+  const url = URL.createObjectURL(new Blob([data], { type: 'application/json' }));
+  const a = el('a');
+  a.href = url;
+  a.download = `deltallm-conversations-${new Date().toISOString().slice(0, 10)}.json`;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+async function importConvs(file) {
+  try {
+    const data = JSON.parse(await file.text());
+    const list = (Array.isArray(data) ? data : data && data.conversations) || [];
+    const ok = list.filter((c) => validConv(c) && c.messages.every((m) => m && typeof m.role === 'string'));
+    if (!ok.length) throw new Error('no conversations in it');
+    const ids = new Set(convs.map((c) => c.id));
+    for (const c of ok) {
+      c.messages = c.messages.map((m) => ({ ...m, pending: false }));
+      if (ids.has(c.id)) c.id = newId();
+      ids.add(c.id);
+      c.updated ||= Date.now();
+      convs.push(c);
+    }
+    saveConvs();
+    currentId = ok[ok.length - 1].id;
+    save(KEYS.current, currentId);
+    render();
+    banner(`Imported ${ok.length} conversation${ok.length > 1 ? 's' : ''}.`);
+    setTimeout(() => banner(''), 3000);
+  } catch (e) {
+    banner(`Could not import ${file.name}: ${e.message}`);
+  }
 }
 
 // ------------------------------------------------------------------------------------------ wiring
@@ -469,6 +666,13 @@ function init() {
     $('input').focus();
   });
   $('open-settings').addEventListener('click', openSettings);
+  $('export').addEventListener('click', exportConvs);
+  $('import').addEventListener('click', () => $('import-file').click());
+  $('import-file').addEventListener('change', (e) => {
+    const f = e.target.files && e.target.files[0];
+    if (f) importConvs(f);
+    e.target.value = '';
+  });
   $('s-save').addEventListener('click', saveSettings);
   $('s-cancel').addEventListener('click', () => $('settings').close());
   $('s-reset').addEventListener('click', () => {
