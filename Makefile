@@ -286,8 +286,8 @@ FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -Iinclude -fsanitize=fuzzer,ad
 FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/gguf/*.c)) src/model/config.c src/convert/safetensors.c)
 # fuzz_http: the HTTP request path (paths and headers, bodies, chat rendering, constraints, output parsing)
 FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) src/engine/sampling_defaults.c $(addprefix src/server/,http_parse.c \
-                json_io.c openai.c openai_llama.c llama_params.c stop.c responses.c constrain.c constrain_schema.c \
-                grammar.c util.c) src/tokenizer/unicode.c \
+                json_io.c openai.c openai_llama.c llama_params.c stop.c responses.c anthropic_req.c constrain.c \
+                constrain_schema.c grammar.c util.c) src/tokenizer/unicode.c \
                 src/tokenizer/unicode_data.c src/base/err.c -lcjson
 # fuzz_image: the PNG / JPEG decoders' wrapper (src/image/image.c) with the libraries this build found
 FUZZ_IMAGE_LIB = -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG) src/image/image.c src/base/err.c $(IMAGE_LIBS)

@@ -346,3 +346,32 @@ TEST(server_llama, grammar_on_every_endpoint) {
     }
     server_stop(s);
 }
+
+/* serve --xtc-probability ... : the server's default samplers apply to requests that leave them out, and a
+ * request's own value wins. */
+TEST(server_llama, server_sampler_defaults) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *plain = test_server_start(&c);
+    REQUIRE(plain);
+    int st;
+    const char *greedy = "{\"prompt\": \"The quick brown\", \"max_tokens\": 8, \"temperature\": 0}";
+    cJSON *a = post(server_port(plain), "/v1/completions", greedy, &st);
+    char *ref = strdup(text_of(a, 0) ? text_of(a, 0) : "");
+    cJSON_Delete(a);
+    server_stop(plain);
+    c.sampling_extra.xtc_probability = 1.0f;
+    c.sampling_extra.xtc_threshold = 0.0f;
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    a = post(server_port(s), "/v1/completions", greedy, &st);
+    CHECK_MSG(st == 200 && text_of(a, 0) && strcmp(text_of(a, 0), ref) != 0, "the default XTC changed nothing: '%s'", ref);
+    cJSON_Delete(a);
+    a = post(server_port(s), "/v1/completions",
+             "{\"prompt\": \"The quick brown\", \"max_tokens\": 8, \"temperature\": 0, \"xtc_probability\": 0}", &st);
+    CHECK_MSG(st == 200 && text_of(a, 0) && !strcmp(text_of(a, 0), ref), "xtc_probability 0 in the request: '%s' vs '%s'",
+              text_of(a, 0) ? text_of(a, 0) : "-", ref);
+    cJSON_Delete(a);
+    free(ref);
+    server_stop(s);
+}

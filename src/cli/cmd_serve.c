@@ -56,6 +56,9 @@ static void usage(void) {
            "  --temp T --top-p P --top-k K --min-p P\n"
            "                           sampling defaults for requests that do not set them (default 0.8, 0.95, 40, 0.05:\n"
            "                           the CLI's and the page's; GET /props shows them)\n"
+           "  --typical P --mirostat N --mirostat-lr ETA --mirostat-ent TAU --dry-multiplier M --dry-base B\n"
+           "  --dry-allowed-length N --dry-penalty-last-n N --xtc-probability P --xtc-threshold T\n"
+           "  --top-n-sigma N --samplers a;b;..  llama.cpp's samplers, defaults for requests\n"
            "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
            "  --no-webui               no chat page at / (by default http://HOST:PORT/ is a chat in the browser)\n"
            "  -v, --verbose            debug log\n%s%s", draft_options_help, cli_engine_help);
@@ -173,6 +176,21 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--top-p")) FLOAT_OPT(0, 1, c.top_p);
         else if (!strcmp(a, "--min-p")) FLOAT_OPT(0, 1, c.min_p);
         else if (!strcmp(a, "--top-k")) INT_OPT(0, 1 << 30, c.top_k);
+        else if (!strcmp(a, "--typical")) FLOAT_OPT(0, 1, c.sampling_extra.typical_p);
+        else if (!strcmp(a, "--mirostat")) INT_OPT(0, 2, c.sampling_extra.mirostat);
+        else if (!strcmp(a, "--mirostat-lr")) FLOAT_OPT(0, 1, c.sampling_extra.mirostat_eta);
+        else if (!strcmp(a, "--mirostat-ent")) FLOAT_OPT(0, 100, c.sampling_extra.mirostat_tau);
+        else if (!strcmp(a, "--dry-multiplier")) FLOAT_OPT(0, 100, c.sampling_extra.dry_multiplier);
+        else if (!strcmp(a, "--dry-base")) FLOAT_OPT(1, 100, c.sampling_extra.dry_base);
+        else if (!strcmp(a, "--dry-allowed-length")) INT_OPT(0, 1 << 20, c.sampling_extra.dry_allowed_length);
+        else if (!strcmp(a, "--dry-penalty-last-n")) INT_OPT(-1, 1 << 20, c.sampling_extra.dry_penalty_last_n);
+        else if (!strcmp(a, "--xtc-probability")) FLOAT_OPT(0, 1, c.sampling_extra.xtc_probability);
+        else if (!strcmp(a, "--xtc-threshold")) FLOAT_OPT(0, 1, c.sampling_extra.xtc_threshold);
+        else if (!strcmp(a, "--top-n-sigma")) FLOAT_OPT(-1, 1000, c.sampling_extra.top_n_sigma);
+        else if (!strcmp(a, "--samplers") || !strcmp(a, "--sampling-seq")) {
+            NEEDV;
+            c.sampling_extra.samplers = val;
+        }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) INT_OPT(-1, 1 << 30, c.n_predict);
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) srv_log_verbose(true);
         else if (!strcmp(a, "--no-webui")) c.no_webui = true;

@@ -246,6 +246,35 @@ typedef struct Chain {
     bool sorted;
 } Chain;
 
+/* Moves the k best candidates (cmp_cand order) to the front, sorted; the rest follow in no order. Sorting all
+ * 248,320 candidates of a Qwen3.5 vocabulary per token is what the default chain avoids (sampling.c). */
+static void best_k(Chain *ch, int k) {
+    Cand *c = ch->c;
+    if (k >= ch->n) {
+        qsort(c, (size_t)ch->n, sizeof *c, cmp_cand);
+        ch->sorted = true;
+        return;
+    }
+    int lo = 0, hi = ch->n - 1;
+    while (lo < hi) { /* quickselect: c[0..k) the best k */
+        const Cand pv = c[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (cmp_cand(&c[i], &pv) < 0) i++;
+            while (cmp_cand(&c[j], &pv) > 0) j--;
+            if (i <= j) {
+                const Cand t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else break;
+    }
+    qsort(c, (size_t)k, sizeof *c, cmp_cand);
+}
+
 static void sort_chain(Chain *ch) {
     if (!ch->sorted) qsort(ch->c, (size_t)ch->n, sizeof *ch->c, cmp_cand);
     ch->sorted = true;
@@ -366,8 +395,13 @@ static void st_top_n_sigma(DlSampler *s, Chain *ch) {
 static void st_top_k(DlSampler *s, Chain *ch) {
     const int k = s->p.top_k;
     if (k <= 0 || k >= ch->n) return;
-    sort_chain(ch);
+    if (ch->sorted) {
+        ch->n = k;
+        return;
+    }
+    best_k(ch, k);
     ch->n = k;
+    ch->sorted = true;
 }
 
 static int cmp_score(const void *a, const void *b) { /* Cand.p holds |−log p − H| here */
@@ -457,10 +491,13 @@ static int32_t mirostat(DlSampler *s, Chain *ch) {
     SamplerLlama *l = s->llama;
     const DlSamplerExtra *x = &l->x;
     st_temp(s, ch);
-    sort_chain(ch);
-    softmax(ch);
     if (x->mirostat == 1) {
         enum { M = 100 };
+        best_k(ch, M); /* the estimate reads the 100 best; the cut then keeps the k best */
+        const float mx = ch->c[0].logit;
+        double z = 0;
+        for (int i = 0; i < ch->n; i++) z += exp((double)ch->c[i].logit - mx);
+        for (int i = 0; i < M && i < ch->n; i++) ch->c[i].p = (float)(exp((double)ch->c[i].logit - mx) / z);
         double sum_tb = 0, sum_tt = 0;
         for (int i = 0; i < M - 1 && i < ch->n - 1; i++) {
             const double t = log((double)(i + 2) / (double)(i + 1));
@@ -471,11 +508,22 @@ static int32_t mirostat(DlSampler *s, Chain *ch) {
         const double sh = sum_tt > 0 ? sum_tb / sum_tt : 1.0, eps = sh - 1;
         double k = pow((eps * pow(2.0, (double)l->mu)) / (1 - pow((double)s->n_vocab, -eps)), 1 / sh);
         if (!(k >= 1)) k = 1; /* also NaN (a flat head) */
-        if (k < ch->n) ch->n = (int)k;
-    } else {
-        int k = 0;
-        while (k < ch->n && -log2((double)ch->c[k].p) <= (double)l->mu) k++;
-        ch->n = k ? k : 1;
+        if (k < ch->n) {
+            if ((int)k > M) best_k(ch, (int)k);
+            ch->n = (int)k;
+        }
+    } else { /* surprise −log2 p ≤ mu ⇔ p ≥ 2^−mu: a cut on the logits, no order needed */
+        const float mx = softmax(ch);
+        double z = 0;
+        for (int i = 0; i < ch->n; i++) z += exp((double)ch->c[i].logit - mx);
+        const double floor = mx + log(z) - (double)l->mu * log(2.0); /* logit of p = 2^−mu */
+        int k = 0, best = 0;
+        for (int i = 0; i < ch->n; i++) {
+            if (cmp_cand(&ch->c[i], &ch->c[best]) < 0) best = i;
+            if ((double)ch->c[i].logit >= floor && -log2((double)ch->c[i].p) <= (double)l->mu) ch->c[k++] = ch->c[i];
+        }
+        if (!k) ch->c[k++] = ch->c[best]; /* none: the most likely alone */
+        ch->n = k;
     }
     const int i = draw(s, ch);
     const double surprise = -log2((double)ch->c[i].p);

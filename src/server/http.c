@@ -122,7 +122,12 @@ enum MHD_Result http_send_error(Server *s, struct MHD_Connection *c, const ApiEr
 
 static bool authorized(Server *s, struct MHD_Connection *c) {
     if (!s->api_key) return true;
-    return http_bearer_matches_any(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), s->api_key);
+    if (http_bearer_matches_any(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"), s->api_key)) return true;
+    /* Anthropic's clients send the key as x-api-key (as llama-server accepts it) */
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    char bearer[1100];
+    return x && strlen(x) < 1024 && snprintf(bearer, sizeof bearer, "Bearer %s", x) > 0 &&
+           http_bearer_matches_any(bearer, s->api_key);
 }
 
 /* MHD's unescaper (see http_unescape). */

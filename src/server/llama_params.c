@@ -133,7 +133,27 @@ static int parse_samplers(const cJSON *v, SamplerSpec *s, ApiError *e) {
     return 0;
 }
 
-int llama_params_parse(const cJSON *root, DlSamplingParams *sp, SamplerSpec **spec, int *n_probs, ApiError *e) {
+/* The samplers the server's defaults turn on (only those: a default left off changes nothing). */
+static bool apply_defaults(SamplerSpec *s, const DlSamplerExtra *d) {
+    DlSamplerExtra *q = &s->x;
+    bool any = false;
+    if (d->typical_p > 0.0f && d->typical_p < 1.0f) q->typical_p = d->typical_p, any = true;
+    if (d->mirostat == 1 || d->mirostat == 2)
+        q->mirostat = d->mirostat, q->mirostat_tau = d->mirostat_tau, q->mirostat_eta = d->mirostat_eta, any = true;
+    if (d->dry_multiplier > 0.0f && d->dry_base >= 1.0f) {
+        q->dry_multiplier = d->dry_multiplier, q->dry_base = d->dry_base;
+        q->dry_allowed_length = d->dry_allowed_length, q->dry_penalty_last_n = d->dry_penalty_last_n;
+        any = true;
+    }
+    if (d->xtc_probability > 0.0f) q->xtc_probability = d->xtc_probability, q->xtc_threshold = d->xtc_threshold, any = true;
+    if (d->top_n_sigma > 0.0f) q->top_n_sigma = d->top_n_sigma, any = true;
+    if (d->min_tokens > 0) q->min_tokens = d->min_tokens, any = true;
+    if (d->samplers && (s->samplers = strdup(d->samplers))) any = true;
+    return any;
+}
+
+int llama_params_parse(const cJSON *root, const DlSamplerExtra *defaults, DlSamplingParams *sp, SamplerSpec **spec,
+                       int *n_probs, ApiError *e) {
     *spec = NULL;
     *n_probs = -1;
     double x;
@@ -167,7 +187,7 @@ int llama_params_parse(const cJSON *root, DlSamplingParams *sp, SamplerSpec **sp
         {"top_n_sigma", -1, 1000, false, &q->top_n_sigma, NULL},
         {"min_tokens", 0, 1 << 30, true, NULL, &q->min_tokens},
     };
-    bool any = false;
+    bool any = defaults && apply_defaults(s, defaults);
     for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) {
         if ((rc = num(root, fields[k].key, fields[k].lo, fields[k].hi, fields[k].integer, &x, e)) < 0) goto fail;
         if (!rc) continue;
@@ -178,7 +198,11 @@ int llama_params_parse(const cJSON *root, DlSamplingParams *sp, SamplerSpec **sp
     if (q->typical_p <= 0.0f) q->typical_p = 1.0f; /* llama-server: typical_p 0 is off too */
     const cJSON *v;
     if ((v = get(root, "dry_sequence_breakers")) && parse_breakers(v, s, e)) goto fail;
-    if ((v = get(root, "samplers")) && parse_samplers(v, s, e)) goto fail;
+    if ((v = get(root, "samplers"))) {
+        free(s->samplers);
+        s->samplers = NULL;
+        if (parse_samplers(v, s, e)) goto fail;
+    }
     if (!any && !s->samplers) { /* breakers alone change nothing */
         sampler_spec_free(s);
         return 0;

@@ -1,6 +1,7 @@
 /* llama_params.h — llama.cpp's / vLLM's sampling fields of a request body (typical_p, mirostat*, dry_*, xtc_*,
  * top_n_sigma, repetition_penalty, repeat_last_n, min_tokens, samplers, n_probs) → the engine's DlSamplerExtra
- * and DlSamplingParams. The endpoints that take them list LLAMA_SAMPLING_KEYS among their accepted fields. */
+ * and DlSamplingParams. The endpoints that take them list LLAMA_SAMPLING_KEYS among their accepted fields.
+ * The server's defaults (serve --typical, --mirostat, ...) apply where a request leaves a sampler out. */
 #ifndef DL_SERVER_LLAMA_PARAMS_H
 #define DL_SERVER_LLAMA_PARAMS_H
 
@@ -25,7 +26,8 @@ typedef struct SamplerSpec {
 
 /* Reads the fields from root: *spec (malloc'd) when any extra sampler is asked for, else NULL; repetition_penalty
  * and repeat_last_n go to *sp; n_probs (≥ 0) to *n_probs (-1 when absent). 0, or -1 with *e set (400). */
-int llama_params_parse(const cJSON *root, DlSamplingParams *sp, SamplerSpec **spec, int *n_probs, ApiError *e);
+int llama_params_parse(const cJSON *root, const DlSamplerExtra *defaults, DlSamplingParams *sp, SamplerSpec **spec,
+                       int *n_probs, ApiError *e);
 /* grammar (a GBNF string, checked by compiling it) and json_schema (llama.cpp's top-level schema object; both
  * refused together) → *grammar / *schema (NULL when absent). */
 int llama_output_parse(const cJSON *root, const char **grammar, const cJSON **schema, ApiError *e);

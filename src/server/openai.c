@@ -238,7 +238,7 @@ static int parse_common(const cJSON *root, const ApiDefaults *d, ApiRequest *r, 
     if (parse_stop(root, r, e)) return -1;
     if (parse_logit_bias(root, d, r, e)) return -1;
     int n_probs;
-    if (llama_params_parse(root, &r->sp, &r->spx, &n_probs, e)) return -1;
+    if (llama_params_parse(root, d->has_extra ? &d->extra : NULL, &r->sp, &r->spx, &n_probs, e)) return -1;
     if (llama_output_parse(root, &r->grammar, &r->schema, e)) return -1;
     if (n_probs >= 0 && r->logprobs < 0) r->logprobs = n_probs; /* llama.cpp's name for the alternatives */
     return 0;

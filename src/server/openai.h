@@ -39,6 +39,8 @@ typedef enum RespFormat { RF_TEXT, RF_JSON_OBJECT, RF_JSON_SCHEMA } RespFormat;
 /* Server-side defaults for what a request leaves out. */
 typedef struct ApiDefaults {
     DlSamplingParams sampling; /* temperature, top_k, top_p, min_p */
+    DlSamplerExtra extra;      /* llama.cpp's further samplers (serve --mirostat ...), when has_extra */
+    bool has_extra;
     int n_vocab;               /* for logit_bias and token prompts */
     int chat_max_tokens;       /* -1: until the context is full */
     int completion_max_tokens; /* OpenAI's default for /v1/completions is 16 */

@@ -31,6 +31,7 @@ void server_config_init(ServerConfig *c) {
     c->min_p = sp.min_p;
     c->top_k = sp.top_k;
     c->n_predict = -1;
+    dl_sampler_extra_init(&c->sampling_extra);
 }
 
 static char *read_text_file(const char *path, Err *err) {
@@ -235,6 +236,17 @@ Server *server_start(const ServerConfig *c, Err *err) {
     s->defaults.sampling.top_p = c->top_p;
     s->defaults.sampling.top_k = c->top_k;
     s->defaults.sampling.min_p = c->min_p;
+    s->defaults.extra = c->sampling_extra;
+    s->defaults.has_extra = true;
+    {   /* the default samplers' values and order, checked once here (a request could not fix them) */
+        DlError se = {{0}};
+        DlSampler *probe = dl_sampler_new_extra(s->engine, &s->defaults.sampling, &c->sampling_extra, &se);
+        if (!probe) {
+            err_set(err, "sampling defaults: %s", se.msg);
+            goto fail;
+        }
+        dl_sampler_free(probe);
+    }
     s->defaults.n_vocab = s->info->n_vocab;
     s->defaults.chat_max_tokens = c->n_predict;
     s->defaults.completion_max_tokens = 16;

@@ -46,6 +46,7 @@ typedef struct ServerConfig {
     bool metrics;            /* serve /metrics */
     float temperature, top_p, min_p; /* defaults for requests that do not say */
     int top_k;
+    DlSamplerExtra sampling_extra; /* llama.cpp's further samplers, defaults for requests (dry_breakers unused) */
     int n_predict; /* default max_tokens for chat (-1: until the context is full) */
     /* backend, ISA, delta-net form, packing (cli_engine.h); the rest of the engine parameters come from the
      * fields above */

@@ -1,7 +1,7 @@
 /* fuzz_http.c — libFuzzer target over the HTTP request path (`make fuzz`; seeds in tests/fuzz/seeds/fuzz_http/):
  * the server's parsing of paths and headers (http_parse.h), request bodies (json_io.h strictness, api_parse for
- * chat and completions, responses_parse for /v1/responses), the chat rendering of every validated chat request
- * in the four formats, the constraints of forced tool calls and JSON schemas, and the chat output parser.
+ * chat and completions, responses_parse for /v1/responses, anthropic_parse for /v1/messages), the chat
+ * rendering of every validated chat request in the four formats, the constraints of forced tool calls and JSON schemas, and the chat output parser.
  *
  * The first byte picks the part, the rest is its input. Promises checked (a broken one traps):
  *   - a refused request has a 4xx/5xx, a one-line message, and an error body that is valid UTF-8 JSON;
@@ -15,6 +15,7 @@
  * Bodies with llama-server's fields (n_predict, id_slot, reasoning_format, ...) and POST /completion's go through
  * api_parse like the others (seeds llama-*.bin); /slots/{id} paths through the route parser. */
 #include "chat/chat.h"
+#include "server/anthropic.h"
 #include "server/constrain.h"
 #include "server/http_parse.h"
 #include "server/json_io.h"
@@ -246,6 +247,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     case 2:
         if (responses_parse((const char *)d, n, &defs, store, &r, &e)) {
+            check_error(&e);
+        } else {
+            render_all(&r, n ? d : (const uint8_t *)"x", n ? n : 1);
+            api_request_free(&r);
+        }
+        /* the same body as an Anthropic Messages request (/v1/messages) */
+        if (anthropic_parse((const char *)d, n, &defs, &r, &e)) {
             check_error(&e);
             break;
         }

@@ -4,8 +4,10 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { BASE, KEY, check } from './lib.mjs';
 
-// the SDK sends x-api-key; deltallm's key check reads the bearer token, which authToken sends
-const client = new Anthropic({ baseURL: BASE, authToken: KEY, apiKey: null, maxRetries: 0, timeout: 120000 });
+// the SDK's own way: the key in x-api-key
+const client = new Anthropic({ baseURL: BASE, apiKey: KEY, maxRetries: 0, timeout: 120000 });
+// and a wrong key is refused
+const wrong = new Anthropic({ baseURL: BASE, apiKey: 'not-the-key', maxRetries: 0, timeout: 120000 });
 const weather = {
   name: 'get_weather',
   description: 'Current weather for a city',
@@ -71,8 +73,15 @@ async function main() {
     check(su && typeof su.input.city === 'string' && sm.stop_reason === 'tool_use', 'anthropic: streamed tool_use',
       JSON.stringify(sm.content));
   }
-  // 4. a refused request is an APIError with status 400
+  // 4. a refused request is an APIError with status 400; a wrong key with 401
   {
+    let wstatus = 0;
+    try {
+      await wrong.messages.create({ model: 'deltallm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] });
+    } catch (e) {
+      wstatus = e.status;
+    }
+    check(wstatus === 401, 'anthropic: a wrong x-api-key refused', `status ${wstatus}`);
     let status = 0;
     try {
       await client.messages.create({ model: 'deltallm', max_tokens: 5, messages: [{ role: 'system', content: 'x' }] });
