@@ -256,7 +256,7 @@ static void run_matmul(Env *e, const void *ctx, float *out) {
     const MmCase *c = ctx;
     const int64_t rows = c->o1 ? c->o1 - c->o0 : c->w->rows;
     const MatArgs a = {c->w, c->expert, c->data, c->o0, c->o1, put(e, c->x, sizeof(float) * (size_t)(c->T * c->w->cols)),
-                       put(e, NULL, sizeof(float) * (size_t)(c->T * rows)), c->T};
+                       put(e, NULL, sizeof(float) * (size_t)(c->T * rows)), c->T, NULL, 0};
     e->be->vt->matmul(e->be, &a);
     float *y = get(e, a.y, (size_t)(c->T * rows));
     memcpy(out, y, sizeof(float) * (size_t)(c->T * rows));
@@ -721,8 +721,8 @@ static void moe_reference(const BeCase *rc, const Weight *w, const float *x, con
     const BView y = put(&e, NULL, 4 * (size_t)E);
     for (int i = 0; i < R * k; i++) {
         const BView xr = bv_f32(xv, (int64_t)(i / k) * E);
-        const MatArgs ga = {&w[0], sel[i], NULL, 0, 0, xr, g, 1}, ua = {&w[1], sel[i], NULL, 0, 0, xr, u, 1};
-        const MatArgs da = {&w[2], sel[i], NULL, 0, 0, g, y, 1};
+        const MatArgs ga = {&w[0], sel[i], NULL, 0, 0, xr, g, 1, NULL, 0}, ua = {&w[1], sel[i], NULL, 0, 0, xr, u, 1, NULL, 0};
+        const MatArgs da = {&w[2], sel[i], NULL, 0, 0, g, y, 1, NULL, 0};
         e.be->vt->matmul(e.be, &ga);
         e.be->vt->matmul(e.be, &ua);
         e.be->vt->swiglu(e.be, g, u, g, 1, F);

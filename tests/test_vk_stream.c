@@ -1,7 +1,8 @@
 /* test_vk_stream.c — the Vulkan command stream built for speed (group `vk_stream`, docs/VULKAN.md "The
  * decode pass"): barriers only where data flows (a read after an unsynchronised write, a write after an
- * unsynchronised read or write get one; independent commands none), the fused ops (residual add in the
- * products' epilogue, gate + up + SwiGLU in one pass) giving the unfused ops' bits on whole models, and the
+ * unsynchronised read or write get one; independent commands none), the fused ops (the RMSNorm folded into
+ * the products, residual add in their epilogue, two products of one input, gate + up + SwiGLU, dn_prep,
+ * attn_prep, the attention's gate) giving the unfused ops' bits on whole models, and the
  * command counts per decoded token that --profile and `bench --json` report. Each test skips with one line
  * when no Vulkan device exists. */
 #include "test.h"
@@ -135,6 +136,9 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
                     CHECK(a.layer_dispatches < b.layer_dispatches);
                     CHECK(a.layer_barriers < b.layer_barriers);
                     CHECK(a.layer_barriers < a.layer_dispatches);
+                    if (i < 2) /* dense: the issue's target, ≤ 8 per layer per decoded token */
+                        CHECK_MSG(a.layer_dispatches <= 8 * a.layer_steps, "%s: %.2f dispatches per layer", names[i],
+                                  (double)a.layer_dispatches / ls);
                     CHECK(b.passes == T - 1 && a.passes == T - 1);
                 }
             }

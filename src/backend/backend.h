@@ -99,6 +99,10 @@ typedef struct MatArgs {
     int64_t o0, o1;
     BView x, y;
     int64_t T;
+    /* x RMS-normed on the fly (rms_norm's bits, weight x_norm, eps x_eps) when x_norm is set: only for a backend
+     * with Backend.fold_norm_rows ≥ T, and only through matmul, matmul_pair and matmul_swiglu */
+    const Weight *x_norm;
+    float x_eps;
 } MatArgs;
 
 /* β = sigmoid(b), g = softplus(a + dt_bias)·ssm_a for R rows of Hv heads. b of row t, head j is at
@@ -317,6 +321,9 @@ struct Backend {
     int n_threads;
     int dn_chunk_min; /* the sequence length from which this backend's chunked delta rule is the faster form
                          (measured per backend), or 0: the forward pass's own rule */
+    /* the products take MatArgs.x_norm for batches of up to this many rows (0: never; the RMSNorm folded into
+     * the activation load) */
+    int fold_norm_rows;
     /* the K and V caches' element formats (FormatIds: FMT_F32 — a zeroed Backend's —, FMT_F16, FMT_Q8_0,
      * FMT_Q4_0): kv_append rounds to them, attention reads them (widened or dequantized exactly) */
     uint32_t kv_k, kv_v;

@@ -345,6 +345,10 @@ void forward_embed(Forward *f) {
     fwd_phase(f, PH_EMBED, &t0);
 }
 
+/* every product of b->h takes the folded norm (MatArgs.x_norm) in all three of a block's matmul wrappers
+ * (fwd_matmul, fwd_matmul_pair, fwd_gate_up): no expert provider (its experts arrive per product) */
+static bool matmul_only_h(const Forward *f) { return !f->has_provider; }
+
 void forward_layers(Forward *f, int l0, int l1) {
     const Model *m = f->m;
     const ModelConfig *c = &m->cfg;
@@ -359,18 +363,25 @@ void forward_layers(Forward *f, int l0, int l1) {
     uint64_t d0 = 0, b0 = 0;
     fwd_count_layers(f, &d0, &b0, 0);
     for (int il = l0; il < l1; il++) {
-        be->vt->rms_norm(be, b->x, b->h, m->layers[il].attn_norm, &rs, c->rms_eps);
+        /* the norms folded into the products where every reader of b->h is one (rows within the backend's
+         * limit, nothing dumped; the FFN's only when dense) */
+        const bool fold = rows <= be->fold_norm_rows && !fwd_dumping(f, il) && matmul_only_h(f);
+        if (fold) f->hn = m->layers[il].attn_norm, f->hn_eps = c->rms_eps;
+        else be->vt->rms_norm(be, b->x, b->h, m->layers[il].attn_norm, &rs, c->rms_eps);
         fwd_dump(f, "attn_norm", il, b->h, E, rows, 1, 1);
         f->res_done = false;
         if (m->layers[il].recurrent) layer_deltanet(f, b, il);
         else layer_attention(f, b, il);
         if (!f->res_done) be->vt->add(be, b->x, b->tmp, (int64_t)rows * E);
         fwd_dump(f, "attn_residual", il, b->x, E, rows, 1, 1);
-        be->vt->rms_norm(be, b->x, b->h, m->layers[il].post_norm, &rs, c->rms_eps);
+        f->hn = NULL;
+        if (fold && !c->moe) f->hn = m->layers[il].post_norm, f->hn_eps = c->rms_eps;
+        else be->vt->rms_norm(be, b->x, b->h, m->layers[il].post_norm, &rs, c->rms_eps);
         fwd_dump(f, "attn_post_norm", il, b->h, E, rows, 1, 1);
         f->res_done = false;
         layer_ffn(f, b, il);
         fwd_dump(f, "ffn_out", il, b->tmp, E, rows, 1, 1);
+        f->hn = NULL;
         if (!f->res_done) be->vt->add(be, b->x, b->tmp, (int64_t)rows * E);
         fwd_dump(f, "l_out", il, b->x, E, rows, 1, 1);
         if (predict && il + 1 < l1 && !f->failed) fwd_predict_experts(f, b, il + 1);
@@ -397,7 +408,7 @@ void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1)
     const VecSet hs = vs_rows(n, (int)E);
     be->vt->rms_norm(be, b->h, b->h, norm, &hs, m->cfg.rms_eps);
     fwd_dump(f, "result_norm", -1, b->h, E, n, 1, 1);
-    MatArgs a = {out, -1, NULL, v0, v1, b->h, b->head, n};
+    MatArgs a = {out, -1, NULL, v0, v1, b->h, b->head, n, NULL, 0};
     BView direct;
     const bool one = f->n_seqs == 1;
     if (one && be->vt->wrap_host(be, f->seqs[0].logits, sizeof(float) * (size_t)n * V, &direct)) {

@@ -123,6 +123,8 @@ struct Forward {
     Profile prof;
     DevCounts cnt;  /* a device's command counts (forward_device_counts) */
     bool res_done;  /* the layer's mixer / FFN added its output to b->x itself (fwd_out_matmul) */
+    const Weight *hn; /* set: b->h is not written, the products read rms_norm(b->x) with hn (fwd_fold) */
+    float hn_eps;
     uint64_t cnt_d0, cnt_b0, cnt_h0; /* at the pass's start */
 };
 

@@ -113,8 +113,18 @@ void fwd_prof_end(Forward *f) {
         }                                                                                                      \
     } while (0)
 
+/* a product of b->h while the norm is folded (Forward.hn): b->x with the norm */
+static MatArgs fold(const Forward *f, MatArgs a) {
+    if (f->hn && a.x.buf == f->b.h.buf && a.x.off == f->b.h.off) {
+        a.x = f->b.x;
+        a.x_norm = f->hn;
+        a.x_eps = f->hn_eps;
+    }
+    return a;
+}
+
 void fwd_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, BView y) {
-    const MatArgs a = {w, -1, NULL, 0, 0, x, y, T};
+    const MatArgs a = fold(f, (MatArgs){w, -1, NULL, 0, 0, x, y, T, NULL, 0});
     TIMED(f, name, f->be->vt->matmul(f->be, &a));
 }
 
@@ -125,7 +135,8 @@ void fwd_matmul_pair(Forward *f, const char *const name[3], const Weight *wa, co
         fwd_matmul(f, name[1], wc, x, T, yc);
         return;
     }
-    const MatArgs a = {wa, -1, NULL, 0, 0, x, ya, T}, c = {wc, -1, NULL, 0, 0, x, yc, T};
+    const MatArgs a = fold(f, (MatArgs){wa, -1, NULL, 0, 0, x, ya, T, NULL, 0});
+    const MatArgs c = fold(f, (MatArgs){wc, -1, NULL, 0, 0, x, yc, T, NULL, 0});
     TIMED(f, name[2], f->be->vt->matmul_pair(f->be, &a, &c));
 }
 
@@ -134,14 +145,14 @@ void fwd_out_matmul(Forward *f, const char *name, const Weight *w, BView x, int6
         fwd_matmul(f, name, w, x, T, f->b.tmp);
         return;
     }
-    const MatArgs a = {w, -1, NULL, 0, 0, x, f->b.x, T};
+    const MatArgs a = {w, -1, NULL, 0, 0, x, f->b.x, T, NULL, 0};
     TIMED(f, name, f->be->vt->matmul_add(f->be, &a));
     f->res_done = true;
 }
 
 void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, const void *data, BView x, int64_t T,
                        BView y) {
-    const MatArgs a = {w, e, data, 0, 0, x, y, T};
+    const MatArgs a = {w, e, data, 0, 0, x, y, T, NULL, 0};
     TIMED(f, name, f->be->vt->matmul(f->be, &a));
 }
 
@@ -174,7 +185,8 @@ void fwd_gate_up(Forward *f, const char *const label[3], const Weight *wg, const
         fwd_swiglu(f, g, u, (int)T, (int)wg->rows);
         return;
     }
-    const MatArgs ag = {wg, -1, NULL, 0, 0, x, g, T}, au = {wu, -1, NULL, 0, 0, x, u, T};
+    const MatArgs ag = fold(f, (MatArgs){wg, -1, NULL, 0, 0, x, g, T, NULL, 0});
+    const MatArgs au = fold(f, (MatArgs){wu, -1, NULL, 0, 0, x, u, T, NULL, 0});
     TIMED(f, label[2], f->be->vt->matmul_swiglu(f->be, &ag, &au));
 }
 

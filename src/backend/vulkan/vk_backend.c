@@ -420,5 +420,7 @@ Backend *vk_backend_create(const BackendOptions *o, int index, Err *err) {
         return NULL;
     }
     if (b->fuse_off) b->be.vt = &vt_unfused;
+    /* the products fold the RMSNorm where they take the vector kernel (mm_vec's MM_NORM) */
+    else b->be.fold_norm_rows = b->tile_min_rows - 1 < VK_VEC_TOKENS ? b->tile_min_rows - 1 : VK_VEC_TOKENS;
     return &b->be;
 }

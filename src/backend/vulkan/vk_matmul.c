@@ -23,11 +23,13 @@
 
 typedef struct MatPush {
     uint64_t w, x, y, items, xidx, yidx, tab, estride;
-    uint32_t cols, rows, T, ldx, ldy, row_bytes, xv4, flags;
+    uint32_t cols, rows, T, ldx, ldy, row_bytes;
+    float eps;
+    uint32_t flags;
     uint64_t w2, y2;
     uint32_t rows2;
 } MatPush;
-enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4 }; /* mm_common.glsl */
+enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4, MM_XV4 = 8, MM_NORM = 16 }; /* mm_common.glsl */
 
 typedef enum Kind { K_VEC, K_MAT, K_COOP } Kind;
 
@@ -80,10 +82,14 @@ static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs
     if (a->T <= 0) return;
     const Kind k = pick(b, w, a->T);
     ASSERT(!a2 || k == K_VEC);
+    ASSERT(!a->x_norm || (k == K_VEC && !a->data));
     const uint64_t x = va(a->x);
-    const MatPush p = {va(wv), x, va(a->y), 0, 0, 0, tab_addr(b), 0, (uint32_t)w->cols, (uint32_t)rows, (uint32_t)a->T,
-                       (uint32_t)w->cols, (uint32_t)rows, (uint32_t)w->row_bytes, (x % 16 == 0 && w->cols % 4 == 0), flags,
-                       a2 ? va(wv2) : 0, (flags & MM_PAIR) ? va(a2->y) : 0, (uint32_t)rows2};
+    if (x % 16 == 0 && w->cols % 4 == 0) flags |= MM_XV4;
+    if (a->x_norm) flags |= MM_NORM;
+    const MatPush p = {va(wv), x, va(a->y), 0, 0, 0, tab_addr(b), a->x_norm ? va(vk_weight(b, a->x_norm, -1)) : 0,
+                       (uint32_t)w->cols, (uint32_t)rows, (uint32_t)a->T, (uint32_t)w->cols, (uint32_t)rows,
+                       (uint32_t)w->row_bytes, a->x_eps, flags, a2 ? va(wv2) : 0, (flags & MM_PAIR) ? va(a2->y) : 0,
+                       (uint32_t)rows2};
     const int64_t span_rows = (flags & MM_PAIR) && rows2 > rows ? rows2 : rows;
     const uint32_t gx = (uint32_t)((span_rows + kind_rows[k] - 1) / kind_rows[k]);
     const uint32_t gy = (uint32_t)((a->T + kind_tokens[k] - 1) / kind_tokens[k]);
@@ -102,7 +108,7 @@ static void v_matmul_pair(Backend *be, const MatArgs *a, const MatArgs *c) {
     VkBackend *b = vkb(be);
     if (pick(b, a->w, a->T) == K_VEC && !a->data && !c->data && a->w->type == c->w->type && a->w->cols == c->w->cols &&
         a->w->row_bytes == c->w->row_bytes && a->o1 == 0 && c->o1 == 0 && a->T == c->T && a->x.buf == c->x.buf &&
-        a->x.off == c->x.off) {
+        a->x.off == c->x.off && a->x_norm == c->x_norm && a->x_eps == c->x_eps) {
         matmul(b, a, MM_PAIR, c);
         return;
     }
@@ -115,7 +121,8 @@ static void v_matmul_swiglu(Backend *be, const MatArgs *g, const MatArgs *u) {
     VkBackend *b = vkb(be);
     const bool one = pick(b, g->w, g->T) == K_VEC && !g->data && !u->data && g->w->type == u->w->type &&
                      g->w->rows == u->w->rows && g->w->cols == u->w->cols && g->w->row_bytes == u->w->row_bytes &&
-                     g->o0 == u->o0 && g->o1 == u->o1 && g->T == u->T && g->x.buf == u->x.buf && g->x.off == u->x.off;
+                     g->o0 == u->o0 && g->o1 == u->o1 && g->T == u->T && g->x.buf == u->x.buf && g->x.off == u->x.off &&
+                     g->x_norm == u->x_norm && g->x_eps == u->x_eps;
     if (one) {
         matmul(b, g, MM_SWIGLU, u);
         return;
@@ -151,7 +158,8 @@ typedef struct GroupPush {
 static void expert_product(VkBackend *b, Kind k, const Weight *w, uint64_t x, uint64_t xidx, uint32_t ldx, uint64_t y,
                            uint64_t yidx, uint32_t ldy, uint64_t items, BView args, const VkAcc *acc, int n_acc) {
     const MatPush p = {va(vk_weight(b, w, 0)), x, y, items, xidx, yidx, tab_addr(b), w->expert_stride, (uint32_t)w->cols,
-                       (uint32_t)w->rows, 0, ldx, ldy, (uint32_t)w->row_bytes, (x % 16 == 0 && ldx % 4 == 0), 0, 0, 0, 0};
+                       (uint32_t)w->rows, 0, ldx, ldy, (uint32_t)w->row_bytes, 0.0f, (x % 16 == 0 && ldx % 4 == 0) ? MM_XV4 : 0,
+                       0, 0, 0};
     vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, args, acc, n_acc);
 }
 

@@ -8,12 +8,18 @@
 // flags (mm_vec only): MM_ACC adds the product to y (a residual in the epilogue); MM_SWIGLU also takes the
 // product with w2 (same format and shape: the up matrix) and writes silu(W·x) · (W2·x); MM_PAIR also writes
 // W2·x (rows2 rows of the same format and width) to y2: two products sharing their input in one dispatch.
+// MM_XV4: x rows may be read as vec4. MM_NORM (a plain product): x is RMS-normed on the fly with the weight at
+// estride's place and eps, with norm.comp's bits (the same 128-thread reduction, (x·scale)·w).
 #define MM_ACC 1u
 #define MM_SWIGLU 2u
 #define MM_PAIR 4u
+#define MM_XV4 8u
+#define MM_NORM 16u
 layout(push_constant) uniform MatPush {
     uint64_t w, x, y, items, xidx, yidx, tab, estride;
-    uint cols, rows, T, ldx, ldy, row_bytes, xv4, flags;
+    uint cols, rows, T, ldx, ldy, row_bytes;
+    float eps;
+    uint flags;
     uint64_t w2, y2;
     uint rows2;
 } p;

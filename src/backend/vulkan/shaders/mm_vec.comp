@@ -13,18 +13,38 @@
 #define VEC_ROWS 16u
 #define VEC_TOKENS 8u
 layout(local_size_x = 128) in;
+shared float part[128];
 
 void main() {
     g_tab = p.tab;
     uint e, p0, nt;
     item_of(gl_WorkGroupID.y, VEC_TOKENS, e, p0, nt);
-    const uint64_t wbase = p.w + uint64_t(e) * p.estride;
+    const bool nrm = (p.flags & MM_NORM) != 0u;
+    const uint64_t wbase = p.w + (nrm ? 0ul : uint64_t(e) * p.estride);
     uint64_t xa[VEC_TOKENS];
     uint yr[VEC_TOKENS];
     for (uint q = 0u; q < VEC_TOKENS; q++) {
         const uint t = p0 + min(q, nt - 1u);
         xa[q] = p.x + uint64_t(xrow_of(t)) * uint64_t(p.ldx) * 4ul;
         yr[q] = yrow_of(t);
+    }
+    float nsc[VEC_TOKENS]; // MM_NORM: each token's RMS scale, as norm.comp computes it
+    F32 NW = F32(p.estride);
+    for (uint q = 0u; q < VEC_TOKENS; q++) nsc[q] = 1.0;
+    if (nrm) {
+        const uint tid = gl_LocalInvocationID.x;
+        for (uint q = 0u; q < VEC_TOKENS; q++) {
+            if (q >= nt) break;
+            float ss = 0.0;
+            for (uint i = tid; i < p.cols; i += 128u) ss += F32(xa[q]).v[i] * F32(xa[q]).v[i];
+            ss = subgroupAdd(ss);
+            if (subgroupElect()) part[gl_SubgroupID] = ss;
+            barrier();
+            float sum = 0.0;
+            for (uint s = 0u; s < gl_NumSubgroups; s++) sum += part[s];
+            barrier();
+            nsc[q] = 1.0 / sqrt(sum / float(p.cols) + p.eps);
+        }
     }
     const uint n_items = (p.cols + 31u) / 32u;
     const uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupSize;
@@ -46,13 +66,19 @@ void main() {
                     if (q >= nt) break;
                     const uint64_t xi = xa[q] + uint64_t(it) * 128ul;
                     float s = 0.0;
-                    if (p.xv4 != 0u && nv == 32u) {
+                    if ((p.flags & MM_XV4) != 0u && nv == 32u) {
                         for (uint j = 0u; j < 8u; j++) {
-                            const vec4 xv = V4(xi).v[j];
+                            vec4 xv = V4(xi).v[j];
+                            if (nrm) {
+                                const uint k = 32u * it + 4u * j;
+                                xv = vec4((xv.x * nsc[q]) * NW.v[k], (xv.y * nsc[q]) * NW.v[k + 1u],
+                                          (xv.z * nsc[q]) * NW.v[k + 2u], (xv.w * nsc[q]) * NW.v[k + 3u]);
+                            }
                             s += v[4u * j] * xv.x + v[4u * j + 1u] * xv.y + v[4u * j + 2u] * xv.z + v[4u * j + 3u] * xv.w;
                         }
                     } else {
-                        for (uint j = 0u; j < nv; j++) s += v[j] * F32(xi).v[j];
+                        for (uint j = 0u; j < nv; j++)
+                            s += v[j] * (nrm ? (F32(xi).v[j] * nsc[q]) * NW.v[32u * it + j] : F32(xi).v[j]);
                     }
                     if (m == 0u) acc[q] += s;
                     else acc2[q] += s;
