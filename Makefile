@@ -64,7 +64,7 @@ endif
 VK_FORMATS     = f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl mxfp4 q2_K q3_K q4_K q5_K q6_K \
                  iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq4_xs iq1_s iq1_m
 VK_FMT_KERNELS = mm_vec mm_mat mm_coop get_rows
-VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy
+VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy dn_prep attn_prep
 VK_SHADERS     = src/backend/vulkan/shaders
 VK_SPV   = $(foreach k,$(VK_FMT_KERNELS),$(foreach f,$(VK_FORMATS),$(SPV_DIR)/$(k)_$(f).spv)) \
            $(patsubst %,$(SPV_DIR)/%.spv,$(VK_KERNELS))
@@ -287,15 +287,18 @@ FUZZ_LIB = $(filter-out %_avx2.c %_avx512.c,$(sort $(wildcard src/base/*.c src/g
 # fuzz_http: the HTTP request path (paths and headers, bodies, chat rendering, constraints, output parsing)
 FUZZ_HTTP_LIB = $(sort $(wildcard src/chat/*.c)) src/engine/sampling_defaults.c $(addprefix src/server/,http_parse.c \
                 json_io.c openai.c openai_llama.c llama_params.c stop.c responses.c constrain.c constrain_schema.c \
-                util.c) src/tokenizer/unicode.c \
+                grammar.c util.c) src/tokenizer/unicode.c \
                 src/tokenizer/unicode_data.c src/base/err.c -lcjson
 # fuzz_image: the PNG / JPEG decoders' wrapper (src/image/image.c) with the libraries this build found
 FUZZ_IMAGE_LIB = -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG) src/image/image.c src/base/err.c $(IMAGE_LIBS)
+# fuzz_grammar: the GBNF compiler (grammar.c) and the constraint runtime
+FUZZ_GRAMMAR_LIB = $(addprefix src/server/,grammar.c constrain.c util.c) src/base/err.c
 fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
-	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; fuzz_image) libs="$(FUZZ_IMAGE_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
+	  case $$n in fuzz_http) libs="$(FUZZ_HTTP_LIB)";; fuzz_image) libs="$(FUZZ_IMAGE_LIB)";; \
+	    fuzz_grammar) libs="$(FUZZ_GRAMMAR_LIB)";; *) libs="$(FUZZ_LIB)";; esac; \
 	  clang $(FUZZ_CFLAGS) -o build/fuzz/$$n $$f $$libs -lm -pthread; \
 	  mkdir -p build/fuzz/$$n.corpus; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \

@@ -198,6 +198,17 @@ void dl_engine_profile(DlEngine *e, bool on);
 /* Writes the report (text, one item per line) into buf; returns the length it needed. */
 int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap);
 
+/* What a device engine issued since it was opened or last reset (summed over its device stages): forward
+ * passes, tokens, commands (dispatches, copies, fills), barriers between them, the same inside the layers
+ * (layer_steps: layers run, summed over passes), and the host's time issuing them (recording to submission,
+ * waits excluded). Returns -1 when no stage runs on a device. */
+typedef struct DlDeviceCounts {
+    uint64_t passes, tokens, dispatches, barriers;
+    uint64_t layer_steps, layer_dispatches, layer_barriers;
+    double host_s;
+} DlDeviceCounts;
+int dl_engine_device_counts(DlEngine *e, DlDeviceCounts *out, bool reset);
+
 /* ---- tokens ---------------------------------------------------------------------------------------- */
 
 /* Text to ids (malloc'ed; free with free()). parse_special: control tokens such as <|im_start|> written in

@@ -287,3 +287,25 @@ TEST(cli, load_progress_bar) {
     CHECK_MSG(n == 0, "a phase shorter than min_s was drawn: '%s'", buf);
     free(buf);
 }
+
+/* run --grammar / --grammar-file: the generated text is in the grammar's language and the run stops when it is
+ * complete; a bad grammar is a one-line error. */
+TEST(cli, run_grammar) {
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
+    char *err = NULL, *out = run_out("-p 'Q:' --temp 1 --seed 5 --grammar 'root ::= (\"yes\" | \"no\") \"!\"'", NULL, &err);
+    const size_t n = out ? strlen(out) : 0;
+    CHECK_MSG(out && err && strstr(err, "grammar complete") && n >= 6 &&
+                  (!strcmp(out + n - 5, "yes!\n") || !strcmp(out + n - 4, "no!\n")),
+              "out '%s' err '%s'", out ? out : "", err ? err : "");
+    free(out), free(err);
+    char args[1024];
+    snprintf(args, sizeof args, "-p 'Play:' --seed 2 --grammar-file '%s'", test_data("gbnf/chess.gbnf"));
+    out = run_out(args, NULL, NULL);
+    CHECK_MSG(out && strstr(out, "Play:1. "), "chess: '%s'", out ? out : "");
+    free(out);
+    char *o2 = NULL, *e2 = NULL;
+    snprintf(args, sizeof args, "run -m '%s' -n 4 -p x --grammar 'root ::= nope'", test_data(MODEL));
+    const int rc = cli_run(args, NULL, &o2, &e2);
+    CHECK_MSG(rc == 1 && e2 && strstr(e2, "undefined rule: nope") && o2 && !*o2, "rc %d err '%s'", rc, e2 ? e2 : "");
+    free(o2), free(e2);
+}

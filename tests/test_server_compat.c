@@ -9,6 +9,8 @@
 #include "server/util.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +161,54 @@ TEST(server_compat, request_fields) {
     r = http(port, "POST", "/v1/completions", NULL, "{\"prompt\": \"a\", \"id_slot\": 2}");
     CHECK(r.status == 400 && strstr(r.body, "id_slot"));
     http_free(&r);
+    server_stop(s);
+}
+
+typedef struct Pinned {
+    int port;
+    int status;
+    double id_slot;
+} Pinned;
+
+static void *pinned_request(void *arg) {
+    Pinned *p = arg;
+    HttpResp r = http(p->port, "POST", "/completion", NULL, "{\"prompt\": \"b\", \"n_predict\": 1, \"id_slot\": 0}");
+    cJSON *j = body_json(&r);
+    p->status = r.status;
+    p->id_slot = num(j, "id_slot", NULL);
+    cJSON_Delete(j);
+    http_free(&r);
+    return NULL;
+}
+
+TEST(server_compat, id_slot_waits_for_its_slot) {
+    ServerConfig c;
+    test_server_config(&c);
+    c.ctx_size = 4096;
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    int port = server_port(s);
+    /* slot 0 busy with a long stream */
+    int fd = http_connect(port);
+    REQUIRE(fd >= 0);
+    http_send_request(fd, "POST", "/completion", NULL,
+                      "{\"prompt\": \"a\", \"n_predict\": 4000, \"ignore_eos\": true, \"stream\": true, \"id_slot\": 0}");
+    char first[64];
+    REQUIRE(recv(fd, first, sizeof first, 0) > 0);
+    /* a job pinned to slot 0 waits; one that is not goes ahead into slot 1 */
+    Pinned p = {.port = port, .status = -1};
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, pinned_request, &p) == 0);
+    usleep(100000);
+    HttpResp r = http(port, "POST", "/completion", NULL, "{\"prompt\": \"c\", \"n_predict\": 1}");
+    cJSON *j = body_json(&r);
+    CHECK_MSG(r.status == 200 && num(j, "id_slot", NULL) == 1, "unpinned: %d %s", r.status, r.body ? r.body : "");
+    cJSON_Delete(j);
+    http_free(&r);
+    CHECK_MSG(p.status == -1, "the pinned job did not wait for slot 0 (status %d)", p.status);
+    close(fd); /* the long stream ends: slot 0 is free */
+    pthread_join(th, NULL);
+    CHECK_MSG(p.status == 200 && p.id_slot == 0, "pinned: %d in slot %g", p.status, p.id_slot);
     server_stop(s);
 }
 
@@ -386,7 +436,7 @@ TEST(server_compat, slot_save_restore_erase) {
 
 TEST(server_compat, tls_with_a_fresh_certificate) {
     if (system("command -v openssl >/dev/null 2>&1 && command -v curl >/dev/null 2>&1") != 0) {
-        test_note("openssl or curl missing: TLS test skipped (.ci/run installs both)");
+        test_skip("openssl or curl missing (.ci/run installs both)");
         return;
     }
     char key[600], cert[600], cmd[2000];
@@ -415,6 +465,17 @@ TEST(server_compat, tls_with_a_fresh_certificate) {
     size_t n = fread(out, 1, sizeof out - 1, p);
     int rc = pclose(p);
     CHECK_MSG(rc == 0 && n > 0 && strstr(out, "\"text_completion\""), "curl over TLS: rc %d, '%s'", rc, out);
+    /* a stream over TLS ends with [DONE] */
+    snprintf(cmd, sizeof cmd,
+             "curl -s -N --max-time 20 --cacert '%s' https://127.0.0.1:%d/v1/chat/completions -d '{\"messages\": "
+             "[{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 4, \"stream\": true}'",
+             cert, port);
+    REQUIRE((p = popen(cmd, "r")));
+    memset(out, 0, sizeof out);
+    n = fread(out, 1, sizeof out - 1, p);
+    rc = pclose(p);
+    CHECK_MSG(rc == 0 && strstr(out, "chat.completion.chunk") && strstr(out, "data: [DONE]"), "stream over TLS: '%s'",
+              out);
     /* plain HTTP to the TLS port gets no HTTP answer */
     HttpResp r = http(port, "GET", "/health", NULL, NULL);
     CHECK_MSG(r.status == 0, "plain HTTP on the TLS port: %d", r.status);

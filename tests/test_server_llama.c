@@ -7,6 +7,7 @@
 #include "test_http.h"
 
 #include "deltallm.h"
+#include "server/constrain.h"
 #include "server/server.h"
 
 #include <cjson/cJSON.h>
@@ -155,5 +156,193 @@ TEST(server_llama, n_choices_share_the_prompt) {
     cJSON *bad = post(port, "/v1/completions", "{\"prompt\": \"x\", \"n\": 17}", &st);
     CHECK(st == 400 && error_param(bad) && !strcmp(error_param(bad), "n"));
     cJSON_Delete(bad);
+    server_stop(s);
+}
+
+/* GBNF grammars on completions and chat: every answer is in the grammar's language, whole (a budget that runs
+ * out closes it with the shortest completion); llama.cpp's top-level json_schema; a bad grammar is a 400 that
+ * says where. */
+TEST(server_llama, grammar_constrains_every_endpoint) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    int st;
+    char body[2048];
+    cJSON *a = post(port, "/v1/completions",
+                    "{\"prompt\": \"Answer:\", \"max_tokens\": 10, \"seed\": 4, \"grammar\": \"root ::= (\\\"yes\\\" | "
+                    "\\\"no\\\") \\\"!\\\"\"}",
+                    &st);
+    const char *t = text_of(a, 0);
+    CHECK_MSG(st == 200 && t && (!strcmp(t, "yes!") || !strcmp(t, "no!")), "%d '%s'", st, t ? t : "-");
+    cJSON_Delete(a);
+    /* arithmetic (llama.cpp's grammars/arithmetic.gbnf), sampled hot, several seeds: each answer is accepted whole */
+    size_t n = 0;
+    char *gbnf = test_read_file(test_data("gbnf/arithmetic.gbnf"), &n);
+    REQUIRE(gbnf);
+    cJSON *gs = cJSON_CreateString(gbnf);
+    char *gq = cJSON_PrintUnformatted(gs);
+    cJSON_Delete(gs);
+    for (int seed = 1; seed <= 3; seed++) {
+        snprintf(body, sizeof body, "{\"%s\": %s, \"max_tokens\": 24, \"temperature\": 1.2, \"seed\": %d, \"grammar\": %s}",
+                 seed == 2 ? "messages" : "prompt",
+                 seed == 2 ? "[{\"role\": \"user\", \"content\": \"Sum\"}]" : "\"Math:\"", seed, gq);
+        a = post(port, seed == 2 ? "/v1/chat/completions" : "/v1/completions", body, &st);
+        t = text_of(a, 0);
+        Err err = {{0}};
+        Constraint *g = constraint_grammar(gbnf, n, &err);
+        SBuf rest = {0};
+        const bool whole = t && g && constraint_allows(g, t, strlen(t)) &&
+                           constraint_completion_after(g, t, strlen(t), &rest) && rest.n == 0;
+        CHECK_MSG(st == 200 && whole, "seed %d: %d '%s' (still needs '%.*s')", seed, st, t ? t : "-", (int)rest.n,
+                  rest.p ? rest.p : "");
+        sbuf_free(&rest);
+        constraint_free(g);
+        cJSON_Delete(a);
+    }
+    free(gq);
+    free(gbnf);
+    /* llama.cpp's top-level json_schema, on completions */
+    a = post(port, "/v1/completions",
+             "{\"prompt\": \"JSON:\", \"max_tokens\": 40, \"seed\": 2, \"json_schema\": {\"type\": \"object\", "
+             "\"properties\": {\"ok\": {\"type\": \"boolean\"}}, \"required\": [\"ok\"]}}",
+             &st);
+    t = text_of(a, 0);
+    cJSON *parsed = t ? cJSON_Parse(t) : NULL;
+    CHECK_MSG(st == 200 && cJSON_IsBool(cJSON_GetObjectItem(parsed, "ok")), "%d '%s'", st, t ? t : "-");
+    cJSON_Delete(parsed);
+    cJSON_Delete(a);
+    a = post(port, "/v1/completions", "{\"prompt\": \"x\", \"grammar\": \"root ::= \\\"a\\\" undefined-rule\"}", &st);
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "error"), "message"));
+    CHECK_MSG(st == 400 && error_param(a) && !strcmp(error_param(a), "grammar") && msg && strstr(msg, "line 1, column 14"),
+              "%d %s", st, msg ? msg : "-");
+    cJSON_Delete(a);
+    a = post(port, "/v1/chat/completions",
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"grammar\": \"root ::= \\\"a\\\"\", "
+             "\"response_format\": {\"type\": \"json_object\"}}",
+             &st);
+    CHECK(st == 400);
+    cJSON_Delete(a);
+    server_stop(s);
+}
+
+/* The Anthropic Messages API: a message with its content blocks and usage; the stream's events in order; a
+ * forced tool call (tool_choice any) as a tool_use block with its input; a tool_result turn; bad requests. */
+TEST(server_llama, anthropic_messages) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    int st;
+    cJSON *a = post(port, "/v1/messages",
+                    "{\"model\": \"m\", \"max_tokens\": 6, \"system\": \"Be brief.\", \"thinking\": {\"type\": "
+                    "\"disabled\"}, \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}",
+                    &st);
+    const cJSON *blk = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "content"), 0);
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(blk, "type"));
+    const cJSON *u = cJSON_GetObjectItem(a, "usage");
+    CHECK_MSG(st == 200 && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "type")), "message") && type &&
+                  !strcmp(type, "text") && cJSON_GetObjectItem(u, "output_tokens")->valueint == 6 &&
+                  cJSON_GetObjectItem(u, "input_tokens")->valueint > 3 &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "stop_reason")), "max_tokens") &&
+                  !strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "id")), "msg_", 4),
+              "message: %d", st);
+    cJSON_Delete(a);
+    /* streamed: message_start, block start/delta/stop, message_delta, message_stop, in that order */
+    HttpResp r = http(port, "POST", "/v1/messages", NULL,
+                      "{\"model\": \"m\", \"max_tokens\": 5, \"stream\": true, \"thinking\": {\"type\": \"disabled\"}, "
+                      "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}]}]}");
+    const char *order[] = {"event: message_start", "event: content_block_start", "event: content_block_delta",
+                           "event: content_block_stop", "event: message_delta", "event: message_stop"};
+    const char *at = r.body;
+    for (int i = 0; i < 6 && at; i++) at = strstr(at, order[i]);
+    CHECK_MSG(r.status == 200 && at && !strstr(r.body, "[DONE]"), "stream: %d %s", r.status, r.body ? r.body : "-");
+    http_free(&r);
+    /* a forced tool call */
+    const char *tools = "\"tools\": [{\"name\": \"get_weather\", \"description\": \"Weather\", \"input_schema\": "
+                        "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"enum\": [\"Paris\", "
+                        "\"Lima\"]}}, \"required\": [\"city\"]}}]";
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"model\": \"m\", \"max_tokens\": 60, %s, \"tool_choice\": {\"type\": \"any\"}, \"messages\": "
+             "[{\"role\": \"user\", \"content\": \"Weather?\"}]}",
+             tools);
+    a = post(port, "/v1/messages", body, &st);
+    const cJSON *call = NULL;
+    for (const cJSON *b = cJSON_GetObjectItem(a, "content") ? cJSON_GetObjectItem(a, "content")->child : NULL; b; b = b->next)
+        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(b, "type")), "tool_use")) call = b;
+    const char *city = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(call, "input"), "city"));
+    CHECK_MSG(st == 200 && call && city && (!strcmp(city, "Paris") || !strcmp(city, "Lima")) &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(a, "stop_reason")), "tool_use") &&
+                  !strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(call, "id")), "toolu_", 6),
+              "tool_use: %d", st);
+    cJSON_Delete(a);
+    /* the result goes back */
+    snprintf(body, sizeof body,
+             "{\"model\": \"m\", \"max_tokens\": 4, %s, \"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}, "
+             "{\"role\": \"assistant\", \"content\": [{\"type\": \"thinking\", \"thinking\": \"hm\", \"signature\": \"\"}, "
+             "{\"type\": \"tool_use\", \"id\": \"toolu_1\", \"name\": \"get_weather\", \"input\": {\"city\": \"Lima\"}}]}, "
+             "{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\", \"tool_use_id\": \"toolu_1\", \"content\": "
+             "\"18 C\"}]}]}",
+             tools);
+    a = post(port, "/v1/messages", body, &st);
+    CHECK_MSG(st == 200, "tool_result turn: %d", st);
+    cJSON_Delete(a);
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", "max_tokens"},
+        {"{\"max_tokens\": 5, \"messages\": []}", "messages"},
+        {"{\"max_tokens\": 5, \"messages\": [{\"role\": \"system\", \"content\": \"x\"}]}", "messages[0]"},
+        {"{\"max_tokens\": 5, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\": {}}]}]}",
+         "messages[0].content[0]"},
+        {"{\"max_tokens\": 5, \"frob\": 1, \"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", "frob"},
+        {"{\"max_tokens\": 5, \"tool_choice\": {\"type\": \"maybe\"}, \"messages\": [{\"role\": \"user\", \"content\": "
+         "\"x\"}]}",
+         "tool_choice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        a = post(port, "/v1/messages", bad[i].body, &st);
+        CHECK_MSG(st == 400 && error_param(a) && !strcmp(error_param(a), bad[i].param), "%s: %d %s", bad[i].body, st,
+                  error_param(a) ? error_param(a) : "-");
+        cJSON_Delete(a);
+    }
+    server_stop(s);
+}
+
+/* grammar on the other endpoints: /v1/responses, /completion (llama.cpp's), /v1/messages. */
+TEST(server_llama, grammar_on_every_endpoint) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    static const struct {
+        const char *path, *body, *field;
+    } t[] = {
+        {"/v1/responses", "{\"input\": \"Yes?\", \"max_output_tokens\": 8, \"grammar\": \"root ::= \\\"yes\\\" | \\\"no\\\"\"}",
+         "output.0.content.0.text"},
+        {"/completion", "{\"prompt\": \"Yes?\", \"n_predict\": 8, \"grammar\": \"root ::= \\\"yes\\\" | \\\"no\\\"\"}",
+         "content"},
+        {"/v1/messages",
+         "{\"max_tokens\": 8, \"messages\": [{\"role\": \"user\", \"content\": \"Yes?\"}], \"grammar\": \"root ::= "
+         "\\\"yes\\\" | \\\"no\\\"\"}",
+         "content.0.text"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        int st;
+        cJSON *j = post(port, t[i].path, t[i].body, &st);
+        char path[64];
+        snprintf(path, sizeof path, "%s", t[i].field);
+        const cJSON *v = j;
+        for (char *part = strtok(path, "."); part && v; part = strtok(NULL, "."))
+            v = cJSON_IsArray(v) ? cJSON_GetArrayItem(v, atoi(part)) : cJSON_GetObjectItemCaseSensitive(v, part);
+        const char *text = cJSON_GetStringValue(v);
+        CHECK_MSG(st == 200 && text && (!strcmp(text, "yes") || !strcmp(text, "no")), "%s: %d '%s'", t[i].path, st,
+                  text ? text : "-");
+        cJSON_Delete(j);
+    }
     server_stop(s);
 }

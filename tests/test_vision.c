@@ -456,6 +456,6 @@ TEST(vision, png_to_embeddings) {
     mmproj_close(m);
     free(buf);
 #else
-    test_note("PNG support not built: skipped");
+    test_skip("PNG support not built (libpng-dev missing)");
 #endif
 }

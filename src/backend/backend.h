@@ -114,6 +114,18 @@ typedef struct GateArgs {
 /* The delta rule over one sequence (kernels/ops.h DeltaNetArgs, in views). state_in is the state before
  * the batch (== state: in place); state the one after. steps, when set, receives the state after every
  * token ([T][Hv][Dv][Dk]; recurrent form only). */
+/* A delta-net layer's inputs to the recurrence in one op (optional: BackendVt.dn_prep), with the bits of
+ * conv_silu(x → y over T tokens of C channels, K taps), l2_norm of y's q heads (channels [0, key)) into q and
+ * of its k heads ([key, 2·key)) into k, copy_rows of its v channels into v (rows of C − 2·key), and dn_gates;
+ * y itself is not written. One sequence. */
+typedef struct DnPrepArgs {
+    int T, C, K, key, d_k;
+    float eps;
+    const Weight *conv_w;
+    BView x, state, q, k, v;
+    GateArgs gates;
+} DnPrepArgs;
+
 typedef struct DeltaArgs {
     int T, n_k_head, n_v_head, d_k, d_v;
     bool grouped, chunked;
@@ -147,6 +159,18 @@ typedef struct RopeArgs {
     float base, freq_scale;
     const int *sections; /* 4 ints (IMROPE), or NULL (NEOX) */
 } RopeArgs;
+
+/* A gated-attention layer's q and k after the projections in one op (optional: BackendVt.attn_prep), with the
+ * bits of rms_norm of each q head (the first d of its [q | gate] block in qg, rows 2·n_head·d) with q_norm into
+ * qa, rms_norm of k (rows n_head_kv·d) with k_norm, rope on both at pos, and the kv_append of k and v into the
+ * cache rows k_cache / v_cache (views at the first row) of one sequence; ka is not written. */
+typedef struct AttnPrepArgs {
+    int rows, n_head, n_head_kv, d;
+    float eps;
+    const Weight *q_norm, *k_norm;
+    BView qg, qa, ka, va, pos, k_cache, v_cache;
+    RopeArgs rope; /* rows, heads and row_stride are not read */
+} AttnPrepArgs;
 
 /* ---- the backend ---------------------------------------------------------------------------------------- */
 
@@ -194,6 +218,12 @@ typedef struct BackendVt {
     /* g->y = silu(g·x) ⊙ (u·x) with the bits of matmul(g), matmul(u), swiglu(g->y, u->y, g->y): gate and up in
      * one pass (same x and T; u->y is a work area). Optional: NULL, and the forward pass makes the three calls */
     void (*matmul_swiglu)(Backend *be, const MatArgs *g, const MatArgs *u);
+    /* a->y += W·x with the bits of matmul into a temporary and add (a residual in the product's epilogue).
+     * Optional: NULL, and the forward pass makes the two calls */
+    void (*matmul_add)(Backend *be, const MatArgs *a);
+    /* a->y = Wa·x and c->y = Wc·x (same x and T) with matmul's bits: two products of one input in one pass where
+     * the backend can. Optional: NULL, and the forward pass makes the two calls */
+    void (*matmul_pair)(Backend *be, const MatArgs *a, const MatArgs *c);
     void (*rms_norm)(Backend *be, BView x, BView y, const Weight *w, const VecSet *s, float eps); /* w may be NULL */
     void (*l2_norm)(Backend *be, BView x, BView y, const VecSet *s, float eps);
     void (*add)(Backend *be, BView y, BView x, int64_t n);                             /* y += x */
@@ -201,6 +231,14 @@ typedef struct BackendVt {
     void (*dn_gates)(Backend *be, const GateArgs *a);
     void (*conv_silu)(Backend *be, BView x, int T, int C, int K, const Weight *w, BView state, BView y);
     void (*deltanet)(Backend *be, const DeltaArgs *a);
+    /* the fused conv + SiLU + q/k L2 norm + v split + gates (DnPrepArgs); optional, and may decline a shape
+     * (false: nothing recorded, the forward pass makes the separate calls) */
+    bool (*dn_prep)(Backend *be, const DnPrepArgs *a);
+    /* attention with mul_sigmoid(out, gate) in its epilogue (gate row t, head h at t·g_row + h·g_head floats);
+     * optional */
+    void (*attention_gated)(Backend *be, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head);
+    /* the fused q/k norms + RoPE + cache stores (AttnPrepArgs); optional, may decline (false: nothing recorded) */
+    bool (*attn_prep)(Backend *be, const AttnPrepArgs *a);
     /* out = rmsnorm(o)·w·silu(z) over rows vectors of n (z consumed: it holds silu(z) afterwards) */
     void (*gated_norm)(Backend *be, BView o, BView z, const Weight *w, int rows, int n, float eps, BView out);
     void (*rope)(Backend *be, BView x, BView pos, const RopeArgs *a); /* pos: int32 per row */
@@ -319,6 +357,8 @@ struct BackendStats {
     uint64_t submits;              /* a device: command submissions */
     size_t device_weight_bytes;    /* a device: weights it holds */
     bool f16_products;             /* a device: batched products round their inputs to f16 (tensor cores) */
+    uint64_t dispatches, barriers; /* a device: kernels dispatched (copies and fills count too), barriers recorded */
+    uint64_t host_ns;              /* a device: host time issuing work (recording to submission, not waiting) */
 };
 void backend_stats(const Backend *be, BackendStats *out);
 

@@ -42,6 +42,8 @@ typedef struct Result {
     double disk_per_tok, hit, precision, recall, stall_frac; /* bytes read per token, shares */
     int n_reps;
     double rep_tps[MAX_REPS], rep_disk[MAX_REPS], rep_hit[MAX_REPS], rep_stall[MAX_REPS]; /* each repetition */
+    bool dev;           /* a device engine: its command counts per token (dl_engine_device_counts) */
+    double disp_tok, barr_tok, host_us_tok, disp_layer, barr_layer;
     DlStageStats *stages; /* over MPI: per stage during the test */
     int n_stages;
 } Result;
@@ -253,6 +255,8 @@ int cmd_bench(int argc, char **argv) {
                     const bool cached = dl_engine_cache_stats(e, &cs, true) == 0;
                     DlStageStats stages[64];
                     dl_engine_stage_stats(e, true, stages, 64, &err); /* the counters from here */
+                    DlDeviceCounts dc;
+                    dl_engine_device_counts(e, &dc, true);
                     double sum = 0, sum2 = 0, secs = 0;
                     long f0 = majflt_now();
                     const bool many = kind == 1 && slots > 1;
@@ -305,6 +309,15 @@ int cmd_bench(int argc, char **argv) {
                     R->mean = sum / (double)reps;
                     R->sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / (double)reps) / (double)(reps - 1))) : 0;
                     R->majflt = majflt_now() - f0;
+                    if (dl_engine_device_counts(e, &dc, false) == 0 && dc.tokens) {
+                        const double tk = (double)dc.tokens, per_pass = (double)dc.passes / tk;
+                        const double ls = dc.layer_steps ? (double)dc.layer_steps : 1;
+                        R->dev = true;
+                        R->disp_tok = (double)dc.dispatches / tk, R->barr_tok = (double)dc.barriers / tk;
+                        R->host_us_tok = dc.host_s * 1e6 / tk;
+                        R->disp_layer = (double)dc.layer_dispatches / ls * per_pass;
+                        R->barr_layer = (double)dc.layer_barriers / ls * per_pass;
+                    }
                     if (cached && dl_engine_cache_stats(e, &cs, false) == 0) {
                         const double tok = cs.tokens ? (double)cs.tokens : 1;
                         R->cache = true;
@@ -368,6 +381,10 @@ int cmd_bench(int argc, char **argv) {
                            k ? ", " : "", R->rep_tps[k], R->rep_disk[k], R->rep_hit[k], R->rep_stall[k]);
                 printf("]");
             }
+            if (R->dev)
+                printf(", \"dispatches_per_token\": %.2f, \"barriers_per_token\": %.2f, \"host_us_per_token\": %.1f, "
+                       "\"dispatches_per_layer\": %.3f, \"barriers_per_layer\": %.3f",
+                       R->disp_tok, R->barr_tok, R->host_us_tok, R->disp_layer, R->barr_layer);
             if (R->n_stages) bench_stage_json(R->stages, R->n_stages, stdout);
             printf("}%s\n", i + 1 < n_res ? "," : "");
         }

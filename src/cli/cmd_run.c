@@ -6,6 +6,7 @@
 #include "cli/chat_prompt.h"
 #include "cli/cli.h"
 #include "cli/draft_options.h"
+#include "cli/gen_grammar.h"
 #include "cli/gen_options.h"
 #include "deltallm.h"
 #include "base/clock.h"
@@ -76,6 +77,7 @@ int cmd_run(int argc, char **argv) {
     DlError err = {{0}};
     DlSession *s = NULL;
     DlSampler *smp = NULL;
+    GenGrammar *gram = NULL;
     DlDetok *dt = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -104,6 +106,12 @@ int cmd_run(int argc, char **argv) {
     dt = smp ? dl_detok_new(e, o.special, &err) : NULL;
     if (!smp || !dt) goto done;
     for (size_t i = 0; i < n_ids; i++) dl_sampler_accept(smp, ids[i]);
+    if (!(gram = gen_grammar_open(o.grammar, o.grammar_file, e, &err)) && err.msg[0]) goto done;
+    DlDraftParams gdp;
+    if (gram && draft_options_on(&dro, &gdp)) {
+        snprintf(err.msg, sizeof err.msg, "--grammar cannot be combined with drafting");
+        goto done;
+    }
 
     double t1 = now_s();
     if (dl_session_eval(s, ids, n_ids, &err)) goto done;
@@ -131,11 +139,18 @@ int cmd_run(int argc, char **argv) {
             at = 0;
         }
         if (at < n_out) tok = out[at++]; /* sampled and accepted by the step */
-        else {
+        else if (gram) {
+            if ((tok = gen_grammar_sample(gram, smp, dl_session_logits(s))) < 0) {
+                stop = "the grammar allows no token";
+                break;
+            }
+            dl_sampler_accept(smp, tok);
+        } else {
             tok = dl_sampler_sample(smp, dl_session_logits(s));
             dl_sampler_accept(smp, tok);
         }
         n_done++;
+        const bool gram_done = gram && gen_grammar_accept(gram, tok);
         if (!o.ignore_eos && dl_token_is_eog(e, tok)) {
             stop = "end of generation";
             break;
@@ -145,6 +160,10 @@ int cmd_run(int argc, char **argv) {
         if (dl_detok_push(dt, tok, &piece, &len, &err)) goto done;
         fwrite(piece, 1, len, stdout);
         fflush(stdout);
+        if (gram_done) {
+            stop = "grammar complete";
+            break;
+        }
         if (!drafting && dl_session_eval(s, &tok, 1, &err)) goto done;
     }
     double t_gen = now_s() - t2;
@@ -175,6 +194,7 @@ done:
     free(text);
     dl_detok_free(dt);
     dl_sampler_free(smp);
+    gen_grammar_free(gram);
     dl_session_free(s);
     dl_engine_close(e);
     return rc;

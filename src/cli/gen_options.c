@@ -48,6 +48,7 @@ const char gen_options_help[] =
     "  --dry-multiplier M --dry-base B --dry-allowed-length N --dry-penalty-last-n N\n"
     "  --dry-sequence-breaker S (repeatable) --xtc-probability P --xtc-threshold T --top-n-sigma N\n"
     "  --samplers a;b;..         the chain's order (llama.cpp's names; --sampling-seq: its letters)\n"
+    "  --grammar G, --grammar-file F  constrain the output to a GBNF grammar (run)\n"
     "  --seed S                 sampling seed (default -1: random; -v prints it)\n"
     "  --ignore-eos             keep generating past end-of-generation tokens\n"
     "  --exact                  F32 activations (the reference mode)\n"
@@ -92,6 +93,8 @@ int gen_options_parse(GenOptions *o, const char *cmd, int argc, char **argv, int
     else if (IS("--xtc-threshold")) fp = &o->xtc_threshold, flo = 0, fhi = 1;
     else if (IS("--top-n-sigma")) fp = &o->top_n_sigma, flo = -1, fhi = 1000;
     else if (IS("--samplers") || IS("--sampling-seq")) sp = &o->samplers;
+    else if (IS("--grammar")) sp = &o->grammar;
+    else if (IS("--grammar-file")) sp = &o->grammar_file;
     else if (IS("--dry-sequence-breaker")) {
         if (o->n_dry_breakers == (int)(sizeof o->dry_breakers / sizeof *o->dry_breakers))
             return cli_usage_error(cmd, "at most 16 --dry-sequence-breaker"), -1;

@@ -17,6 +17,7 @@ typedef struct GenOptions {
     double typical, mirostat_lr, mirostat_ent, dry_multiplier, dry_base, xtc_probability, xtc_threshold, top_n_sigma;
     long long mirostat, dry_allowed_length, dry_penalty_last_n;
     const char *samplers;
+    const char *grammar, *grammar_file; /* GBNF (run: cli/gen_grammar.h) */
     const char *dry_breakers[16];
     int n_dry_breakers;
     bool exact, no_mmap, mlock, verbose, ignore_eos, special, think;

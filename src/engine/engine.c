@@ -138,6 +138,22 @@ void dl_engine_profile(DlEngine *e, bool on) {
     if (on) dl_engine_cache_stats(e, &cs, true); /* the cache's counters cover the same passes */
 }
 
+int dl_engine_device_counts(DlEngine *e, DlDeviceCounts *out, bool reset) {
+    memset(out, 0, sizeof *out);
+    bool any = false;
+    for (int s = 0; s < e->n_st; s++) {
+        DevCounts c;
+        if (!forward_device_counts(e->st[s].fw, &c, reset)) continue;
+        any = true;
+        out->passes = c.passes > out->passes ? c.passes : out->passes; /* stages run the same passes */
+        out->tokens = c.tokens > out->tokens ? c.tokens : out->tokens;
+        out->dispatches += c.dispatches, out->barriers += c.barriers;
+        out->layer_steps += c.layer_steps, out->layer_dispatches += c.layer_dispatches;
+        out->layer_barriers += c.layer_barriers, out->host_s += c.host_s;
+    }
+    return any ? 0 : -1;
+}
+
 int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap) {
     size_t n = 0;
     for (int s = 0; s < e->n_st; s++) {

@@ -311,6 +311,7 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
         }
     Backend *be = f->be;
     if (f->prof.enabled) fwd_prof_begin(f);
+    fwd_count_begin(f);
     be->vt->begin(be);
     be->vt->upload(be, f->b.ids, h->ids, sizeof(int32_t) * (size_t)rows);
     be->vt->upload(be, f->b.pos, h->pos, sizeof(int32_t) * (size_t)rows);
@@ -338,21 +339,26 @@ void forward_layers(Forward *f, int l0, int l1) {
     for (int s = 0; s < f->n_seqs; s++) ASSERT(f->seqs[s].state->l0 <= l0 && l1 <= f->seqs[s].state->l1);
     const bool predict = f->has_provider && f->provider.predict && f->provider.prefetch && c->moe;
     if (predict && l0 < l1) fwd_predict_experts(f, b, l0); /* the first layer's experts, from the stream as it comes */
+    uint64_t d0 = 0, b0 = 0;
+    fwd_count_layers(f, &d0, &b0, 0);
     for (int il = l0; il < l1; il++) {
         be->vt->rms_norm(be, b->x, b->h, m->layers[il].attn_norm, &rs, c->rms_eps);
         fwd_dump(f, "attn_norm", il, b->h, E, rows, 1, 1);
+        f->res_done = false;
         if (m->layers[il].recurrent) layer_deltanet(f, b, il);
         else layer_attention(f, b, il);
-        be->vt->add(be, b->x, b->tmp, (int64_t)rows * E);
+        if (!f->res_done) be->vt->add(be, b->x, b->tmp, (int64_t)rows * E);
         fwd_dump(f, "attn_residual", il, b->x, E, rows, 1, 1);
         be->vt->rms_norm(be, b->x, b->h, m->layers[il].post_norm, &rs, c->rms_eps);
         fwd_dump(f, "attn_post_norm", il, b->h, E, rows, 1, 1);
+        f->res_done = false;
         layer_ffn(f, b, il);
         fwd_dump(f, "ffn_out", il, b->tmp, E, rows, 1, 1);
-        be->vt->add(be, b->x, b->tmp, (int64_t)rows * E);
+        if (!f->res_done) be->vt->add(be, b->x, b->tmp, (int64_t)rows * E);
         fwd_dump(f, "l_out", il, b->x, E, rows, 1, 1);
         if (predict && il + 1 < l1 && !f->failed) fwd_predict_experts(f, b, il + 1);
     }
+    fwd_count_layers(f, &d0, &b0, l1 - l0);
 }
 
 void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1) {
@@ -408,6 +414,7 @@ int forward_end(Forward *f, Err *err) {
     int rc = f->be->vt->submit(f->be, &e);
     if (rc == 0) rc = f->be->vt->wait(f->be, &e);
     if (f->prof.enabled) fwd_prof_end(f);
+    fwd_count_end(f);
     if (f->failed) return err_set(err, "%s", f->err.msg);
     if (rc) return err_set(err, "%s", e.msg);
     for (int s = 0; s < f->n_seqs; s++) {

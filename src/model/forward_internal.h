@@ -118,10 +118,19 @@ struct Forward {
     BBuf *mem; /* all buffers */
     void *host_mem;
     Profile prof;
+    DevCounts cnt;  /* a device's command counts (forward_device_counts) */
+    bool res_done;  /* the layer's mixer / FFN added its output to b->x itself (fwd_out_matmul) */
+    uint64_t cnt_d0, cnt_b0, cnt_h0; /* at the pass's start */
 };
 
 /* Ops through these wrappers are timed when profiling is on (name: a static label such as "ssm_out"). */
 void fwd_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, BView y);
+/* ya = wa·x and yc = wc·x: the backend's matmul_pair (profiled as name[2]) or two products (name[0], name[1]) */
+void fwd_matmul_pair(Forward *f, const char *const name[3], const Weight *wa, const Weight *wc, BView x, int64_t T,
+                     BView ya, BView yc);
+/* A half-block's output product: into b->tmp (forward_layers adds it to the residual), or, with the backend's
+ * matmul_add and nothing dumped at layer il, added to b->x in the product's epilogue (sets f->res_done). */
+void fwd_out_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, int il);
 /* g = silu(wg·x) ⊙ (wu·x) for T rows (u: a work area): the backend's one-pass op, profiled as label[2], or the
  * three calls (label[0], label[1], "swiglu"); labels are kept by the profile: static strings */
 void fwd_gate_up(Forward *f, const char *const label[3], const Weight *wg, const Weight *wu, BView x, int64_t T, BView g,
@@ -130,6 +139,7 @@ void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, con
 void fwd_conv_silu(Forward *f, BView x, int T, int C, int K, const Weight *w, BView state, BView y);
 void fwd_deltanet(Forward *f, const DeltaArgs *a);
 void fwd_attention(Forward *f, const AttentionArgs *a);
+void fwd_attention_gated(Forward *f, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head);
 void fwd_moe_ffn(Forward *f, const MoeArgs *a);
 void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n); /* g = silu(g)·u */
 /* The start of a phase: the host time, and a device timestamp when profiling on a device. */
@@ -138,6 +148,10 @@ double fwd_phase_start(Forward *f);
 void fwd_phase(Forward *f, Phase ph, double *t0);
 void fwd_prof_op(Forward *f, const char *name, double seconds);
 void fwd_prof_begin(Forward *f); /* a forward pass starts / ends: totals and page faults */
+/* a device's command counts (Forward.cnt): a pass starts / ends; around a range of n layers (n 0: its start) */
+void fwd_count_begin(Forward *f);
+void fwd_count_end(Forward *f);
+void fwd_count_layers(Forward *f, uint64_t *d0, uint64_t *b0, int n);
 void fwd_prof_end(Forward *f);
 
 /* The head over the rows that want logits: gathered into b->h, normed with norm (they stay there, normed),

@@ -118,6 +118,27 @@ void fwd_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t 
     TIMED(f, name, f->be->vt->matmul(f->be, &a));
 }
 
+void fwd_matmul_pair(Forward *f, const char *const name[3], const Weight *wa, const Weight *wc, BView x, int64_t T,
+                     BView ya, BView yc) {
+    if (!f->be->vt->matmul_pair) {
+        fwd_matmul(f, name[0], wa, x, T, ya);
+        fwd_matmul(f, name[1], wc, x, T, yc);
+        return;
+    }
+    const MatArgs a = {wa, -1, NULL, 0, 0, x, ya, T}, c = {wc, -1, NULL, 0, 0, x, yc, T};
+    TIMED(f, name[2], f->be->vt->matmul_pair(f->be, &a, &c));
+}
+
+void fwd_out_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, int il) {
+    if (!f->be->vt->matmul_add || fwd_dumping(f, il)) {
+        fwd_matmul(f, name, w, x, T, f->b.tmp);
+        return;
+    }
+    const MatArgs a = {w, -1, NULL, 0, 0, x, f->b.x, T};
+    TIMED(f, name, f->be->vt->matmul_add(f->be, &a));
+    f->res_done = true;
+}
+
 void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, const void *data, BView x, int64_t T,
                        BView y) {
     const MatArgs a = {w, e, data, 0, 0, x, y, T};
@@ -137,6 +158,10 @@ void fwd_moe_ffn(Forward *f, const MoeArgs *a) { TIMED(f, "moe experts (fused)",
 
 void fwd_attention(Forward *f, const AttentionArgs *a) { TIMED(f, "attention", f->be->vt->attention(f->be, a)); }
 
+void fwd_attention_gated(Forward *f, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head) {
+    TIMED(f, "attention+gate", f->be->vt->attention_gated(f->be, a, gate, g_row, g_head));
+}
+
 void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n) {
     TIMED(f, "swiglu", f->be->vt->swiglu(f->be, g, u, g, rows, n));
 }
@@ -153,8 +178,50 @@ void fwd_gate_up(Forward *f, const char *const label[3], const Weight *wg, const
     TIMED(f, label[2], f->be->vt->matmul_swiglu(f->be, &ag, &au));
 }
 
+/* ---- a device's command counts ---------------------------------------------------------------------------- */
+
+static bool is_device(const Forward *f) { return f->be->vt->mark != NULL; }
+
+void fwd_count_begin(Forward *f) {
+    if (!is_device(f)) return;
+    BackendStats st;
+    backend_stats(f->be, &st);
+    f->cnt_d0 = st.dispatches, f->cnt_b0 = st.barriers, f->cnt_h0 = st.host_ns;
+}
+
+void fwd_count_end(Forward *f) {
+    if (!is_device(f)) return;
+    BackendStats st;
+    backend_stats(f->be, &st);
+    f->cnt.passes++;
+    f->cnt.tokens += (uint64_t)f->rows;
+    f->cnt.dispatches += st.dispatches - f->cnt_d0;
+    f->cnt.barriers += st.barriers - f->cnt_b0;
+    f->cnt.host_s += (double)(st.host_ns - f->cnt_h0) * 1e-9;
+}
+
+void fwd_count_layers(Forward *f, uint64_t *d0, uint64_t *b0, int n) {
+    if (!is_device(f)) return;
+    BackendStats st;
+    backend_stats(f->be, &st);
+    if (n > 0) {
+        f->cnt.layer_steps += (uint64_t)n;
+        f->cnt.layer_dispatches += st.dispatches - *d0;
+        f->cnt.layer_barriers += st.barriers - *b0;
+    }
+    *d0 = st.dispatches, *b0 = st.barriers;
+}
+
+bool forward_device_counts(Forward *f, DevCounts *out, bool reset) {
+    if (!is_device(f)) return false;
+    *out = f->cnt;
+    if (reset) memset(&f->cnt, 0, sizeof f->cnt);
+    return true;
+}
+
 void forward_profile_enable(Forward *f, bool on) {
     memset(&f->prof, 0, sizeof f->prof);
+    memset(&f->cnt, 0, sizeof f->cnt);
     f->prof.enabled = on;
 }
 
@@ -179,6 +246,15 @@ int forward_profile_report(const Forward *f, char *buf, size_t cap) {
         const double tk = p->tokens ? (double)p->tokens : 1;
         OUT("  device time %.3f s (timestamps); host<->device per token: %.0f B up, %.0f B down\n", p->dev_total,
             (double)p->h2d / tk, (double)p->d2h / tk);
+    }
+    if (is_device(f) && f->cnt.tokens) {
+        const DevCounts *c = &f->cnt;
+        const double tk = (double)c->tokens, ls = c->layer_steps ? (double)c->layer_steps : 1;
+        OUT("  device commands per token: %.2f dispatches, %.2f barriers, host %.1f us issuing; per layer: %.2f "
+            "dispatches, %.2f barriers (%s)\n",
+            (double)c->dispatches / tk, (double)c->barriers / tk, c->host_s * 1e6 / tk,
+            (double)c->layer_dispatches / ls * ((double)c->passes / tk), (double)c->layer_barriers / ls * ((double)c->passes / tk),
+            c->passes == c->tokens ? "decode" : "per pass, per token");
     }
     OUT("  %-36s %10s %7s\n", "phase", "ms", "%");
     double covered = 0;

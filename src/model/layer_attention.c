@@ -18,25 +18,35 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     const int HD = H * D, KVD = Hkv * D;
 
     fwd_matmul(f, "attn_q", l->wq, b->h, R, b->qg);
-    fwd_matmul(f, "attn_k", l->wk, b->h, R, b->ka);
-    fwd_matmul(f, "attn_v", l->wv, b->h, R, b->va);
+    static const char *const names[3] = {"attn_k", "attn_v", "attn_k+attn_v"};
+    fwd_matmul_pair(f, names, l->wk, l->wv, b->h, R, b->ka, b->va);
     fwd_dump(f, "Qcur_full", il, b->qg, 2 * HD, R, 1, 1);
     fwd_dump(f, "Vcur", il, b->va, KVD, R, 1, 1);
     fwd_dump(f, "Kcur", il, b->ka, KVD, R, 1, 1);
 
-    /* q: per head [q | gate], normed into qa; k normed in place */
+    /* q: per head [q | gate], normed into qa; k normed in place (with a backend's attn_prep, one sequence and
+     * nothing dumped: norms, RoPE and the cache stores in one op) */
     const VecSet qs = {R, H, D, 2 * HD, 2 * D, HD, D}, ks = {R, Hkv, D, KVD, D, KVD, D};
-    be->vt->rms_norm(be, b->qg, b->qa, l->q_norm, &qs, c->rms_eps);
-    be->vt->rms_norm(be, b->ka, b->ka, l->k_norm, &ks, c->rms_eps);
-    fwd_dump(f, "Qcur_normed", il, b->qa, D, H, R, 1);
-    fwd_dump(f, "Kcur_normed", il, b->ka, D, Hkv, R, 1);
-
     const int *sections = c->rope_imrope ? c->rope_sections : NULL;
     const RopeArgs rq = {R, H, D, c->n_rot, HD, c->rope_base, c->rope_freq_scale, sections};
     const RopeArgs rk = {R, Hkv, D, c->n_rot, KVD, c->rope_base, c->rope_freq_scale, sections};
-    be->vt->rope(be, b->qa, b->pos, &rq);
-    be->vt->rope(be, b->ka, b->pos, &rk);
-    for (int s = 0; s < f->n_seqs; s++) {
+    const bool fused = !fwd_dumping(f, il);
+    bool prepared = false;
+    if (fused && be->vt->attn_prep && f->n_seqs == 1) {
+        const SeqState *st = f->seqs[0].state;
+        const AttnPrepArgs pa = {R, H, Hkv, D, c->rms_eps, l->q_norm, l->k_norm, b->qg, b->qa, b->ka, b->va, b->pos,
+                                 bv_f32(st->segs[st->seg_k[il]].view, (int64_t)st->n_past * KVD),
+                                 bv_f32(st->segs[st->seg_v[il]].view, (int64_t)st->n_past * KVD), rq};
+        prepared = be->vt->attn_prep(be, &pa);
+    }
+    if (!prepared) be->vt->rms_norm(be, b->qg, b->qa, l->q_norm, &qs, c->rms_eps);
+    if (!prepared) be->vt->rms_norm(be, b->ka, b->ka, l->k_norm, &ks, c->rms_eps);
+    fwd_dump(f, "Qcur_normed", il, b->qa, D, H, R, 1);
+    fwd_dump(f, "Kcur_normed", il, b->ka, D, Hkv, R, 1);
+
+    if (!prepared) be->vt->rope(be, b->qa, b->pos, &rq);
+    if (!prepared) be->vt->rope(be, b->ka, b->pos, &rk);
+    for (int s = 0; s < f->n_seqs && !prepared; s++) {
         SeqState *st = f->seqs[s].state;
         const int64_t r0 = f->row0[s];
         be->vt->kv_append(be, st->segs[st->seg_k[il]].view, st->n_past, bv_f32(b->ka, r0 * KVD), f->seqs[s].n_tokens, KVD, false);
@@ -58,15 +68,20 @@ void layer_attention(Forward *f, Bufs *b, int il) {
             const AttentionArgs a = {by_row ? 1 : T, st->n_past + t, H, Hkv, D, 1.0f / sqrtf((float)D),
                                      bv_f32(b->qa, (r0 + t) * HD), st->segs[st->seg_k[il]].view,
                                      st->segs[st->seg_v[il]].view, bv_f32(b->ao, (r0 + t) * HD)};
-            fwd_attention(f, &a);
+            if (fused && be->vt->attention_gated) { /* the output gate in the attention's epilogue */
+                const BView gate = bv_f32(b->qg, (r0 + t) * 2 * HD + D);
+                fwd_attention_gated(f, &a, gate, 2 * HD, 2 * D);
+            } else {
+                fwd_attention(f, &a);
+            }
         }
     }
     fwd_dump(f, "attn_pregate", il, b->ao, HD, R, 1, 1);
 
     /* the output gate: the second half of each head's query projection */
-    be->vt->mul_sigmoid(be, b->ao, bv_f32(b->qg, D), &qs);
+    if (!(fused && be->vt->attention_gated)) be->vt->mul_sigmoid(be, b->ao, bv_f32(b->qg, D), &qs);
     fwd_dump(f, "attn_gated", il, b->ao, HD, R, 1, 1);
-    fwd_matmul(f, "attn_output", l->wo, b->ao, R, b->tmp);
+    fwd_out_matmul(f, "attn_output", l->wo, b->ao, R, il);
     fwd_dump(f, "attn_output", il, b->tmp, c->n_embd, R, 1, 1);
     fwd_phase(f, PH_ATTN, &t0);
 }

@@ -60,12 +60,15 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         fwd_dump(f, "linear_attn_mixed_qkvz", il, b->proj, conv + val, R, 1, 1);
         split_legacy(f, b);
     } else {
-        fwd_matmul(f, "attn_qkv", l->qkv, b->h, R, b->mixed);
-        fwd_matmul(f, "attn_gate", l->z, b->h, R, b->z);
+        static const char *const names[3] = {"attn_qkv", "attn_gate", "attn_qkv+attn_gate"};
+        fwd_matmul_pair(f, names, l->qkv, l->z, b->h, R, b->mixed, b->z);
     }
     fwd_dump(f, l->legacy ? "qkv_mixed" : "linear_attn_qkv_mixed", il, b->mixed, conv, R, 1, 1);
 
-    /* 2. β and g */
+    /* 2. β and g (with a backend's dn_prep, one sequence and nothing dumped: after the conv, in its dispatch) */
+    const bool tent = f->seqs[0].tentative;
+    const bool prep = be->vt->dn_prep && f->n_seqs == 1 && !tent && !fwd_dumping(f, il);
+    GateArgs ga;
     if (c->arch == ARCH_QWEN3NEXT) {
         fwd_matmul(f, "ssm_ba", l->ba, b->h, R, b->ba);
         if (fwd_dumping(f, il)) { /* per key group [b (r) | a (r)]: b by value head, as llama.cpp has it */
@@ -73,16 +76,22 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
                 be->vt->copy_rows(be, bv_f32(b->beta, g * r), Hv, bv_f32(b->ba, g * 2 * r), 2 * Hv, R, r);
             fwd_dump(f, "b", il, b->beta, Hv, R, 1, 1);
         }
-        const GateArgs ga = {R, Hv, r, 2 * Hv, b->ba, bv_f32(b->ba, r), b->beta, b->g, l->dt_bias, l->ssm_a};
-        be->vt->dn_gates(be, &ga);
+        ga = (GateArgs){R, Hv, r, 2 * Hv, b->ba, bv_f32(b->ba, r), b->beta, b->g, l->dt_bias, l->ssm_a};
     } else {
-        fwd_matmul(f, "ssm_beta", l->beta, b->h, R, b->beta);
-        fwd_matmul(f, "ssm_alpha", l->alpha, b->h, R, b->g);
+        static const char *const names[3] = {"ssm_beta", "ssm_alpha", "ssm_beta+ssm_alpha"};
+        fwd_matmul_pair(f, names, l->beta, l->alpha, b->h, R, b->beta, b->g);
         fwd_dump(f, "beta", il, b->beta, 1, Hv, R, 1);
         fwd_dump(f, "alpha", il, b->g, Hv, R, 1, 1);
-        const GateArgs ga = {R, Hv, 0, Hv, b->beta, b->g, b->beta, b->g, l->dt_bias, l->ssm_a};
-        be->vt->dn_gates(be, &ga);
+        ga = (GateArgs){R, Hv, 0, Hv, b->beta, b->g, b->beta, b->g, l->dt_bias, l->ssm_a};
     }
+    const VecSet qk = {R, Hk, Dk, conv, Dk, key, Dk};
+    if (prep) {
+        const SeqState *st = f->seqs[0].state;
+        const DnPrepArgs pa = {R, conv, c->ssm_d_conv, key, Dk, c->rms_eps, l->conv1d, b->mixed,
+                               st->segs[st->seg_conv[il]].view, b->q, b->k, b->v, ga};
+        if (be->vt->dn_prep(be, &pa)) goto prepared;
+    }
+    be->vt->dn_gates(be, &ga);
     fwd_dump(f, "gate", il, b->g, Hv, R, 1, 1);
     if (c->arch != ARCH_QWEN3NEXT) fwd_dump(f, "beta_sigmoid", il, b->beta, 1, Hv, R, 1);
 
@@ -109,7 +118,6 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     }
 
     /* 4. split and L2-normalise */
-    const VecSet qk = {R, Hk, Dk, conv, Dk, key, Dk};
     be->vt->l2_norm(be, b->conv_y, b->q, &qk, c->rms_eps);
     be->vt->l2_norm(be, bv_f32(b->conv_y, key), b->k, &qk, c->rms_eps);
     be->vt->copy_rows(be, b->v, val, bv_f32(b->conv_y, 2 * key), conv, R, val);
@@ -124,7 +132,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         const SeqState *st = f->seqs[0].state;
         fwd_dump_dn_state(f, "state_predelta", il, st->segs[st->seg_ssm[il]].view, Dk, Dv, Hv);
     }
-
+prepared:
     fwd_phase(f, PH_DN_PRE, &t0);
 
     /* 5. the delta rule, per sequence; a tentative one writes the new state beside the old and logs its
@@ -168,7 +176,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     fwd_dump(f, "final_output", il, b->on, val, R, 1, 1);
 
     /* 7. output projection */
-    fwd_matmul(f, "ssm_out", l->ssm_out, b->on, R, b->tmp);
+    fwd_out_matmul(f, "ssm_out", l->ssm_out, b->on, R, il);
     fwd_dump(f, "linear_attn_out", il, b->tmp, c->n_embd, R, 1, 1);
     fwd_phase(f, PH_DN_POST, &t0);
 }

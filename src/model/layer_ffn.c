@@ -15,11 +15,11 @@
 
 #include <string.h>
 
-static void ffn_dense(Forward *f, Bufs *b, const LayerW *l) {
+static void ffn_dense(Forward *f, Bufs *b, const LayerW *l, int il) {
     const int R = f->rows;
     static const char *const labels[3] = {"ffn_gate", "ffn_up", "ffn_gate+up+swiglu"};
     fwd_gate_up(f, labels, l->ffn_gate, l->ffn_up, b->h, R, b->fg, b->fu);
-    fwd_matmul(f, "ffn_down", l->ffn_down, b->fg, R, b->tmp);
+    fwd_out_matmul(f, "ffn_down", l->ffn_down, b->fg, R, il);
 }
 
 /* Lists the (row, slot) pairs of the selection by expert, ascending in both, into gidx (the row) and sidx
@@ -152,6 +152,6 @@ void layer_ffn(Forward *f, Bufs *b, int il) {
     const LayerW *l = &f->m->layers[il];
     double t0 = fwd_phase_start(f);
     if (f->m->cfg.moe) ffn_moe(f, b, l, il);
-    else ffn_dense(f, b, l);
+    else ffn_dense(f, b, l, il);
     fwd_phase(f, PH_FFN, &t0);
 }

@@ -274,6 +274,15 @@ void forward_set_expert_provider(Forward *f, const ExpertProvider *p); /* NULL: 
 /* Profiling: time per phase (embedding, attention, delta-net pre-scan / scan / post-scan, FFN, head) and
  * per op, and major page faults during compute. enable resets the counters. */
 void forward_profile_enable(Forward *f, bool on);
+/* A device backend's command counts (the fields of include/deltallm.h DlDeviceCounts). */
+typedef struct DevCounts {
+    uint64_t passes, tokens, dispatches, barriers;
+    uint64_t layer_steps, layer_dispatches, layer_barriers;
+    double host_s;
+} DevCounts;
+/* A device backend's command counts since the last reset; false when the
+ * backend is not a device. Counted on every pass (two stats reads per pass and per layer range). */
+bool forward_device_counts(Forward *f, DevCounts *out, bool reset);
 /* Formats the report into buf (truncated to cap); returns the length it needed. */
 int forward_profile_report(const Forward *f, char *buf, size_t cap);
 /* The algorithm the delta-net layers use for a sequence chunk of T tokens. */

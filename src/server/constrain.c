@@ -61,6 +61,76 @@ static int emit_targets(Constraint *c, int kind, int n) {
 
 int cop_fork(Constraint *c, int n) { return emit_targets(c, OP_FORK, n); }
 int cop_jmp(Constraint *c) { return emit_targets(c, OP_JMP, 1); }
+int cop_call(Constraint *c) { return emit_targets(c, OP_CALL, 1); }
+
+static bool class_has(const COp *op, uint32_t cp) {
+    bool in = false;
+    for (int i = 0; i < op->n_rng && !in; i++) in = cp >= op->rng[2 * i] && cp <= op->rng[2 * i + 1];
+    return in != op->neg;
+}
+
+/* The smallest member of the class in [lo, hi], or NO_CHAR. */
+static uint32_t class_first_in(const COp *op, uint32_t lo, uint32_t hi) {
+    if (!op->neg) {
+        uint32_t best = NO_CHAR;
+        for (int i = 0; i < op->n_rng; i++) {
+            const uint32_t a = op->rng[2 * i] > lo ? op->rng[2 * i] : lo, b = op->rng[2 * i + 1] < hi ? op->rng[2 * i + 1] : hi;
+            if (a <= b && a < best) best = a;
+        }
+        return best;
+    }
+    for (uint32_t cp = lo;;) { /* step over the excluded ranges */
+        bool moved = false;
+        for (int i = 0; i < op->n_rng; i++)
+            if (cp >= op->rng[2 * i] && cp <= op->rng[2 * i + 1]) {
+                if (op->rng[2 * i + 1] >= hi) return NO_CHAR;
+                cp = op->rng[2 * i + 1] + 1, moved = true;
+            }
+        if (!moved) return cp <= hi ? cp : NO_CHAR;
+    }
+}
+
+/* The code points a partly read UTF-8 character of `total` bytes (bits so far, `left` continuation bytes to
+ * come) may be: not below the least that needs that many bytes (no overlong forms). */
+static const uint32_t UTF8_MIN[5] = {0, 0, 0x80, 0x800, 0x10000};
+static void class_span(uint32_t bits, int left, int total, uint32_t *lo, uint32_t *hi) {
+    *lo = bits << (6 * left);
+    *hi = *lo | ((1u << (6 * left)) - 1);
+    if (total >= 2 && total <= 4 && *lo < UTF8_MIN[total]) *lo = UTF8_MIN[total];
+    if (*hi > 0x10FFFF) *hi = 0x10FFFF;
+}
+
+void cop_class(Constraint *c, const uint32_t *ranges, int n, bool neg) {
+    int i = cop_emit(c, OP_CLASS);
+    if (i < 0) return;
+    COp *op = &c->ops[i];
+    if (n && !(op->rng = malloc(sizeof *op->rng * 2 * (size_t)n))) {
+        c->oom = true;
+        return;
+    }
+    if (n) memcpy(op->rng, ranges, sizeof *op->rng * 2 * (size_t)n);
+    op->n_rng = n, op->neg = neg;
+    /* an example: the first printable member, else the first member at all */
+    op->example = NO_CHAR;
+    static const uint32_t tries[] = {'a', '0', ' ', 'A'};
+    for (size_t k = 0; k < sizeof tries / sizeof *tries && op->example == NO_CHAR; k++)
+        if (class_has(op, tries[k])) op->example = tries[k];
+    for (int r = 0; r < n && op->example == NO_CHAR && !neg; r++)
+        if (ranges[2 * r] <= ranges[2 * r + 1] && ranges[2 * r] <= 0x10FFFF && !(ranges[2 * r] >= 0xD800 && ranges[2 * r] < 0xE000))
+            op->example = ranges[2 * r];
+    for (uint32_t cp = 0; op->example == NO_CHAR && neg && cp < 0x3000; cp++)
+        if (class_has(op, cp)) op->example = cp;
+}
+
+static size_t utf8_put(uint32_t cp, char *b) {
+    if (cp < 0x80) return b[0] = (char)cp, 1;
+    if (cp < 0x800) return b[0] = (char)(0xC0 | cp >> 6), b[1] = (char)(0x80 | (cp & 0x3F)), 2;
+    if (cp < 0x10000)
+        return b[0] = (char)(0xE0 | cp >> 12), b[1] = (char)(0x80 | ((cp >> 6) & 0x3F)), b[2] = (char)(0x80 | (cp & 0x3F)), 3;
+    b[0] = (char)(0xF0 | cp >> 18), b[1] = (char)(0x80 | ((cp >> 12) & 0x3F)), b[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    b[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
 
 void cop_target(Constraint *c, int op, int k, int target) {
     if (op >= 0 && !c->oom && k < c->ops[op].n_tgt) c->ops[op].tgt[k] = target;
@@ -71,9 +141,11 @@ void constraint_free(Constraint *c) {
     for (int i = 0; i < c->n_ops; i++) {
         free(c->ops[i].lit);
         free(c->ops[i].tgt);
+        free(c->ops[i].rng);
     }
     free(c->ops);
     free(c->min_len);
+    free(c->seen);
     free(c);
 }
 
@@ -249,6 +321,14 @@ static Thread fresh_for(const Constraint *c, int pc) {
     return t;
 }
 
+/* The next op of a thread, on the same stack. */
+static Thread fresh_at(const Constraint *c, int pc, const Thread *from) {
+    Thread t = fresh_for(c, pc);
+    t.sp = from->sp;
+    memcpy(t.stack, from->stack, sizeof t.stack);
+    return t;
+}
+
 /* Whether the thread's op is finished in its current state and whether it may still take bytes. */
 static void op_status(const Constraint *c, const Thread *t, bool *can_end, bool *can_continue) {
     const COp *op = &c->ops[t->pc];
@@ -269,19 +349,53 @@ static void op_status(const Constraint *c, const Thread *t, bool *can_end, bool 
     case OP_JANY:
     case OP_JOBJ: *can_end = j_can_end(&t->j), *can_continue = t->j.st != J_DONE; return;
     case OP_END: *can_end = false, *can_continue = false; return;
+    case OP_CLASS: *can_end = t->sub == 2, *can_continue = t->sub < 2; return;
     }
     *can_end = *can_continue = false;
 }
 
+/* Whether this closure went through control op pc with this stack already (and marks it). */
+static bool seen_before(Constraint *c, const Thread *t) {
+    uint64_t h = 1469598103934665603ull ^ t->sp;
+    for (int i = 0; i < t->sp; i++) h = (h ^ t->stack[i]) * 1099511628211ull;
+    uint32_t at = (uint32_t)((h ^ (uint64_t)t->pc * 0x9E3779B97F4A7C15ull) >> 20) % SEEN_SLOTS;
+    for (int probe = 0; probe < 16; probe++, at = (at + 1) % SEEN_SLOTS) {
+        Seen *s = &c->seen[at];
+        if (s->gen != c->gen) {
+            *s = (Seen){c->gen, t->pc, h};
+            return false;
+        }
+        if (s->pc == t->pc && s->stack == h) return true;
+    }
+    return false; /* the table is crowded: follow it again (the budget still bounds the closure) */
+}
+
 static void add_thread(Constraint *c, Thread *set, int *n, Thread t, int depth) {
-    if (depth > 1024) return;
+    if (depth > 1024 || c->budget-- <= 0) return;
     const COp *op = &c->ops[t.pc];
+    if (c->seen && (op->kind == OP_FORK || op->kind == OP_JMP || op->kind == OP_CALL || op->kind == OP_RET) &&
+        seen_before(c, &t))
+        return;
     if (op->kind == OP_FORK) {
-        for (int i = 0; i < op->n_tgt; i++) add_thread(c, set, n, fresh_for(c, op->tgt[i]), depth + 1);
+        for (int i = 0; i < op->n_tgt; i++) add_thread(c, set, n, fresh_at(c, op->tgt[i], &t), depth + 1);
         return;
     }
     if (op->kind == OP_JMP) {
-        add_thread(c, set, n, fresh_for(c, op->tgt[0]), depth + 1);
+        add_thread(c, set, n, fresh_at(c, op->tgt[0], &t), depth + 1);
+        return;
+    }
+    if (op->kind == OP_CALL) {
+        if (t.sp == GSTACK) return; /* deeper than the grammar may nest */
+        Thread u = fresh_at(c, op->tgt[0], &t);
+        u.stack[u.sp++] = (uint16_t)(t.pc + 1);
+        add_thread(c, set, n, u, depth + 1);
+        return;
+    }
+    if (op->kind == OP_RET) {
+        if (!t.sp) return;
+        Thread u = fresh_at(c, t.stack[t.sp - 1], &t);
+        u.stack[--u.sp] = 0;
+        add_thread(c, set, n, u, depth + 1);
         return;
     }
     bool end, cont;
@@ -291,7 +405,7 @@ static void add_thread(Constraint *c, Thread *set, int *n, Thread t, int depth) 
         for (int i = 0; i < *n && !dup; i++) dup = memcmp(&set[i], &t, sizeof t) == 0;
         if (!dup && *n < MAX_THREADS) set[(*n)++] = t;
     }
-    if (end) add_thread(c, set, n, fresh_for(c, t.pc + 1), depth + 1);
+    if (end) add_thread(c, set, n, fresh_at(c, t.pc + 1, &t), depth + 1);
 }
 
 /* One byte through one thread (the op's own transition). */
@@ -344,6 +458,31 @@ static bool thread_step(const Constraint *c, Thread *t, int ch) {
         }
         return false;
     case OP_XTEXT: return fb_step(t->fb, ch, FB_ALL);
+    case OP_CLASS: /* UTF-8: sub 0 a lead byte, 1 continuation bytes (pos left), 2 a whole character */
+        if (t->sub == 0) {
+            if (ch < 0x80) t->cp = (uint32_t)ch, t->pos = 0;
+            else if (ch >= 0xC2 && ch <= 0xDF) t->cp = (uint32_t)ch & 0x1F, t->pos = 1;
+            else if (ch >= 0xE0 && ch <= 0xEF) t->cp = (uint32_t)ch & 0x0F, t->pos = 2;
+            else if (ch >= 0xF0 && ch <= 0xF4) t->cp = (uint32_t)ch & 0x07, t->pos = 3;
+            else return false;
+            t->fb[0] = (uint8_t)(t->pos + 1); /* the character's length (fb is unused by CLASS) */
+        } else if (t->sub == 1 && (ch & 0xC0) == 0x80) {
+            t->cp = t->cp << 6 | ((uint32_t)ch & 0x3F);
+            t->pos--;
+        } else {
+            return false;
+        }
+        t->sub = 1;
+        if (t->pos) { /* a character begun: some member must still be reachable */
+            uint32_t lo, hi;
+            class_span(t->cp, t->pos, t->fb[0], &lo, &hi);
+            return lo <= hi && class_first_in(op, lo, hi) != NO_CHAR;
+        }
+        if (t->cp < UTF8_MIN[t->fb[0]] || t->cp > 0x10FFFF || (t->cp >= 0xD800 && t->cp < 0xE000) || !class_has(op, t->cp))
+            return false;
+        t->fb[0] = 0;
+        t->sub = 2, t->cp = 0;
+        return true;
     case OP_JANY:
     case OP_JOBJ: return j_step(&t->j, t->fb, ch);
     }
@@ -355,6 +494,8 @@ static int run_bytes(Constraint *c, Thread *set, int n, const char *bytes, size_
     Thread next[MAX_THREADS];
     for (size_t i = 0; i < len && n; i++) {
         int m = 0;
+        c->budget = CLOSURE_BUDGET;
+        c->gen++;
         for (int k = 0; k < n; k++) {
             Thread t = set[k];
             if (thread_step(c, &t, (unsigned char)bytes[i])) add_thread(c, next, &m, t, 0);
@@ -377,6 +518,12 @@ static size_t op_min_len(const Constraint *c, int pc) {
     case OP_XTEXT: return next;
     case OP_JANY: return add_len(4, next);
     case OP_JMP: return c->min_len[op->tgt[0]];
+    case OP_CALL: return add_len(c->min_len[op->tgt[0]], next);
+    case OP_RET: return 0; /* the end of the rule: what follows is the caller's */
+    case OP_CLASS: {
+        char b[4];
+        return op->example == NO_CHAR ? MIN_LEN_INF : add_len(utf8_put(op->example, b), next);
+    }
     case OP_FORK: {
         size_t best = MIN_LEN_INF;
         for (int i = 0; i < op->n_tgt; i++)
@@ -390,6 +537,8 @@ static size_t op_min_len(const Constraint *c, int pc) {
 
 static void reset_threads(Constraint *c) {
     c->n_threads = 0;
+    c->budget = CLOSURE_BUDGET;
+    c->gen++;
     add_thread(c, c->threads, &c->n_threads, fresh_for(c, 0), 0);
 }
 
@@ -439,16 +588,36 @@ bool constraint_literal(const Constraint *c, const char **text, size_t *len) {
 }
 
 bool constraint_done(const Constraint *c) {
+    int at_end = 0;
+    for (int i = 0; i < c->n_threads; i++)
+        if (c->ops[c->threads[i].pc].kind == OP_END) {
+            if (!c->end_when_all) return true;
+            at_end++;
+        }
+    return at_end == c->n_threads;
+}
+
+bool constraint_can_end(const Constraint *c) {
     for (int i = 0; i < c->n_threads; i++)
         if (c->ops[c->threads[i].pc].kind == OP_END) return true;
     return c->n_threads == 0;
 }
 
-/* The shortest text from op pc on (no partial state). */
-static void min_text(const Constraint *c, int pc, SBuf *out) {
+/* The shortest text from op pc on (no partial state), to the END or (in a rule) its RET. */
+static void min_text_at(const Constraint *c, int pc, SBuf *out, int depth) {
     for (int steps = 0; pc < c->n_ops && steps < 4 * MAX_OPS; steps++) {
         const COp *op = &c->ops[pc];
         switch (op->kind) {
+        case OP_CALL:
+            if (depth < 64 * GSTACK) min_text_at(c, op->tgt[0], out, depth + 1);
+            pc++;
+            break;
+        case OP_CLASS: {
+            char b[4];
+            if (op->example != NO_CHAR) sbuf_put(out, b, utf8_put(op->example, b));
+            pc++;
+            break;
+        }
         case OP_LIT: sbuf_put(out, op->lit, op->len); pc++; break;
         case OP_INT: case OP_NUM: sbuf_puts(out, "0"); pc++; break;
         case OP_JSTR: sbuf_puts(out, "\"\""); pc++; break;
@@ -463,10 +632,12 @@ static void min_text(const Constraint *c, int pc, SBuf *out) {
             pc = best;
             break;
         }
-        default: return;
+        default: return; /* END, RET, FAIL */
         }
     }
 }
+
+static void min_text(const Constraint *c, int pc, SBuf *out) { min_text_at(c, pc, out, 0); }
 
 /* The completion of one thread: the rest of its op, then the shortest path to the end. */
 static void thread_completion(const Constraint *c, const Thread *t, SBuf *out) {
@@ -493,10 +664,25 @@ static void thread_completion(const Constraint *c, const Thread *t, SBuf *out) {
         j_complete(t->j, fb, out);
         break;
     }
+    case OP_CLASS:
+        if (t->sub == 0 && op->example != NO_CHAR) {
+            char b[4];
+            sbuf_put(out, b, utf8_put(op->example, b));
+        }
+        if (t->sub == 1) { /* the rest of the smallest member the character begun can be */
+            uint32_t lo, hi;
+            class_span(t->cp, t->pos, t->fb[0], &lo, &hi);
+            const uint32_t m = lo <= hi ? class_first_in(op, lo, hi) : NO_CHAR;
+            char b[4];
+            const size_t k = m == NO_CHAR ? 0 : utf8_put(m, b);
+            if (k >= (size_t)t->pos) sbuf_put(out, b + k - t->pos, t->pos);
+        }
+        break;
     case OP_END: return;
     default: break;
     }
     min_text(c, t->pc + 1, out);
+    for (int k = t->sp; k-- > 0;) min_text(c, t->stack[k], out); /* then each caller's rest */
 }
 
 /* The shortest completion over a set of threads (threads whose way on is a dead end are skipped). */

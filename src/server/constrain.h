@@ -47,6 +47,11 @@ void constraint_advance(Constraint *c, const char *bytes, size_t n);
 bool constraint_literal(const Constraint *c, const char **text, size_t *len);
 /* The program reached its end: nothing more may follow. */
 bool constraint_done(const Constraint *c);
+/* The text so far is complete (a grammar may go on, or stop here: an end-of-generation token is allowed). */
+bool constraint_can_end(const Constraint *c);
+/* A GBNF grammar (llama.cpp's format: grammar.c), starting at its rule `root`. NULL with err ("line L, column
+ * C: ...") for a grammar that does not parse, has an undefined rule, or can never end. */
+Constraint *constraint_grammar(const char *text, size_t len, Err *err);
 /* Appends the shortest text that completes the program from here. */
 void constraint_completion(const Constraint *c, SBuf *out);
 /* The same after bytes (which the program must accept: false otherwise), without advancing. The scheduler

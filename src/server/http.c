@@ -351,7 +351,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         return http_send_error(s, c, &e, method, url);
     }
     const char *body = cc->body.p ? cc->body.p : "";
-    if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || cc->route == R_RESPONSES || cc->route == R_LLAMA_COMPLETION)
+    if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || cc->route == R_RESPONSES || cc->route == R_LLAMA_COMPLETION ||
+        cc->route == R_MESSAGES)
         return http_generate(s, c, cc->route, body, cc->body.n, method, url);
     if (cc->route == R_SLOT_ACTION) {
         ApiError e;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "server/anthropic.h"
 #include "server/http_internal.h"
 #include "server/json_io.h"
 #include "server/respond.h"
@@ -308,6 +309,7 @@ static const char *kind_name(Route route, bool stream) {
     if (route == R_CHAT) return stream ? "chat/stream" : "chat";
     if (route == R_RESPONSES) return stream ? "responses/stream" : "responses";
     if (route == R_LLAMA_COMPLETION) return stream ? "completion(llama)/stream" : "completion(llama)";
+    if (route == R_MESSAGES) return stream ? "messages/stream" : "messages";
     return stream ? "completion/stream" : "completion";
 }
 
@@ -348,6 +350,7 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
     RespKind rk = route == R_CHAT        ? RESP_CHAT
                   : route == R_RESPONSES ? RESP_RESPONSES
                   : route == R_LLAMA_COMPLETION ? RESP_LLAMA
+                  : route == R_MESSAGES         ? RESP_ANTHROPIC
                                                 : RESP_COMPLETION;
     for (int i = 0; i < k; i++) {
         bool sir = false;
@@ -370,6 +373,7 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
             gen_free(g);
             return NULL;
         }
+        g->resp[i].n_prompt = (int)g->jobs[i]->n_prompt;
     }
     return g;
 }
@@ -389,8 +393,9 @@ enum MHD_Result http_generate(Server *s, struct MHD_Connection *c, Route route, 
                               const char *method, const char *url) {
     ApiRequest req;
     ApiError e;
-    int rc = route == R_RESPONSES ? responses_parse(body, len, &s->defaults, s->store, &req, &e)
-                                  : api_parse(route == R_CHAT, body, len, &s->defaults, &req, &e);
+    int rc = route == R_RESPONSES  ? responses_parse(body, len, &s->defaults, s->store, &req, &e)
+             : route == R_MESSAGES ? anthropic_parse(body, len, &s->defaults, &req, &e)
+                                   : api_parse(route == R_CHAT, body, len, &s->defaults, &req, &e);
     if (rc) return http_send_error(s, c, &e, method, url);
     Gen *g = prepare(s, &req, route, &e);
     bool stream = req.stream;

@@ -10,7 +10,8 @@
 static const char *const route_names[R_COUNT] = {"none",     "health",     "models",         "model",
                                                  "chat",     "completions", "responses",     "response",
                                                  "tokenize", "detokenize", "apply_template", "props",
-                                                 "slots",    "metrics",    "completion",     "slot_action"};
+                                                 "slots",    "metrics",    "completion",     "slot_action",
+                                                 "messages"};
 
 const char *route_name(Route r) { return (unsigned)r < R_COUNT ? route_names[r] : "?"; }
 
@@ -23,7 +24,8 @@ Route http_route(const char *url, char *id, size_t cap) {
     } exact[] = {{"/health", R_HEALTH},       {"/models", R_MODELS},           {"/chat/completions", R_CHAT},
                  {"/completions", R_COMPLETIONS}, {"/responses", R_RESPONSES}, {"/tokenize", R_TOKENIZE},
                  {"/detokenize", R_DETOKENIZE}, {"/apply-template", R_APPLY_TEMPLATE}, {"/props", R_PROPS},
-                 {"/slots", R_SLOTS},         {"/metrics", R_METRICS},         {"/completion", R_LLAMA_COMPLETION}};
+                 {"/slots", R_SLOTS},         {"/metrics", R_METRICS},         {"/completion", R_LLAMA_COMPLETION},
+                 {"/messages", R_MESSAGES}};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
         if (!strcmp(p, exact[i].path)) return exact[i].route;
     static const struct {
@@ -44,7 +46,7 @@ Route http_route(const char *url, char *id, size_t cap) {
 
 bool http_wants_post(Route r) {
     return r == R_CHAT || r == R_COMPLETIONS || r == R_RESPONSES || r == R_TOKENIZE || r == R_DETOKENIZE ||
-           r == R_APPLY_TEMPLATE || r == R_LLAMA_COMPLETION || r == R_SLOT_ACTION;
+           r == R_APPLY_TEMPLATE || r == R_LLAMA_COMPLETION || r == R_SLOT_ACTION || r == R_MESSAGES;
 }
 
 size_t http_unescape(char *s) {

@@ -24,6 +24,7 @@ typedef enum Route {
     R_METRICS,
     R_LLAMA_COMPLETION, /* POST /completion: llama.cpp's native endpoint */
     R_SLOT_ACTION,      /* POST /slots/{id}?action=save|restore|erase */
+    R_MESSAGES,         /* POST /v1/messages: the Anthropic Messages API */
     R_COUNT
 } Route;
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/constrain.h"
 #include "server/json_io.h"
 #include "server/openai.h"
 
@@ -188,4 +189,23 @@ int llama_params_parse(const cJSON *root, DlSamplingParams *sp, SamplerSpec **sp
 fail:
     sampler_spec_free(s);
     return -1;
+}
+
+int llama_output_parse(const cJSON *root, const char **grammar, const cJSON **schema, ApiError *e) {
+    *grammar = NULL;
+    *schema = NULL;
+    const cJSON *g = get(root, "grammar"), *js = get(root, "json_schema");
+    if (g && !cJSON_IsString(g)) return BAD("grammar", "'grammar' must be a string (GBNF), not %s", api_type_name(g));
+    if (js && !cJSON_IsObject(js)) return BAD("json_schema", "'json_schema' must be an object, not %s", api_type_name(js));
+    if (g && js) return BAD("grammar", "give either 'grammar' or 'json_schema', not both");
+    if (g && g->valuestring[0]) {
+        if (strstr(g->valuestring, JSON_NUL)) return BAD("grammar", "a grammar may not contain NUL characters");
+        Err err = {{0}};
+        Constraint *c = constraint_grammar(g->valuestring, strlen(g->valuestring), &err);
+        if (!c) return BAD("grammar", "%s", err.msg);
+        constraint_free(c);
+        *grammar = g->valuestring;
+    }
+    *schema = js;
+    return 0;
 }

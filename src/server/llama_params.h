@@ -26,6 +26,9 @@ typedef struct SamplerSpec {
 /* Reads the fields from root: *spec (malloc'd) when any extra sampler is asked for, else NULL; repetition_penalty
  * and repeat_last_n go to *sp; n_probs (≥ 0) to *n_probs (-1 when absent). 0, or -1 with *e set (400). */
 int llama_params_parse(const cJSON *root, DlSamplingParams *sp, SamplerSpec **spec, int *n_probs, ApiError *e);
+/* grammar (a GBNF string, checked by compiling it) and json_schema (llama.cpp's top-level schema object; both
+ * refused together) → *grammar / *schema (NULL when absent). */
+int llama_output_parse(const cJSON *root, const char **grammar, const cJSON **schema, ApiError *e);
 SamplerSpec *sampler_spec_copy(const SamplerSpec *s); /* NULL for NULL or out of memory */
 void sampler_spec_free(SamplerSpec *s);
 

@@ -239,6 +239,7 @@ static int parse_common(const cJSON *root, const ApiDefaults *d, ApiRequest *r, 
     if (parse_logit_bias(root, d, r, e)) return -1;
     int n_probs;
     if (llama_params_parse(root, &r->sp, &r->spx, &n_probs, e)) return -1;
+    if (llama_output_parse(root, &r->grammar, &r->schema, e)) return -1;
     if (n_probs >= 0 && r->logprobs < 0) r->logprobs = n_probs; /* llama.cpp's name for the alternatives */
     return 0;
 }
@@ -440,7 +441,7 @@ static int parse_chat(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
         "verbosity", "prediction", "audio", "web_search_options", "functions", "function_call",
         /* extensions (llama.cpp / vLLM names) */
         "top_k", "min_p", "repeat_penalty", "chat_template_kwargs", "cache_prompt", "ignore_eos", LLAMA_SAMPLING_KEYS,
-        NULL};
+        "grammar", "json_schema", NULL};
     const cJSON *root = r->doc;
     if (api_check_keys(root, keys, "", true, e)) return -1;
     if (get(root, "functions") || get(root, "function_call"))
@@ -483,7 +484,14 @@ static int parse_chat(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
     }
     if (parse_messages(r, e)) return -1;
     if (parse_tools(r, e)) return -1;
+    const cJSON *llama_schema = r->schema; /* llama.cpp's top-level json_schema, read by parse_common */
+    r->schema = NULL;
     if (parse_response_format(r, e)) return -1;
+    if ((r->grammar || llama_schema) && (r->response_format != RF_TEXT || r->tool_choice == TOOL_CHOICE_REQUIRED ||
+                                         r->tool_choice == TOOL_CHOICE_NAMED))
+        return BAD(r->grammar ? "grammar" : "json_schema", "'%s' cannot be combined with a JSON response_format or a "
+                   "forced tool call", r->grammar ? "grammar" : "json_schema");
+    if (llama_schema) r->response_format = RF_JSON_SCHEMA, r->schema = llama_schema;
     return 0;
 }
 
@@ -537,7 +545,7 @@ static int parse_completion(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
                                        "stream_options", "stop", "presence_penalty", "frequency_penalty", "seed",
                                        "logit_bias", "user", "echo", "suffix", "best_of", "logprobs",
                                        "top_k", "min_p", "repeat_penalty", "cache_prompt", "ignore_eos",
-                                       LLAMA_SAMPLING_KEYS, NULL};
+                                       LLAMA_SAMPLING_KEYS, "grammar", "json_schema", NULL};
     const cJSON *root = r->doc;
     if (api_check_keys(root, keys, "", true, e)) return -1;
     bool echo = false;
@@ -553,6 +561,7 @@ static int parse_completion(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
     if (get_number(root, "logprobs", 0, 5, true, &x, &given, e)) return -1;
     r->logprobs = given ? (int)x : -1;
     if (parse_common(root, d, r, e)) return -1;
+    if (r->schema) r->response_format = RF_JSON_SCHEMA; /* llama.cpp's top-level json_schema */
     if (parse_prompts(get(root, "prompt"), d, r, e)) return -1;
     if (r->n_prompts * r->n > API_MAX_PROMPTS)
         return BAD("n", "at most %d choices per request are supported (prompts × n)", API_MAX_PROMPTS);

@@ -92,6 +92,7 @@ typedef struct ApiRequest {
     int enable_thinking;   /* -1 default, 0, 1 */
     RespFormat response_format;
     const cJSON *schema; /* RF_JSON_SCHEMA (may be NULL: any object) */
+    const char *grammar; /* a GBNF grammar (llama.cpp's `grammar`; every endpoint), or NULL */
     /* completion: one choice per prompt */
     ApiPrompt *prompts; /* malloc'd */
     int n_prompts;

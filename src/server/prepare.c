@@ -22,7 +22,7 @@ int render_chat(Server *s, const ApiRequest *req, char **text, size_t *len, bool
                          "this model's chat format (chatml) has no tool-call syntax, so tools cannot be used; start "
                          "the server with --chat-format qwen3|qwen3-coder|qwen35 for a model trained on one");
     *forced = req->tool_choice == TOOL_CHOICE_REQUIRED || req->tool_choice == TOOL_CHOICE_NAMED ||
-              req->response_format != RF_TEXT;
+              req->response_format != RF_TEXT || req->grammar;
     ChatRenderOptions opt = {.add_generation_prompt = true,
                              .enable_thinking = req->enable_thinking < 0 ? CHAT_THINKING_DEFAULT : req->enable_thinking,
                              .flatten_text_parts = true};
@@ -40,6 +40,10 @@ static int attach_constraint(Server *s, const ApiRequest *req, Job *j, ApiError 
         bool xml = s->tmpl.format == CHAT_FORMAT_QWEN35 || s->tmpl.format == CHAT_FORMAT_QWEN3_CODER;
         j->constraint = constraint_tool_call(xml, req->tools, req->tool_choice == TOOL_CHOICE_NAMED ? req->tool_name : NULL,
                                              &err);
+    } else if (req->grammar) {
+        if (!(j->constraint = constraint_grammar(req->grammar, strlen(req->grammar), &err)))
+            return api_error(e, 400, "invalid_request_error", "grammar", NULL, "%s", err.msg);
+        return 0;
     } else if (req->response_format != RF_TEXT) {
         j->constraint = constraint_json(req->response_format == RF_JSON_SCHEMA ? req->schema : NULL, &err);
     } else {
@@ -102,6 +106,7 @@ int prepare_job(Server *s, const ApiRequest *req, int index, Job **out, bool *st
         memcpy(ids, prompt->ids, sizeof *ids * prompt->n_ids);
         n = prompt->n_ids;
     }
+    if (!req->chat && attach_constraint(s, req, j, e)) goto fail; /* grammar, json_schema */
     const int n_ctx = s->info->n_ctx;
     if (n == 0) {
         api_error(e, 400, "invalid_request_error", req->chat ? "messages" : "prompt", NULL, "the prompt is empty");

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/anthropic.h"
 #include "server/json_io.h"
 #include "server/responses.h"
 
@@ -27,18 +28,21 @@ int resp_init(Responder *r, const ApiRequest *req, RespKind kind, int index, Cha
     } else {
         char rnd[25];
         random_alnum(rnd, 24);
-        snprintf(r->id, sizeof r->id, "%s%s", kind == RESP_CHAT ? "chatcmpl-" : kind == RESP_RESPONSES ? "resp_" : "cmpl-",
+        snprintf(r->id, sizeof r->id, "%s%s",
+                 kind == RESP_CHAT ? "chatcmpl-" : kind == RESP_RESPONSES ? "resp_" : kind == RESP_ANTHROPIC ? "msg_" : "cmpl-",
                  rnd);
     }
     r->raw = kind == RESP_CHAT && req->llama.reasoning_raw; /* reasoning_format "none": no parsing */
     if (r->chat && !r->raw && !(r->parser = chat_parser_new(fmt, starts_in_reasoning, req->tools, err))) return -1;
     if (kind == RESP_RESPONSES && !(r->rs = responses_state_new(req, r, err))) return -1;
+    if (kind == RESP_ANTHROPIC && !(r->as = anthropic_state_new())) return err_set(err, "out of memory");
     return 0;
 }
 
 void resp_free(Responder *r) {
     chat_parser_free(r->parser);
     responses_state_free(r->rs);
+    anthropic_state_free(r->as);
     sbuf_free(&r->text);
     free(r->lp);
     memset(r, 0, sizeof *r);
@@ -282,6 +286,7 @@ int resp_stream_text(Responder *r, const char *text, size_t n, const TokenLogpro
     if (!n) return 0;
     if (r->kind == RESP_RESPONSES) return responses_stream_text(r, text, n, out, err);
     if (r->kind == RESP_LLAMA) return llama_stream_text(r, text, n, out, err);
+    if (r->kind == RESP_ANTHROPIC) return anthropic_stream_text(r, text, n, out, err);
     if (r->raw) {
         ChatDelta dl;
         memset(&dl, 0, sizeof dl);
@@ -303,6 +308,7 @@ int resp_stream_text(Responder *r, const char *text, size_t n, const TokenLogpro
 int resp_stream_finish(Responder *r, const JobResult *res, const JobResult *total, SBuf *out, Err *err) {
     if (r->kind == RESP_RESPONSES) return responses_stream_finish(r, res, out, err);
     if (r->kind == RESP_LLAMA) return llama_stream_finish(r, res, out, err);
+    if (r->kind == RESP_ANTHROPIC) return anthropic_stream_finish(r, res, out, err);
     if (r->raw) {
         role_chunk(r, out);
     } else if (r->chat) {
@@ -321,7 +327,7 @@ int resp_stream_finish(Responder *r, const JobResult *res, const JobResult *tota
 }
 
 int resp_stream_done(Responder *r, const JobResult *total, SBuf *out, Err *err) {
-    if (r->kind == RESP_RESPONSES || r->kind == RESP_LLAMA) return 0;
+    if (r->kind == RESP_RESPONSES || r->kind == RESP_LLAMA || r->kind == RESP_ANTHROPIC) return 0;
     if (r->include_usage) {
         cJSON *o = base_object(r, true);
         cJSON_AddArrayToObject(o, "choices");
@@ -395,6 +401,7 @@ static int choice_json(Responder *r, const JobResult *res, cJSON *choices, Err *
 char *resp_body(Responder *r, int k, const JobResult *res, const JobResult *total, Err *err) {
     if (r[0].kind == RESP_RESPONSES) return responses_body(&r[0], &res[0], err);
     if (r[0].kind == RESP_LLAMA) return llama_body(r, k, res, err);
+    if (r[0].kind == RESP_ANTHROPIC) return anthropic_body(&r[0], &res[0], err);
     cJSON *o = base_object(&r[0], false), *choices = cJSON_AddArrayToObject(o, "choices");
     for (int i = 0; i < k; i++)
         if (choice_json(&r[i], &res[i], choices, err)) {

@@ -27,7 +27,13 @@ typedef struct JobResult {
     const char *stopping_word; /* that string (the job's copy) */
 } JobResult;
 
-typedef enum RespKind { RESP_CHAT, RESP_COMPLETION, RESP_RESPONSES, RESP_LLAMA /* POST /completion */ } RespKind;
+typedef enum RespKind {
+    RESP_CHAT,
+    RESP_COMPLETION,
+    RESP_RESPONSES,
+    RESP_LLAMA,     /* POST /completion */
+    RESP_ANTHROPIC, /* POST /v1/messages (anthropic.c) */
+} RespKind;
 
 typedef struct ResponsesState ResponsesState; /* responses.c */
 
@@ -50,6 +56,8 @@ typedef struct Responder {
     size_t n_lp, cap_lp;
     size_t text_offset; /* completions: bytes of text before the next entry */
     ResponsesState *rs; /* RESP_RESPONSES */
+    struct AnthropicState *as; /* RESP_ANTHROPIC */
+    int n_prompt;       /* the job's prompt tokens (the Anthropic stream reports them first) */
 } Responder;
 
 /* chat: fmt, starts_in_reasoning and the request's tools configure the parser. id: shared by the choices of

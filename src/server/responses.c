@@ -392,7 +392,7 @@ static cJSON *to_chat(const cJSON *doc, ResponsesStore *st, cJSON **history, Api
         goto fail;
     copy_json_member(chat, doc, "max_output_tokens", "max_tokens");
     static const char *const same[] = {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "top_k", "min_p", "repeat_penalty", "presence_penalty",
-                                       "frequency_penalty", "cache_prompt", "ignore_eos", "chat_template_kwargs", NULL};
+                                       "frequency_penalty", "cache_prompt", "ignore_eos", "chat_template_kwargs", "grammar", NULL};
     for (int i = 0; same[i]; i++) copy_json_member(chat, doc, same[i], NULL);
     return chat;
 fail:
@@ -450,7 +450,7 @@ int responses_parse(const char *body, size_t len, const ApiDefaults *d, Response
         "safety_identifier", "top_logprobs",
         /* extensions */
         "seed", "top_k", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty", "cache_prompt",
-        "ignore_eos", "chat_template_kwargs", NULL};
+        "ignore_eos", "chat_template_kwargs", "grammar", NULL};
     cJSON *history = NULL, *chat = NULL;
     char *text = NULL;
     int rc = -1;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------------------------ jobs */
 
@@ -281,7 +282,8 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     DlError e = {{0}};
     sl->order = ++s->order; /* sl->job was set at admission, under the lock */
     /* a restored slot continues a prompt that starts with its tokens (a prefix of the prompt, all of it at most) */
-    size_t resume = sl->kept && sl->n_hist && sl->n_hist <= j->n_prompt &&
+    /* (a choice that shares its leader's prompt evaluation takes the leader's snapshot instead) */
+    size_t resume = sl->kept && sl->n_hist && sl->n_hist <= j->n_prompt && !(j->share && !j->share_leader) &&
                             !memcmp(sl->hist, j->prompt, sl->n_hist * sizeof *sl->hist)
                         ? sl->n_hist
                         : 0;
@@ -292,6 +294,9 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     sl->pending = false;
     sl->ahead = 0;
     job_set_time(j, &j->t_admit);
+    pthread_mutex_lock(&j->mu);
+    j->slot_ran = sl->id;
+    pthread_mutex_unlock(&j->mu);
     sl->smp = dl_sampler_new_extra(s->cfg.engine, &j->sp, j->spx ? &j->spx->x : NULL, &e);
     sl->detok = sl->smp ? dl_detok_new(s->cfg.engine, j->render_special, &e) : NULL;
     size_t nk = j->n_prompt / (size_t)s->cfg.chunk;
@@ -342,7 +347,6 @@ static void slot_begin(Scheduler *s, Slot *sl, Job *j) {
     }
     pthread_mutex_lock(&j->mu);
     j->n_cached = (int)sl->n_done;
-    j->slot_ran = sl->id;
     pthread_mutex_unlock(&j->mu);
     pthread_mutex_lock(&s->mu);
     s->st.tokens_prompt += j->n_prompt;
@@ -395,7 +399,9 @@ static void prefill_step(Scheduler *s, Slot *sl) {
 /* ------------------------------------------------------------------------------------------ sampling */
 
 static bool token_allowed(const Scheduler *s, const Constraint *c, int32_t t) {
-    if (t < 0 || t >= s->info->n_vocab || s->tok_flags[t] || !s->piece_len[t]) return false;
+    if (t < 0 || t >= s->info->n_vocab) return false;
+    if (s->tok_flags[t] & 1) return constraint_can_end(c); /* a grammar that may stop here */
+    if (s->tok_flags[t] || !s->piece_len[t]) return false;
     return constraint_allows(c, s->piece[t], s->piece_len[t]);
 }
 
@@ -554,7 +560,7 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
         close_constraint(s, sl, budget_left(sl));
         return false;
     }
-    if (!j->constraint && (s->tok_flags[t] & 1)) {
+    if ((s->tok_flags[t] & 1) && (!j->constraint || constraint_can_end(j->constraint))) {
         flush_text(sl);
         slot_fail(s, sl, FINISH_STOP, NULL);
         return false;
@@ -796,6 +802,12 @@ static void *sched_main(void *arg) {
             admit[n_admit] = j;
             into[n_admit++] = &s->slots[i];
         }
+        if (!stopping && !n_admit && !any_active(s)) {
+            /* queued jobs all wait for slots held by a slot action (id_slot): sleep until one is given back */
+            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
         pthread_mutex_unlock(&s->mu);
         if (stopping) break;
         for (int i = 0; i < n_admit; i++) {
@@ -922,9 +934,22 @@ void sched_free(Scheduler *s) {
 
 /* Places free now: the queue's bound plus the slots that are free and not yet claimed by a queued job (every
  * job passes through the queue, so a free slot means one more job may wait there for an instant). */
+/* A busy slot whose job is done: its answer may already be with the client, and the slot is free at the
+ * scheduler's next step (under s->mu; the job's lock nests inside it, as in sched_slots). */
+static bool finishing(const Slot *sl) {
+    Job *j = sl->busy && !sl->held ? sl->job : NULL;
+    if (!j) return false;
+    pthread_mutex_lock(&j->mu);
+    bool done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    return done;
+}
+
 static int places_left(const Scheduler *s) {
     int free_slots = 0;
-    for (int i = 0; i < s->cfg.n_slots; i++) free_slots += !s->slots[i].busy;
+    /* a finishing slot counts as free: a client that sends its next request the moment it has the answer
+     * would otherwise find the slot still taken (a 503 with --queue 0) */
+    for (int i = 0; i < s->cfg.n_slots; i++) free_slots += !s->slots[i].busy || finishing(&s->slots[i]);
     return s->cfg.queue_max + free_slots - s->q_len;
 }
 
@@ -1027,6 +1052,13 @@ static Slot *slot_hold(Scheduler *s, int id, bool *busy) {
     if (id < 0 || id >= s->cfg.n_slots) return NULL;
     pthread_mutex_lock(&s->mu);
     Slot *sl = &s->slots[id];
+    /* a slot whose job is done is released at the scheduler's next step: wait for it (up to a second) */
+    for (int i = 0; i < 1000 && finishing(sl); i++) {
+        pthread_mutex_unlock(&s->mu);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&s->mu);
+    }
     if (sl->busy || sl->held) {
         *busy = true;
         sl = NULL;

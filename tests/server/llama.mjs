@@ -41,6 +41,17 @@ async function main() {
     });
     check(r.choices.length === 1 && r.usage.completion_tokens >= 3, 'llama: sampling fields accepted', JSON.stringify(r.usage));
   }
+  // 4. a GBNF grammar on completions and chat: the answer is in its language
+  {
+    const grammar = 'root ::= ("yes" | "no") "!"';
+    const r = await client.completions.create({ model, prompt: 'Answer:', max_tokens: 8, grammar });
+    check(['yes!', 'no!'].includes(r.choices[0].text), 'llama: grammar on completions', JSON.stringify(r.choices[0].text));
+    const c = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: 'Yes or no?' }], max_tokens: 8, grammar,
+    });
+    check(['yes!', 'no!'].includes(c.choices[0].message.content), 'llama: grammar on chat',
+      JSON.stringify(c.choices[0].message));
+  }
 }
 
 main().catch((e) => {

@@ -24,7 +24,7 @@ const cases = [
     function: { name: 'f', arguments: 'not json' } }] }, { role: 'user', content: 'x' }] })],
   // parameters
   [C, chat({ temperature: 'warm' })], [C, chat({ temperature: 5 })], [C, chat({ top_p: -1 })],
-  [C, chat({ max_tokens: 0 })], [C, chat({ max_tokens: 'ten' })], [C, chat({ n: 3 })], [C, chat({ stream: 'true' })],
+  [C, chat({ max_tokens: 0 })], [C, chat({ max_tokens: 'ten' })], [C, chat({ n: 17 })], [C, chat({ stream: 'true' })],
   [C, chat({ stop: 12 })], [C, chat({ stop: Array.from({ length: 17 }, (_, i) => `s${i}`) })],
   [C, chat({ seed: 'abc' })], [C, chat({ presence_penalty: 9 })], [C, chat({ logit_bias: { abc: 1 } })],
   [C, chat({ frequency: 1 })], [C, chat({ logprobs: true, top_logprobs: 25 })], [C, chat({ stream_options: { include_usage: 'yes' } })],

@@ -28,7 +28,7 @@ start_server() { # $1: name of the log files
     rm -f "$TMP/$1.out"
     # shellcheck disable=SC2086 # the launcher and the extra arguments are word lists
     ${DELTALLM_LAUNCH:-} "$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --parallel 4 --ctx-size 2048 --threads 1 --queue 16 \
-        --api-key "$KEY" --chat-template-file "$root/tests/data/chat/Qwen3.5-4B.jinja" \
+        --api-key "$KEY,second-$KEY" --chat-template-file "$root/tests/data/chat/Qwen3.5-4B.jinja" \
         --cache-chunk 128 --batch-size 128 --state-dir "$TMP/state" --max-body 1 ${DELTALLM_SERVE_ARGS:-} \
         >"$TMP/$1.out" 2>"$TMP/$1.err" &
     PID=$!
@@ -44,6 +44,8 @@ start_server() { # $1: name of the log files
     done
     PORT=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9][0-9]*\) .*/\1/p' "$TMP/$1.out")
     export DELTALLM_URL="http://127.0.0.1:$PORT" DELTALLM_KEY="$KEY"
+    # load.mjs reports the server's RSS (not over a launcher: PID is then mpirun's)
+    if [ -z "${DELTALLM_LAUNCH:-}" ]; then export DELTALLM_SERVER_PID="$PID"; fi
     echo "server ($1) on port $PORT, pid $PID"
 }
 
@@ -58,7 +60,7 @@ stop_server() {
 trap '[ -z "$PID" ] || kill "$PID" 2>/dev/null || true' EXIT
 status=0
 start_server server1
-for t in ${DELTALLM_SUITE:-client responses llama load malformed disconnect}; do
+for t in ${DELTALLM_SUITE:-client responses llama anthropic load malformed disconnect}; do
     # DELTALLM_LOAD_ARGS: load.mjs's N CONC (a slow device runs fewer requests; the CPU run keeps 200 x 8)
     args=""
     [ "$t" = load ] && args=${DELTALLM_LOAD_ARGS:-}

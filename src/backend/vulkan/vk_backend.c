@@ -256,6 +256,9 @@ static void v_stats(const Backend *be, BackendStats *out) {
     out->submits = b->n_submits;
     out->device_weight_bytes = b->weight_bytes;
     out->f16_products = b->coop;
+    out->dispatches = b->n_dispatch;
+    out->barriers = b->n_barrier;
+    out->host_ns = b->host_ns;
 }
 
 static void v_mark(Backend *be, int tag) { vks_mark(vkb(be), tag); }
@@ -338,7 +341,7 @@ static void v_destroy(Backend *be) {
     free(b);
 }
 
-static BackendVt vt_vulkan;
+static BackendVt vt_vulkan, vt_unfused; /* the second without the optional fused ops (tune fuse=0) */
 static pthread_once_t vt_once = PTHREAD_ONCE_INIT;
 
 static void build_vt(void) {
@@ -358,20 +361,30 @@ static void build_vt(void) {
     vk_ops_install(vt);
     vk_matmul_install(vt);
     vk_seq_install(vt);
+    vt_unfused = *vt;
+    vt_unfused.matmul_add = NULL;
+    vt_unfused.matmul_swiglu = NULL;
+    vt_unfused.dn_prep = NULL;
+    vt_unfused.matmul_pair = NULL;
+    vt_unfused.attention_gated = NULL;
+    vt_unfused.attn_prep = NULL;
 }
 
-/* BackendOptions.tune: "key=value,..." with coop, tile, chunk */
+/* BackendOptions.tune: "key=value,..." with coop, tile, chunk, dep (0: a barrier before every command), fuse
+ * (0: the unfused ops, for comparisons) */
 static int parse_tune(VkBackend *b, const char *s, Err *err) {
     while (s && *s) {
         char key[16];
         long v;
         int used = 0;
         if (sscanf(s, "%15[a-z]=%ld%n", key, &v, &used) != 2 || v < 0 || v > (1 << 20))
-            return err_set(err, "Vulkan tuning '%s': expected key=value pairs (coop=0|1, tile=N, chunk=N)", s);
+            return err_set(err, "Vulkan tuning '%s': expected key=value pairs (coop=0|1, tile=N, chunk=N, dep=0|1, fuse=0|1)", s);
         if (!strcmp(key, "coop")) b->coop = b->coop && v != 0;
         else if (!strcmp(key, "tile") && v >= 2) b->tile_min_rows = (int)v;
         else if (!strcmp(key, "chunk") && v >= 1) b->be.dn_chunk_min = (int)v;
-        else return err_set(err, "Vulkan tuning: unknown or out-of-range '%s=%ld' (coop=0|1, tile>=2, chunk>=1)", key, v);
+        else if (!strcmp(key, "dep") && v <= 1) b->dep_off = v == 0;
+        else if (!strcmp(key, "fuse") && v <= 1) b->fuse_off = v == 0;
+        else return err_set(err, "Vulkan tuning: unknown or out-of-range '%s=%ld' (coop=0|1, tile>=2, chunk>=1, dep=0|1, fuse=0|1)", key, v);
         s += used;
         if (*s == ',') s++;
         else if (*s) return err_set(err, "Vulkan tuning: unexpected '%s'", s);
@@ -406,5 +419,6 @@ Backend *vk_backend_create(const BackendOptions *o, int index, Err *err) {
         v_destroy(&b->be);
         return NULL;
     }
+    if (b->fuse_off) b->be.vt = &vt_unfused;
     return &b->be;
 }

@@ -77,7 +77,7 @@ typedef enum VkFmtKernel { VKF_MM_VEC, VKF_MM_MAT, VKF_MM_COOP, VKF_GET_ROWS, VK
 /* Kernels without format variants, in the order of vk_kernel_names (vk_device.c). */
 typedef enum VkKernel {
     VK_ELTWISE, VK_NORM, VK_ROPE, VK_DN_GATES, VK_MOE_ROUTE, VK_MOE_GROUP, VK_CONV_SILU, VK_DN_RECURRENT,
-    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_KERNEL_COUNT
+    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_DN_PREP, VK_ATTN_PREP, VK_KERNEL_COUNT
 } VkKernel;
 
 #define VK_PUSH_BYTES 128 /* push-constant block of every kernel */
@@ -135,6 +135,16 @@ static inline uint64_t va(BView v) { return v.buf->addr + v.off; }
 /* ---- the backend --------------------------------------------------------------------------------------------------- */
 
 #define VK_MARKS_MAX 4096
+#define VK_PEND_MAX 48
+
+/* One buffer range a recorded command reads or writes (bytes [lo, hi) of buf). */
+typedef struct VkAcc {
+    const BBuf *buf;
+    uint64_t lo, hi;
+    bool write;
+} VkAcc;
+static inline VkAcc acc_r(BView v, uint64_t bytes) { return (VkAcc){v.buf, v.off, v.off + bytes, false}; }
+static inline VkAcc acc_w(BView v, uint64_t bytes) { return (VkAcc){v.buf, v.off, v.off + bytes, true}; }
 
 typedef struct VkMark {
     int tag;
@@ -149,6 +159,12 @@ typedef struct VkBackend {
     VkFence fence;
     bool recording, in_flight;
     int n_cmds;          /* commands recorded since the last submission */
+    /* the accesses of the commands recorded since the last barrier (vks_cmd): a command that reads what one
+     * of them wrote, or writes what one of them read or wrote, gets a barrier first */
+    VkAcc pend[VK_PEND_MAX];
+    int n_pend;          /* -1: something unknown since the last barrier (the next command waits) */
+    bool fuse_off;       /* tune fuse=0: the optional fused ops are not offered (comparisons) */
+    bool dep_off;        /* tune dep=0: a barrier before every command (the old stream, for comparisons) */
     /* staging ring (host-visible): uploads recorded in the stream read from here */
     BBuf *stage;
     size_t stage_at;
@@ -174,6 +190,8 @@ typedef struct VkBackend {
     int n_marks;
     /* statistics */
     uint64_t h2d, d2h, n_submits;
+    uint64_t n_dispatch, n_barrier; /* commands recorded (dispatches, copies, fills), barriers before them */
+    uint64_t host_ns, rec_t0;       /* host time recording (from the first command after a begin to the submit) */
     bool failed;
     char fail_msg[300];
     bool coop;           /* use the cooperative-matrix GEMM (device has it, not turned off) */
@@ -186,8 +204,15 @@ static inline VkBackend *vkb(Backend *be) { return (VkBackend *)be; }
 void vks_begin(VkBackend *b);                      /* starts recording if not already */
 int vks_flush(VkBackend *b, Err *err);             /* submits what is recorded and waits */
 void vks_barrier(VkBackend *b);                    /* the next command sees everything recorded before */
+/* A dispatch whose buffer accesses are acc[0..n_acc) (weights and tables, never written in a pass, need not be
+ * listed); it waits only for the earlier commands it depends on. n_acc < 0: accesses unknown (it waits for
+ * everything before, and everything after waits for it). */
+void vks_dispatch_acc(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
+                      uint32_t gz, const VkAcc *acc, int n_acc);
 void vks_dispatch(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
-void vks_dispatch_indirect(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, BView args);
+/* indirect: the arguments (args, 12 bytes) are read as well as acc */
+void vks_dispatch_indirect(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, BView args, const VkAcc *acc,
+                           int n_acc);
 void vks_upload(VkBackend *b, BView dst, const void *src, size_t bytes);
 void vks_download(VkBackend *b, void *dst, BView src, size_t bytes);
 void vks_copy(VkBackend *b, BView dst, BView src, size_t bytes);

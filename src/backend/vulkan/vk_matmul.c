@@ -23,8 +23,11 @@
 
 typedef struct MatPush {
     uint64_t w, x, y, items, xidx, yidx, tab, estride;
-    uint32_t cols, rows, T, ldx, ldy, row_bytes, xv4, pad;
+    uint32_t cols, rows, T, ldx, ldy, row_bytes, xv4, flags;
+    uint64_t w2, y2;
+    uint32_t rows2;
 } MatPush;
+enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4 }; /* mm_common.glsl */
 
 typedef enum Kind { K_VEC, K_MAT, K_COOP } Kind;
 
@@ -61,24 +64,66 @@ static BView provided(VkBackend *b, const void *data, size_t bytes) {
     return v;
 }
 
-static void v_matmul(Backend *be, const MatArgs *a) {
-    VkBackend *b = vkb(be);
+/* y = W·x (flags 0), y += W·x (MM_ACC: every kernel), y = silu(W·x)·(W2·x) (MM_SWIGLU, w2: mm_vec only),
+ * y = W·x and a2->y = W2·x (MM_PAIR: mm_vec only; W2 of the same format and width, any rows) */
+static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs *a2) {
     const Weight *w = a->w;
     BView wv = a->data ? provided(b, a->data, w->bytes) : vk_weight(b, w, a->expert);
-    int64_t rows = w->rows;
+    BView wv2 = a2 ? vk_weight(b, a2->w, a2->expert) : (BView){0};
+    int64_t rows = w->rows, rows2 = a2 ? a2->w->rows : 0;
     if (a->o1 > 0) {
-        ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= w->rows);
+        ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= w->rows && !(flags & MM_PAIR));
         wv.off += (size_t)a->o0 * w->row_bytes;
-        rows = a->o1 - a->o0;
+        wv2.off += a2 ? (size_t)a->o0 * w->row_bytes : 0;
+        rows = rows2 = a->o1 - a->o0;
     }
     if (a->T <= 0) return;
     const Kind k = pick(b, w, a->T);
+    ASSERT(!a2 || k == K_VEC);
     const uint64_t x = va(a->x);
     const MatPush p = {va(wv), x, va(a->y), 0, 0, 0, tab_addr(b), 0, (uint32_t)w->cols, (uint32_t)rows, (uint32_t)a->T,
-                       (uint32_t)w->cols, (uint32_t)rows, (uint32_t)w->row_bytes, (x % 16 == 0 && w->cols % 4 == 0), 0};
-    const uint32_t gx = (uint32_t)((rows + kind_rows[k] - 1) / kind_rows[k]);
+                       (uint32_t)w->cols, (uint32_t)rows, (uint32_t)w->row_bytes, (x % 16 == 0 && w->cols % 4 == 0), flags,
+                       a2 ? va(wv2) : 0, (flags & MM_PAIR) ? va(a2->y) : 0, (uint32_t)rows2};
+    const int64_t span_rows = (flags & MM_PAIR) && rows2 > rows ? rows2 : rows;
+    const uint32_t gx = (uint32_t)((span_rows + kind_rows[k] - 1) / kind_rows[k]);
     const uint32_t gy = (uint32_t)((a->T + kind_tokens[k] - 1) / kind_tokens[k]);
-    vks_dispatch(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, gx, gy, 1);
+    VkAcc acc[4] = {acc_r(a->x, 4 * (uint64_t)a->T * (uint64_t)w->cols), acc_w(a->y, 4 * (uint64_t)a->T * (uint64_t)rows)};
+    int n = 2;
+    if (a->data) acc[n++] = acc_r(wv, (uint64_t)rows * w->row_bytes); /* uploaded in the stream */
+    if (flags & MM_PAIR) acc[n++] = acc_w(a2->y, 4 * (uint64_t)a->T * (uint64_t)rows2);
+    vks_dispatch_acc(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, gx, gy, 1, acc, n);
+}
+
+static void v_matmul(Backend *be, const MatArgs *a) { matmul(vkb(be), a, 0, NULL); }
+static void v_matmul_add(Backend *be, const MatArgs *a) { matmul(vkb(be), a, MM_ACC, NULL); }
+
+/* two products of one input in one pass where both take the vector kernel in one format and width */
+static void v_matmul_pair(Backend *be, const MatArgs *a, const MatArgs *c) {
+    VkBackend *b = vkb(be);
+    if (pick(b, a->w, a->T) == K_VEC && !a->data && !c->data && a->w->type == c->w->type && a->w->cols == c->w->cols &&
+        a->w->row_bytes == c->w->row_bytes && a->o1 == 0 && c->o1 == 0 && a->T == c->T && a->x.buf == c->x.buf &&
+        a->x.off == c->x.off) {
+        matmul(b, a, MM_PAIR, c);
+        return;
+    }
+    matmul(b, a, 0, NULL);
+    matmul(b, c, 0, NULL);
+}
+
+/* gate and up in one pass where both take the vector kernel in one format (decode); else the three ops */
+static void v_matmul_swiglu(Backend *be, const MatArgs *g, const MatArgs *u) {
+    VkBackend *b = vkb(be);
+    const bool one = pick(b, g->w, g->T) == K_VEC && !g->data && !u->data && g->w->type == u->w->type &&
+                     g->w->rows == u->w->rows && g->w->cols == u->w->cols && g->w->row_bytes == u->w->row_bytes &&
+                     g->o0 == u->o0 && g->o1 == u->o1 && g->T == u->T && g->x.buf == u->x.buf && g->x.off == u->x.off;
+    if (one) {
+        matmul(b, g, MM_SWIGLU, u);
+        return;
+    }
+    matmul(b, g, 0, NULL);
+    matmul(b, u, 0, NULL);
+    const int n = (int)(g->o1 > 0 ? g->o1 - g->o0 : g->w->rows);
+    vk_swiglu(b, g->y, g->y, u->y, (int)g->T, n);
 }
 
 typedef struct GetRowsPush {
@@ -91,7 +136,8 @@ static void v_get_rows(Backend *be, const Weight *w, BView ids, int n, BView out
     const GetRowsPush p = {va(vk_weight(b, w, -1)), va(ids), va(out), tab_addr(b), (uint32_t)w->row_bytes, (uint32_t)w->cols,
                            (uint32_t)n};
     const uint32_t items = (uint32_t)((w->cols + 31) / 32);
-    vks_dispatch(b, vk_fmt_pipe(b->d, VKF_GET_ROWS, w->type), &p, sizeof p, (items + 63) / 64, (uint32_t)n, 1);
+    const VkAcc acc[2] = {acc_r(ids, 4 * (uint64_t)n), acc_w(out, 4 * (uint64_t)n * (uint64_t)w->cols)};
+    vks_dispatch_acc(b, vk_fmt_pipe(b->d, VKF_GET_ROWS, w->type), &p, sizeof p, (items + 63) / 64, (uint32_t)n, 1, acc, 2);
 }
 
 /* ---- the routed experts of an MoE layer, grouped on the device ---------------------------------------------------- */
@@ -103,10 +149,10 @@ typedef struct GroupPush {
 } GroupPush;
 
 static void expert_product(VkBackend *b, Kind k, const Weight *w, uint64_t x, uint64_t xidx, uint32_t ldx, uint64_t y,
-                           uint64_t yidx, uint32_t ldy, uint64_t items, BView args) {
+                           uint64_t yidx, uint32_t ldy, uint64_t items, BView args, const VkAcc *acc, int n_acc) {
     const MatPush p = {va(vk_weight(b, w, 0)), x, y, items, xidx, yidx, tab_addr(b), w->expert_stride, (uint32_t)w->cols,
-                       (uint32_t)w->rows, 0, ldx, ldy, (uint32_t)w->row_bytes, (x % 16 == 0 && ldx % 4 == 0), 0};
-    vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, args);
+                       (uint32_t)w->rows, 0, ldx, ldy, (uint32_t)w->row_bytes, (x % 16 == 0 && ldx % 4 == 0), 0, 0, 0, 0};
+    vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, args, acc, n_acc);
 }
 
 static void v_moe_ffn(Backend *be, const MoeArgs *a) {
@@ -125,17 +171,26 @@ static void v_moe_ffn(Backend *be, const MoeArgs *a) {
     ASSERT(off_args + 8 <= MOE_WORK_INTS(a->R, a->k, a->n_expert));
     const GroupPush g = {va(a->sel), va(a->work), n, (uint32_t)a->k, nE, tile, (F + rows - 1) / rows, (E + rows - 1) / rows,
                          off_s, off_items, off_args};
-    vks_dispatch(b, vk_pipe(b->d, VK_MOE_GROUP), &g, sizeof g, 1, 1, 1);
+    const uint64_t wbytes = 4 * (uint64_t)MOE_WORK_INTS(a->R, a->k, a->n_expert);
+    const VkAcc ga[2] = {acc_r(a->sel, 4 * (uint64_t)n), acc_w(a->work, wbytes)};
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_MOE_GROUP), &g, sizeof g, 1, 1, 1, ga, 2);
     const uint64_t work = va(a->work), items = work + 4ull * off_items, sidx = work + 4ull * off_s;
     const BView args_a = bv_f32(a->work, off_args), args_b = bv_f32(a->work, off_args + 4);
-    expert_product(b, k, a->gate, va(a->x), work, E, va(a->gate_out), 0, F, items, args_a);
-    expert_product(b, k, a->up, va(a->x), work, E, va(a->up_out), 0, F, items, args_a);
+    const uint64_t nf = 4 * (uint64_t)n * F;
+    const VkAcc wr = acc_r(a->work, wbytes), xr = acc_r(a->x, 4 * (uint64_t)a->R * E);
+    const VkAcc gacc[3] = {wr, xr, acc_w(a->gate_out, nf)}, uacc[3] = {wr, xr, acc_w(a->up_out, nf)};
+    const VkAcc dacc[3] = {wr, acc_r(a->gate_out, nf), acc_w(a->eo, 4 * (uint64_t)n * E)};
+    expert_product(b, k, a->gate, va(a->x), work, E, va(a->gate_out), 0, F, items, args_a, gacc, 3);
+    expert_product(b, k, a->up, va(a->x), work, E, va(a->up_out), 0, F, items, args_a, uacc, 3);
     vk_swiglu(b, a->gate_out, a->gate_out, a->up_out, (int)n, (int)F);
-    expert_product(b, k, a->down, va(a->gate_out), 0, F, va(a->eo), sidx, E, items, args_b);
+    expert_product(b, k, a->down, va(a->gate_out), 0, F, va(a->eo), sidx, E, items, args_b, dacc, 3);
 }
 
 void vk_matmul_install(BackendVt *vt) {
     vt->matmul = v_matmul;
+    vt->matmul_add = v_matmul_add;
+    vt->matmul_swiglu = v_matmul_swiglu;
+    vt->matmul_pair = v_matmul_pair;
     vt->get_rows = v_get_rows;
     vt->moe_ffn = v_moe_ffn;
 }

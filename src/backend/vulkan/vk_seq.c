@@ -1,8 +1,13 @@
-/* vk_seq.c — the sequence ops of the Vulkan backend: causal conv + SiLU (shaders/conv_silu.comp), the delta
+/* vk_seq.c — the sequence ops of the Vulkan backend: causal conv + SiLU (shaders/conv_silu.comp; fused with
+ * the q/k L2 norms, the v split and the gates in dn_prep.comp), the delta
  * rule in its fused sequential form (dn_recurrent.comp: one subgroup per row of the transposed state) and
  * its chunked form (dn_chunked.comp: chunks of 64, the triangular solve in shared memory), and causal
- * attention with online softmax (attention.comp). */
+ * attention with online softmax (attention.comp; the sigmoid output gate optionally in its epilogue), its q/k
+ * norms, RoPE and cache stores in one dispatch (attn_prep.comp). */
 #include "backend/vulkan/vk_internal.h"
+
+#include <math.h>
+#include <stdint.h>
 
 typedef struct ConvPush {
     uint64_t x, w, state, y;
@@ -13,7 +18,9 @@ static void v_conv_silu(Backend *be, BView x, int T, int C, int K, const Weight 
     VkBackend *b = vkb(be);
     ASSERT(K >= 2 && K <= 16);
     const ConvPush p = {va(x), va(vk_weight(b, w, -1)), va(state), va(y), (uint32_t)T, (uint32_t)C, (uint32_t)K};
-    vks_dispatch(b, vk_pipe(b->d, VK_CONV_SILU), &p, sizeof p, ((uint32_t)C + 63) / 64, 1, 1);
+    const uint64_t tc = 4 * (uint64_t)T * (uint64_t)C;
+    const VkAcc acc[3] = {acc_r(x, tc), acc_w(state, 4 * (uint64_t)C * (uint64_t)(K - 1)), acc_w(y, tc)};
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_CONV_SILU), &p, sizeof p, ((uint32_t)C + 63) / 64, 1, 1, acc, 3);
 }
 
 typedef struct DnPush {
@@ -25,6 +32,19 @@ typedef struct DnChunkPush {
     uint64_t q, k, v, g, beta, s_in, s_out, out, scratch;
     uint32_t T, Hk, Hv, dk, dv, grouped;
 } DnChunkPush;
+
+/* the delta rule's accesses (the state written in place or beside, the per-token states when asked) */
+static int dn_acc(const DeltaArgs *a, BView s_in, VkAcc *acc) {
+    const uint64_t T = (uint64_t)a->T, kb = 4 * T * (uint64_t)a->n_k_head * (uint64_t)a->d_k;
+    const uint64_t vb = 4 * T * (uint64_t)a->n_v_head * (uint64_t)a->d_v, gb = 4 * T * (uint64_t)a->n_v_head;
+    const uint64_t sb = 4 * (uint64_t)a->n_v_head * (uint64_t)a->d_v * (uint64_t)a->d_k;
+    int n = 0;
+    acc[n++] = acc_r(a->q, kb), acc[n++] = acc_r(a->k, kb), acc[n++] = acc_r(a->v, vb);
+    acc[n++] = acc_r(a->g, gb), acc[n++] = acc_r(a->beta, gb);
+    acc[n++] = acc_r(s_in, sb), acc[n++] = acc_w(a->state, sb), acc[n++] = acc_w(a->out, vb);
+    if (a->has_steps) acc[n++] = acc_w(a->steps, sb * T);
+    return n;
+}
 
 static void v_deltanet(Backend *be, const DeltaArgs *a) {
     VkBackend *b = vkb(be);
@@ -40,7 +60,10 @@ static void v_deltanet(Backend *be, const DeltaArgs *a) {
         const DnChunkPush p = {va(a->q), va(a->k), va(a->v), va(a->g), va(a->beta), va(s_in), va(a->state), va(a->out), va(sc),
                                (uint32_t)a->T, (uint32_t)a->n_k_head, (uint32_t)a->n_v_head, (uint32_t)a->d_k, (uint32_t)a->d_v,
                                a->grouped};
-        vks_dispatch(b, vk_pipe(b->d, VK_DN_CHUNKED), &p, sizeof p, (uint32_t)a->n_v_head, 1, 1);
+        VkAcc acc[10];
+        const int n = dn_acc(a, s_in, acc);
+        acc[n] = acc_w(sc, need);
+        vks_dispatch_acc(b, vk_pipe(b->d, VK_DN_CHUNKED), &p, sizeof p, (uint32_t)a->n_v_head, 1, 1, acc, n + 1);
         return;
     }
     const uint32_t rpw = 64 / b->d->subgroup_min; /* the most subgroups a 64-lane workgroup can have */
@@ -48,29 +71,109 @@ static void v_deltanet(Backend *be, const DeltaArgs *a) {
     const DnPush p = {va(a->q), va(a->k), va(a->v), va(a->g), va(a->beta), va(s_in), va(a->state), va(a->out),
                       a->has_steps ? va(a->steps) : 0, (uint32_t)a->T, (uint32_t)a->n_k_head, (uint32_t)a->n_v_head,
                       (uint32_t)a->d_k, (uint32_t)a->d_v, a->grouped, rpw, a->has_steps};
-    vks_dispatch(b, vk_pipe(b->d, VK_DN_RECURRENT), &p, sizeof p, (rows + rpw - 1) / rpw, 1, 1);
+    VkAcc acc[10];
+    const int n = dn_acc(a, s_in, acc);
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_DN_RECURRENT), &p, sizeof p, (rows + rpw - 1) / rpw, 1, 1, acc, n);
+}
+
+typedef struct PrepPush {
+    uint64_t x, w, state, q, dt, sa, gb;
+    int32_t k_off, v_off, beta_off, g_off, ga_off;
+    uint32_t T, C, K, key, Dk, Hv, group, ld_in;
+    float eps;
+} PrepPush;
+
+/* float offset of v from base in the same buffer, when it fits an int32 */
+static bool rel(BView base, BView v, int32_t *out) {
+    if (v.buf != base.buf || (v.off & 3) != (base.off & 3)) return false;
+    const int64_t d = ((int64_t)v.off - (int64_t)base.off) / 4;
+    if (d < INT32_MIN || d > INT32_MAX) return false;
+    *out = (int32_t)d;
+    return true;
+}
+
+static bool v_dn_prep(Backend *be, const DnPrepArgs *a) {
+    VkBackend *b = vkb(be);
+    const GateArgs *g = &a->gates;
+    const int val = a->C - 2 * a->key;
+    PrepPush p = {va(a->x), va(vk_weight(b, a->conv_w, -1)), va(a->state), va(a->q), va(vk_weight(b, g->dt_bias, -1)),
+                  va(vk_weight(b, g->ssm_a, -1)), va(g->b), 0, 0, 0, 0, 0, (uint32_t)a->T, (uint32_t)a->C, (uint32_t)a->K,
+                  (uint32_t)a->key, (uint32_t)a->d_k, (uint32_t)g->Hv, (uint32_t)g->group, (uint32_t)g->ld_in, a->eps};
+    if (a->K < 2 || a->K > 16 || a->d_k > 512 || a->key % a->d_k || val < 0 || g->R != a->T || !rel(a->q, a->k, &p.k_off) ||
+        !rel(a->q, a->v, &p.v_off) || !rel(a->q, g->beta, &p.beta_off) || !rel(a->q, g->g, &p.g_off) ||
+        !rel(g->b, g->a, &p.ga_off))
+        return false;
+    const uint64_t T = (uint64_t)a->T, Hv = (uint64_t)g->Hv;
+    const uint64_t in = 4 * ((T - 1) * (uint64_t)g->ld_in + Hv * (g->group ? 2 : 1));
+    const VkAcc acc[9] = {acc_r(a->x, 4 * T * (uint64_t)a->C), acc_w(a->state, 4 * (uint64_t)a->C * (uint64_t)(a->K - 1)),
+                          acc_w(a->q, 4 * T * (uint64_t)a->key), acc_w(a->k, 4 * T * (uint64_t)a->key),
+                          acc_w(a->v, 4 * T * (uint64_t)val), acc_r(g->b, in), acc_r(g->a, in),
+                          acc_w(g->beta, 4 * T * Hv), acc_w(g->g, 4 * T * Hv)};
+    const uint32_t groups = 2 * (uint32_t)(a->key / a->d_k) + ((uint32_t)val + 127) / 128 + ((uint32_t)(T * Hv) + 127) / 128;
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_DN_PREP), &p, sizeof p, groups, 1, 1, acc, 9);
+    return true;
 }
 
 typedef struct AttnPush {
     uint64_t q, k, v, out;
     uint32_t T, pos0, H, Hkv, D;
     float scale;
+    uint64_t gate;
+    uint32_t g_row, g_head;
 } AttnPush;
 
-static void v_attention(Backend *be, const AttentionArgs *a) {
-    VkBackend *b = vkb(be);
+/* attention, with the sigmoid output gate in its epilogue when gate.buf is set */
+static void attention(VkBackend *b, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head) {
     ASSERT(a->n_head % a->n_head_kv == 0);
     if (a->d > 512) {
         vks_fail(b, "attention head dim %d: the Vulkan backend takes at most 512", a->d);
         return;
     }
     const AttnPush p = {va(a->q), va(a->k), va(a->v), va(a->out), (uint32_t)a->T, (uint32_t)a->pos0, (uint32_t)a->n_head,
-                        (uint32_t)a->n_head_kv, (uint32_t)a->d, a->scale};
-    vks_dispatch(b, vk_pipe(b->d, VK_ATTENTION), &p, sizeof p, (uint32_t)a->n_head, (uint32_t)a->T, 1);
+                        (uint32_t)a->n_head_kv, (uint32_t)a->d, a->scale, gate.buf ? va(gate) : 0, (uint32_t)g_row,
+                        (uint32_t)g_head};
+    const uint64_t qb = 4 * (uint64_t)a->T * (uint64_t)a->n_head * (uint64_t)a->d;
+    const uint64_t kvb = 4 * (uint64_t)(a->pos0 + a->T) * (uint64_t)a->n_head_kv * (uint64_t)a->d;
+    VkAcc acc[5] = {acc_r(a->q, qb), acc_r(a->k, kvb), acc_r(a->v, kvb), acc_w(a->out, qb)};
+    if (gate.buf) acc[4] = acc_r(gate, 4 * ((uint64_t)(a->T - 1) * (uint64_t)g_row + (uint64_t)a->n_head * (uint64_t)g_head));
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTENTION), &p, sizeof p, (uint32_t)a->n_head, (uint32_t)a->T, 1, acc, gate.buf ? 5 : 4);
+}
+
+static void v_attention(Backend *be, const AttentionArgs *a) { attention(vkb(be), a, (BView){0}, 0, 0); }
+
+static void v_attention_gated(Backend *be, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head) {
+    attention(vkb(be), a, gate, g_row, g_head);
+}
+
+typedef struct AttnPrepPush {
+    uint64_t qg, qa, ka, va, kc, vc, qn, kn, pos;
+    uint32_t rows, H, Hkv, D, n_rot, imrope;
+    int32_t s[4];
+    float theta_scale, freq_scale, eps;
+} AttnPrepPush;
+
+static bool v_attn_prep(Backend *be, const AttnPrepArgs *a) {
+    VkBackend *b = vkb(be);
+    const RopeArgs *r = &a->rope;
+    if (a->d > 512 || r->n_rot > a->d || r->n_rot % 2) return false;
+    AttnPrepPush p = {va(a->qg), va(a->qa), va(a->ka), va(a->va), va(a->k_cache), va(a->v_cache),
+                      va(vk_weight(b, a->q_norm, -1)), va(vk_weight(b, a->k_norm, -1)), va(a->pos), (uint32_t)a->rows,
+                      (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)a->d, (uint32_t)r->n_rot, r->sections != NULL,
+                      {0, 0, 0, 0}, powf(r->base, -2.0f / (float)r->n_rot), r->freq_scale, a->eps};
+    for (int i = 0; r->sections && i < 4; i++) p.s[i] = r->sections[i];
+    const uint64_t R = (uint64_t)a->rows, HD = 4 * (uint64_t)a->n_head * (uint64_t)a->d, KVD = 4 * (uint64_t)a->n_head_kv * (uint64_t)a->d;
+    const VkAcc acc[7] = {acc_r(a->qg, 2 * R * HD), acc_w(a->qa, R * HD),  acc_r(a->ka, R * KVD), acc_r(a->va, R * KVD),
+                          acc_w(a->k_cache, R * KVD), acc_w(a->v_cache, R * KVD), acc_r(a->pos, 4 * R)};
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTN_PREP), &p, sizeof p, (uint32_t)(a->n_head + a->n_head_kv),
+                     R > 65535 ? 65535 : (uint32_t)R, 1, acc, 7);
+    return true;
 }
 
 void vk_seq_install(BackendVt *vt) {
     vt->conv_silu = v_conv_silu;
     vt->deltanet = v_deltanet;
+    vt->dn_prep = v_dn_prep;
+    vt->attention_gated = v_attention_gated;
+    vt->attn_prep = v_attn_prep;
     vt->attention = v_attention;
 }

@@ -2,8 +2,12 @@
  * of uploads, downloads and ops).
  *
  * One primary command buffer records everything between submissions: dispatches, copies, fills and the
- * copies out of the staging ring that carry uploads. A global memory barrier separates each command from
- * the one before (a forward pass is a chain: each op reads what the last one wrote). An upload issued while
+ * copies out of the staging ring that carry uploads. Each command names the buffer ranges it reads and writes
+ * (VkAcc); the stream keeps those of the commands recorded since the last barrier and records a global memory
+ * barrier only before a command that reads what one of them wrote or writes what one of them touched, so
+ * independent commands (a layer's projections) run back to back. A command with unknown accesses waits for
+ * everything before it and makes the next one wait (`dep=0` in the tuning string: a barrier before every
+ * command, the old stream). The counters (dispatches, barriers, host time recording) feed --profile. An upload issued while
  * commands are recorded is copied into the staging ring at once and recorded as a buffer copy, so it lands
  * in issue order; a download submits what is recorded, waits, and reads. When nothing is pending and the
  * device memory is the host's (lavapipe, integrated GPUs), uploads and downloads are plain memcpy.
@@ -15,6 +19,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define STAGE_BYTES ((size_t)32 << 20)
 
@@ -78,6 +83,12 @@ static int wait_fence(VkBackend *b) {
     return 0;
 }
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 void vks_begin(VkBackend *b) {
     if (b->recording) return;
     wait_fence(b);
@@ -88,6 +99,7 @@ void vks_begin(VkBackend *b) {
     if (b->qpool) vkf.vkCmdResetQueryPool(b->cmd, b->qpool, 0, VK_MARKS_MAX);
     b->recording = true;
     b->n_cmds = 0;
+    b->n_pend = 0;
     b->n_queries = 0;
     b->stage_at = 0; /* nothing in flight reads the ring any more */
 }
@@ -96,6 +108,7 @@ static int submit(VkBackend *b) {
     if (!b->recording) return 0;
     b->recording = false;
     vkf.vkEndCommandBuffer(b->cmd);
+    if (b->n_cmds > 0) b->host_ns += now_ns() - b->rec_t0;
     if (b->n_cmds == 0 && b->n_queries == 0) return 0;
     vkf.vkResetFences(b->d->dev, 1, &b->fence);
     const VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &b->cmd};
@@ -135,6 +148,7 @@ static int v_wait(Backend *be, Err *err) {
 }
 
 void vks_barrier(VkBackend *b) {
+    b->n_pend = 0;
     if (b->n_cmds == 0) return;
     const VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                 .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -147,32 +161,62 @@ void vks_barrier(VkBackend *b) {
                              0, 1, &mb, 0, NULL, 0, NULL);
 }
 
-static void before(VkBackend *b) {
-    vks_begin(b);
-    vks_barrier(b);
-    b->n_cmds++;
+static bool overlaps(const VkAcc *a, const VkAcc *c) {
+    return a->buf == c->buf && a->lo < c->hi && c->lo < a->hi && (a->write || c->write);
 }
 
-void vks_dispatch(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
-    if (!gx || !gy || !gz) return;
-    if (!p) {
-        vks_fail(b, "a Vulkan pipeline could not be created");
-        return;
+/* Before recording a command with accesses acc[0..n) (n < 0: unknown): a barrier if it depends on a command
+ * since the last one, then its accesses join the pending set. */
+static void before_acc(VkBackend *b, const VkAcc *acc, int n) {
+    vks_begin(b);
+    if (b->n_cmds == 0) b->rec_t0 = now_ns();
+    bool need = n < 0 || b->n_pend < 0 || b->dep_off || b->n_pend + n > VK_PEND_MAX;
+    for (int i = 0; i < n && !need; i++)
+        for (int j = 0; j < b->n_pend && !need; j++) need = overlaps(&acc[i], &b->pend[j]);
+    if (need && b->n_cmds > 0) {
+        vks_barrier(b);
+        b->n_barrier++;
     }
+    if (need) b->n_pend = 0;
+    if (n < 0) b->n_pend = -1;
+    for (int i = 0; i < n; i++)
+        if (acc[i].hi > acc[i].lo) b->pend[b->n_pend++] = acc[i];
+    b->n_cmds++;
+    b->n_dispatch++;
+}
+
+static void before(VkBackend *b) { before_acc(b, NULL, -1); }
+
+static bool check(VkBackend *b, VkPipeline p) {
+    if (!p) vks_fail(b, "a Vulkan pipeline could not be created");
+    return p != VK_NULL_HANDLE;
+}
+
+void vks_dispatch_acc(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
+                      uint32_t gz, const VkAcc *acc, int n_acc) {
+    if (!gx || !gy || !gz || !check(b, p)) return;
     const uint32_t lim = b->d->props.limits.maxComputeWorkGroupCount[1];
     ASSERT(gx <= b->d->props.limits.maxComputeWorkGroupCount[0] && gy <= lim && gz <= b->d->props.limits.maxComputeWorkGroupCount[2]);
-    before(b);
+    before_acc(b, acc, n_acc);
     vkf.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     vkf.vkCmdPushConstants(b->cmd, b->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)push_bytes, push);
     vkf.vkCmdDispatch(b->cmd, gx, gy, gz);
 }
 
-void vks_dispatch_indirect(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, BView args) {
-    if (!p) {
-        vks_fail(b, "a Vulkan pipeline could not be created");
-        return;
+void vks_dispatch(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz) {
+    vks_dispatch_acc(b, p, push, push_bytes, gx, gy, gz, NULL, -1);
+}
+
+void vks_dispatch_indirect(VkBackend *b, VkPipeline p, const void *push, size_t push_bytes, BView args, const VkAcc *acc,
+                           int n_acc) {
+    if (!check(b, p)) return;
+    VkAcc all[VK_PEND_MAX];
+    int n = 0;
+    if (n_acc >= 0 && n_acc < VK_PEND_MAX) {
+        all[n++] = acc_r(args, 12);
+        for (int i = 0; i < n_acc; i++) all[n++] = acc[i];
     }
-    before(b);
+    before_acc(b, all, n_acc >= 0 && n_acc < VK_PEND_MAX ? n : -1);
     vkf.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     vkf.vkCmdPushConstants(b->cmd, b->d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)push_bytes, push);
     vkf.vkCmdDispatchIndirect(b->cmd, args.buf->buf, args.off);
@@ -196,7 +240,8 @@ void vks_upload(VkBackend *b, BView dst, const void *src, size_t bytes) {
             if (vks_flush(b, &e)) vks_fail(b, "%s", e.msg);
             vks_begin(b);
         }
-        before(b);
+        const VkAcc a = acc_w(dst, n); /* the ring's bytes are the host's, each used once per recording */
+        before_acc(b, &a, 1);
         memcpy((uint8_t *)b->stage->map + b->stage_at, s, n);
         const VkBufferCopy c = {b->stage_at, dst.off, n};
         vkf.vkCmdCopyBuffer(b->cmd, b->stage->buf, dst.buf->buf, 1, &c);
@@ -246,7 +291,8 @@ void vks_copy(VkBackend *b, BView dst, BView src, size_t bytes) {
         b->stage_at = (b->stage_at + bytes + 63) & ~(size_t)63;
         return;
     }
-    before(b);
+    const VkAcc a[2] = {acc_r(src, bytes), acc_w(dst, bytes)};
+    before_acc(b, a, 2);
     const VkBufferCopy c = {src.off, dst.off, bytes};
     vkf.vkCmdCopyBuffer(b->cmd, src.buf->buf, dst.buf->buf, 1, &c);
 }
@@ -261,7 +307,8 @@ void vks_fill(VkBackend *b, BView dst, uint8_t byte, size_t bytes) {
     }
     const size_t body = bytes & ~(size_t)3;
     if (body) {
-        before(b);
+        const VkAcc a = acc_w(dst, body);
+        before_acc(b, &a, 1);
         vkf.vkCmdFillBuffer(b->cmd, dst.buf->buf, dst.off, body, (uint32_t)byte * 0x01010101u);
     }
     if (bytes > body) {
@@ -274,7 +321,7 @@ void vks_mark(VkBackend *b, int tag) {
     if (!b->qpool) return;
     vks_begin(b);
     if (b->n_queries >= VK_MARKS_MAX) return;
-    vks_barrier(b);
+    vks_barrier(b); /* a timestamp after everything before it (not counted: profiling's own) */
     vkf.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->qpool, (uint32_t)b->n_queries);
     b->q_tags[b->n_queries++] = tag;
 }

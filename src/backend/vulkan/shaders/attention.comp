@@ -11,6 +11,8 @@ layout(push_constant) uniform Push {
     uint64_t q, k, v, out_;
     uint T, pos0, H, Hkv, D;
     float scale;
+    uint64_t gate; // 0, or the sigmoid output gate fused (mul_sigmoid's bits): out *= σ(gate[t·g_row + h·g_head + d])
+    uint g_row, g_head;
 } p;
 layout(local_size_x = 128) in;
 shared float qs[MAX_D];
@@ -68,6 +70,9 @@ void main() {
     }
     for (uint i = 0u; i < MAX_D / BLOCK; i++) {
         const uint d = tid + i * BLOCK;
-        if (d < D) O.v[qo + d] = acc[i] / l;
+        if (d >= D) continue;
+        float o = acc[i] / l;
+        if (p.gate != 0ul) o *= sigmoid_f(F32(p.gate).v[t * p.g_row + h * p.g_head + d]);
+        O.v[qo + d] = o;
     }
 }

@@ -5,9 +5,17 @@
 // path: moe_group.comp writes it), each item is one expert's tokens. Token p reads activation row
 // xidx[p] (or p) and writes output row yidx[p] (or p), so a gather before and a scatter after need no
 // copies. The weight of expert e is at w + e·estride; rows are row_bytes apart.
+// flags (mm_vec only): MM_ACC adds the product to y (a residual in the epilogue); MM_SWIGLU also takes the
+// product with w2 (same format and shape: the up matrix) and writes silu(W·x) · (W2·x); MM_PAIR also writes
+// W2·x (rows2 rows of the same format and width) to y2: two products sharing their input in one dispatch.
+#define MM_ACC 1u
+#define MM_SWIGLU 2u
+#define MM_PAIR 4u
 layout(push_constant) uniform MatPush {
     uint64_t w, x, y, items, xidx, yidx, tab, estride;
-    uint cols, rows, T, ldx, ldy, row_bytes, xv4, pad;
+    uint cols, rows, T, ldx, ldy, row_bytes, xv4, flags;
+    uint64_t w2, y2;
+    uint rows2;
 } p;
 
 void item_of(uint y, uint tile, out uint e, out uint p0, out uint n) {

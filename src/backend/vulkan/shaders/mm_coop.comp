@@ -71,6 +71,9 @@ void main() {
     barrier();
     for (uint q = tid; q < BM * BN; q += 128u) {
         const uint n = q / BM, m = q % BM;
-        if (n < nt && row0 + m < p.rows) F32(p.y).v[yrow_of(p0 + n) * p.ldy + row0 + m] = Cs[n * SC + m];
+        if (n < nt && row0 + m < p.rows) {
+            const uint yi = yrow_of(p0 + n) * p.ldy + row0 + m;
+            F32(p.y).v[yi] = (p.flags & MM_ACC) != 0u ? F32(p.y).v[yi] + Cs[n * SC + m] : Cs[n * SC + m];
+        }
     }
 }

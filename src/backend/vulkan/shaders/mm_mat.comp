@@ -66,7 +66,10 @@ void main() {
         const uint yr = yrow_of(p0 + t);
         for (uint i = 0u; i < 4u; i++) {
             const uint row = gl_WorkGroupID.x * BM + 4u * tm + i;
-            if (row < p.rows) F32(p.y).v[yr * p.ldy + row] = acc[i][j];
+            if (row < p.rows) {
+                const uint yi = yr * p.ldy + row;
+                F32(p.y).v[yi] = (p.flags & MM_ACC) != 0u ? F32(p.y).v[yi] + acc[i][j] : acc[i][j];
+            }
         }
     }
 }

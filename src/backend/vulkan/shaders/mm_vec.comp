@@ -2,7 +2,9 @@
 // to VEC_TOKENS tokens of one work item. One subgroup per output row at a time, its lanes over the row's
 // 32-element items (lane l takes items l, l + subgroup size, …: neighbouring lanes read neighbouring
 // bytes), each item dequantized once and dotted with every token; a workgroup covers VEC_ROWS rows, the
-// subgroups taking turns, so any subgroup size works. Grid: x = row groups, y = work items.
+// subgroups taking turns, so any subgroup size works. Grid: x = row groups, y = work items. The fused forms
+// (mm_common.glsl flags) keep the same dot products, so their results are the unfused ops' bits: with
+// MM_SWIGLU a second accumulator runs over w2's row, with MM_ACC the sum is added to y.
 #version 450
 #include "common.glsl"
 #include "dequant.glsl"
@@ -28,33 +30,50 @@ void main() {
     const uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupSize;
     for (uint rl = gl_SubgroupID; rl < VEC_ROWS; rl += gl_NumSubgroups) {
         const uint row = gl_WorkGroupID.x * VEC_ROWS + rl;
-        if (row >= p.rows) break;
+        const bool pair = (p.flags & MM_PAIR) != 0u;
+        if (row >= (pair ? max(p.rows, p.rows2) : p.rows)) break;
+        const bool has1 = row < p.rows, two = (p.flags & MM_SWIGLU) != 0u || (pair && row < p.rows2);
         const uint64_t rowa = wbase + uint64_t(row) * uint64_t(p.row_bytes);
-        float acc[VEC_TOKENS];
-        for (uint q = 0u; q < VEC_TOKENS; q++) acc[q] = 0.0;
+        const uint64_t rowa2 = p.w2 + uint64_t(row) * uint64_t(p.row_bytes);
+        float acc[VEC_TOKENS], acc2[VEC_TOKENS];
+        for (uint q = 0u; q < VEC_TOKENS; q++) acc[q] = 0.0, acc2[q] = 0.0;
         for (uint it = lane; it < n_items; it += sg) {
-            float v[32];
-            dq32(rowa + uint64_t(it / FMT_SUBS) * uint64_t(FMT_BYTES), it % FMT_SUBS, v);
             const uint nv = min(32u, p.cols - 32u * it);
-            for (uint q = 0u; q < VEC_TOKENS; q++) {
-                if (q >= nt) break;
-                const uint64_t xi = xa[q] + uint64_t(it) * 128ul;
-                float s = 0.0;
-                if (p.xv4 != 0u && nv == 32u) {
-                    for (uint j = 0u; j < 8u; j++) {
-                        const vec4 xv = V4(xi).v[j];
-                        s += v[4u * j] * xv.x + v[4u * j + 1u] * xv.y + v[4u * j + 2u] * xv.z + v[4u * j + 3u] * xv.w;
+            for (uint m = has1 ? 0u : 1u; m < (two ? 2u : 1u); m++) {
+                float v[32];
+                dq32((m == 0u ? rowa : rowa2) + uint64_t(it / FMT_SUBS) * uint64_t(FMT_BYTES), it % FMT_SUBS, v);
+                for (uint q = 0u; q < VEC_TOKENS; q++) {
+                    if (q >= nt) break;
+                    const uint64_t xi = xa[q] + uint64_t(it) * 128ul;
+                    float s = 0.0;
+                    if (p.xv4 != 0u && nv == 32u) {
+                        for (uint j = 0u; j < 8u; j++) {
+                            const vec4 xv = V4(xi).v[j];
+                            s += v[4u * j] * xv.x + v[4u * j + 1u] * xv.y + v[4u * j + 2u] * xv.z + v[4u * j + 3u] * xv.w;
+                        }
+                    } else {
+                        for (uint j = 0u; j < nv; j++) s += v[j] * F32(xi).v[j];
                     }
-                } else {
-                    for (uint j = 0u; j < nv; j++) s += v[j] * F32(xi).v[j];
+                    if (m == 0u) acc[q] += s;
+                    else acc2[q] += s;
                 }
-                acc[q] += s;
             }
         }
         for (uint q = 0u; q < VEC_TOKENS; q++) {
             if (q >= nt) break;
-            const float s = subgroupAdd(acc[q]);
-            if (lane == 0u) F32(p.y).v[yr[q] * p.ldy + row] = s;
+            float s = subgroupAdd(acc[q]);
+            if (pair) {
+                const float u = subgroupAdd(acc2[q]);
+                if (lane == 0u && has1) F32(p.y).v[yr[q] * p.ldy + row] = s;
+                if (lane == 0u && two) F32(p.y2).v[yr[q] * p.rows2 + row] = u;
+                continue;
+            }
+            if (two) {
+                const float u = subgroupAdd(acc2[q]);
+                s = silu_f(s) * u;
+            }
+            const uint yi = yr[q] * p.ldy + row;
+            if (lane == 0u) F32(p.y).v[yi] = (p.flags & MM_ACC) != 0u ? F32(p.y).v[yi] + s : s;
         }
     }
 }
