@@ -18,7 +18,10 @@
 CC      ?= cc
 BUILD   ?= build
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
-MAKEFLAGS += -j$(NPROC) --no-print-directory
+MAKEFLAGS += --no-print-directory
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS += -j$(NPROC) # sub-makes share the top one's jobs
+endif
 # quiet by default: one line per step; V=1 prints the commands
 V ?= 0
 ifeq ($(V),0)
