@@ -459,3 +459,176 @@ TEST(vision, png_to_embeddings) {
     test_skip("PNG support not built (libpng-dev missing)");
 #endif
 }
+
+/* ---- the text side: IMROPE positions, embedding rows, the CLI ------------------------------------------- */
+
+#include "cli/cli_image.h"
+#include "cli_proc.h"
+#include "deltallm.h"
+#include "model/synth.h"
+
+TEST(vision, rope_thw_is_rope_for_text) {
+    const int sec[4] = {11, 11, 10, 0};
+    float a[64], b[64], c[64];
+    for (int p = 0; p < 300; p += 37) {
+        for (int i = 0; i < 64; i++) a[i] = b[i] = c[i] = sinf((float)(i * 3 + p));
+        op_rope(a, 64, p, 1e7f, 1.0f, sec);
+        op_rope_thw(b, 64, p, p, p, 1e7f, 1.0f, sec);
+        CHECK_MSG(!memcmp(a, b, sizeof a), "p %d", p);
+        op_rope_thw(c, 64, p, p + 3, p + 5, 1e7f, 1.0f, sec); /* an image token: the h and w pairs turn differently */
+        int same_t = 0, diff_hw = 0;
+        for (int i = 0; i < 32; i++) {
+            const bool same = a[i] == c[i] && a[i + 32] == c[i + 32];
+            if (i % 3 == 0 && i < 33) same_t += same; /* t sectors: 0, 3, …, 30 */
+            else diff_hw += !same;
+        }
+        CHECK_MSG(same_t == 11 && (p == 0 ? true : diff_hw == 21), "p %d: %d t pairs equal, %d h/w pairs moved", p, same_t, diff_hw);
+    }
+}
+
+/* A tiny qwen35 model with the real Qwen3.5 vocabulary (the vision tokens), width 64, one delta-net and one
+ * attention block, and a tiny projector onto its width. */
+static const char *tiny_vl_model(void) {
+    static char path[512];
+    if (path[0]) return path;
+    SynthSpec sp;
+    Err err = {{0}};
+    if (synth_preset(&sp, "qwen3.5-0.8b", &err)) return NULL;
+    sp.n_embd = 64, sp.n_layer = 2, sp.full_attn_interval = 2, sp.n_head = 2, sp.n_head_kv = 1, sp.head_dim = 64;
+    sp.n_rot = 64, sp.n_ff = 128, sp.ssm_d_state = 16, sp.ssm_n_group = 2, sp.ssm_dt_rank = 4, sp.ctx = 4096;
+    sp.seed = 7;
+    snprintf(path, sizeof path, "%s/vl-model.gguf", test_tmpdir());
+    if (synth_write(&sp, "tests/data/vocab/ggml-vocab-qwen35.gguf", path, &err)) {
+        test_note("synth: %s", err.msg);
+        path[0] = '\0';
+        return NULL;
+    }
+    return path;
+}
+
+static DlEngine *open_engine(const char *model, DlError *err) {
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = model, p.n_threads = 1, p.n_ctx = 512, p.n_batch = 64;
+    return dl_engine_open(&p, err);
+}
+
+TEST(vision, session_positions_and_rows) {
+    const char *model = tiny_vl_model();
+    REQUIRE(model);
+    DlError err = {{0}};
+    DlEngine *e = open_engine(model, &err);
+    REQUIRE_MSG(e, "%s", err.msg);
+    const int V = dl_engine_info(e)->n_vocab, E = dl_engine_info(e)->n_embd;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    REQUIRE(dl_tokenize(e, "<|im_start|>user\nwhat is this? a picture of", 40, true, &ids, &n, &err) == 0 && n > 4);
+    DlSession *a = dl_session_new(e, &err), *b = dl_session_new(e, &err);
+    REQUIRE(a && b);
+    /* text through the image path (host rope with p, p, p; no rows replaced) = the plain path, bit for bit */
+    int32_t *pos = malloc(sizeof(int32_t) * 3 * n);
+    for (size_t i = 0; i < 3 * n; i++) pos[i] = (int32_t)(i / 3);
+    REQUIRE(dl_session_eval(a, ids, n, &err) == 0);
+    REQUIRE_MSG(dl_session_eval_embd(b, ids, NULL, NULL, pos, n, (int)n, &err) == 0, "%s", err.msg);
+    CHECK(!memcmp(dl_session_logits(a), dl_session_logits(b), sizeof(float) * (size_t)V));
+    CHECK(dl_session_next_pos(b) == (int)n && dl_session_n_past(b) == (int)n);
+    /* an image's rows: the embeddings change the logits; the positions after it follow max(gw, gh) */
+    CliImage img = {NULL, 6, 3, 2, E};
+    img.embd = malloc(sizeof(float) * 6 * (size_t)E);
+    for (int i = 0; i < 6 * E; i++) img.embd[i] = 0.05f * sinf(0.37f * (float)i);
+    int32_t *ids2 = NULL;
+    size_t n2 = 0, n_eval = 0;
+    REQUIRE(dl_tokenize(e, CLI_IMAGE_MARKER "describe", strlen(CLI_IMAGE_MARKER "describe"), true, &ids2, &n2, &err) == 0);
+    dl_session_reset(a), dl_session_reset(b);
+    REQUIRE_MSG(cli_image_eval(e, a, ids2, n2, &img, &n_eval, &err) == 0, "%s", err.msg);
+    CHECK(n_eval == n2 - 1 + 6 && dl_session_n_past(a) == (int)n_eval);
+    /* <|vision_start|> at 0, the image at p0 = 1 (3 wide, 2 high: positions advance by 3), then the text */
+    CHECK_MSG(dl_session_next_pos(a) == 1 + 3 + (int)(n2 - 2), "next pos %d", dl_session_next_pos(a));
+    float *la = malloc(sizeof(float) * (size_t)V);
+    memcpy(la, dl_session_logits(a), sizeof(float) * (size_t)V);
+    for (int i = 0; i < 6 * E; i++) img.embd[i] *= -1.0f;
+    REQUIRE(cli_image_eval(e, b, ids2, n2, &img, &n_eval, &err) == 0);
+    double d = 0;
+    for (int i = 0; i < V; i++) d = fmax(d, fabs((double)la[i] - dl_session_logits(b)[i]));
+    CHECK_MSG(d > 1e-4, "the image's rows did not reach the logits (max |Δ| %.3g)", d);
+    /* the same rows at sequential positions (no 2-D positions) give other logits: the positions are used */
+    dl_session_reset(b);
+    for (int i = 0; i < 6 * E; i++) img.embd[i] *= -1.0f;
+    {
+        const size_t N = n_eval;
+        int32_t *tok = malloc(sizeof(int32_t) * N), *seq = malloc(sizeof(int32_t) * 3 * N);
+        float *rows = calloc(N, sizeof(float) * (size_t)E);
+        uint8_t *is = calloc(N, 1);
+        const int32_t pad = dl_token_id(e, "<|image_pad|>");
+        size_t r = 0;
+        for (size_t i = 0; i < n2; i++) {
+            if (ids2[i] != pad) {
+                tok[r++] = ids2[i];
+                continue;
+            }
+            for (int k = 0; k < 6; k++, r++) tok[r] = pad, is[r] = 1, memcpy(rows + r * E, img.embd + (size_t)k * E, sizeof(float) * (size_t)E);
+        }
+        for (size_t i = 0; i < 3 * N; i++) seq[i] = (int32_t)(i / 3);
+        REQUIRE(dl_session_eval_embd(b, tok, rows, is, seq, N, (int)N, &err) == 0);
+        d = 0;
+        for (int i = 0; i < V; i++) d = fmax(d, fabs((double)la[i] - dl_session_logits(b)[i]));
+        CHECK_MSG(d > 1e-5, "sequential and 2-D positions gave the same logits (max |Δ| %.3g)", d);
+        free(tok), free(seq), free(rows), free(is);
+    }
+    free(la), free(img.embd), free(ids), free(ids2), free(pos);
+    dl_session_free(a), dl_session_free(b);
+    dl_engine_close(e);
+}
+
+TEST(vision, cli_run_with_image) {
+    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+#if DL_PNG
+    const char *model = tiny_vl_model();
+    REQUIRE(model);
+    char mp[512], mp_bad[512], png_path[512], args[2048];
+    MmprojSpec sp;
+    Err err = {{0}};
+    REQUIRE(mmproj_synth_preset(&sp, "tiny", &err) == 0);
+    snprintf(mp, sizeof mp, "%s/vl-mmproj.gguf", test_tmpdir());
+    snprintf(mp_bad, sizeof mp_bad, "%s/vl-mmproj-96.gguf", test_tmpdir());
+    REQUIRE(mmproj_synth_write(&sp, mp, &err) == 0); /* proj_dim 64 = the model's width */
+    sp.proj_dim = 96;
+    REQUIRE(mmproj_synth_write(&sp, mp_bad, &err) == 0);
+    uint8_t *g = gradient(40, 28);
+    size_t n;
+    uint8_t *png = test_png_encode(g, 40, 28, &n);
+    snprintf(png_path, sizeof png_path, "%s/vl.png", test_tmpdir());
+    FILE *f = fopen(png_path, "wb");
+    REQUIRE(f && fwrite(png, 1, n, f) == n);
+    fclose(f);
+    free(png), free(g);
+    char *out = NULL, *er = NULL;
+    snprintf(args, sizeof args, "run -m %s --mmproj %s --image %s -p 'Describe it.' -n 6 --temp 0 -t 1", model, mp, png_path);
+    int rc = cli_run(args, NULL, &out, &er);
+    CHECK_MSG(rc == 0 && out && strstr(out, "Describe it."), "rc %d: %s", rc, er ? er : "");
+    char *out_chat = NULL;
+    snprintf(args, sizeof args, "run --chat -m %s --mmproj %s --image %s -p 'Describe it.' -n 6 --temp 0 -t 1", model, mp, png_path);
+    CHECK_MSG(cli_run(args, NULL, &out_chat, NULL) == 0, "--chat with an image");
+    free(out_chat), free(out), free(er);
+    /* refusals, one line each */
+    const struct {
+        const char *fmt, *expect;
+    } bad[] = {
+        {"run -m %s --mmproj %s --image %s -p x -n 1", "projects to width 96"},
+        {"run -m %s --mmproj %s --image %s.none -p x -n 1", "cannot open"},
+        {"run -m %s --mmproj %s --image %s -p x -n 1", "not a PNG or JPEG"},
+        {"run -m %s --image %s%s -p x -n 1", "--image needs --mmproj"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *a2 = i == 0 ? mp_bad : mp, *a3 = i == 2 ? model : png_path;
+        if (i == 3) snprintf(args, sizeof args, bad[i].fmt, model, png_path, "");
+        else snprintf(args, sizeof args, bad[i].fmt, model, a2, a3);
+        out = er = NULL;
+        rc = cli_run(args, NULL, &out, &er);
+        CHECK_MSG(rc != 0 && er && strstr(er, bad[i].expect), "case %zu: rc %d, stderr '%s'", i, rc, er ? er : "");
+        free(out), free(er);
+    }
+#else
+    test_note("PNG support not built: skipped");
+#endif
+}

@@ -5,6 +5,7 @@
  * come from speculative steps (dl_session_speculate): the same tokens, several per forward pass. */
 #include "cli/chat_prompt.h"
 #include "cli/cli.h"
+#include "cli/cli_image.h"
 #include "cli/draft_options.h"
 #include "cli/gen_grammar.h"
 #include "cli/gen_options.h"
@@ -23,6 +24,8 @@ static void usage(void) {
            "  -f, --file FILE          the prompt from a file (- = standard input)\n"
            "  --chat                   wrap the prompt in the model's chat template (user turn + assistant prompt)\n"
            "  -cnv, --conversation     interactive multi-turn chat (the same as `deltallm chat`)\n"
+           "  --mmproj FILE --image F  an image (PNG or JPEG) before the prompt, through the vision projector FILE\n"
+           "                           (llama.cpp's Qwen3.5 mmproj: qwen3vl_merger); CPU backend\n"
            "%s%s%s"
            "  (-n defaults to 64; with drafting, -v also prints the drafts' acceptance)\n",
            gen_options_help, draft_options_help, cli_engine_help);
@@ -35,7 +38,7 @@ int cmd_run(int argc, char **argv) {
     gen_options_init(&o, 64);
     DraftOptions dro;
     draft_options_init(&dro);
-    const char *prompt = NULL, *file = NULL;
+    const char *prompt = NULL, *file = NULL, *mmproj = NULL, *image = NULL;
     bool chat = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -51,6 +54,9 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             if (!v) return cli_usage_error("run", "%s needs a value", a);
             file = argv[++i];
+        } else if (!strcmp(a, "--mmproj") || !strcmp(a, "--image")) {
+            if (!v) return cli_usage_error("run", "%s needs a value", a);
+            *(a[2] == 'm' ? &mmproj : &image) = argv[++i];
         } else if (!strcmp(a, "--chat")) chat = true;
         else return cli_usage_error("run", "unknown option '%s' (see --help)", a);
     }
@@ -60,6 +66,7 @@ int cmd_run(int argc, char **argv) {
     if (!prompt == !file) return cli_usage_error("run", "needs exactly one of -p PROMPT or -f FILE");
     if (!chat && !o.think) return cli_usage_error("run", "--no-think needs --chat (it changes the chat template)");
     if (!chat && o.system_prompt) return cli_usage_error("run", "--system-prompt needs --chat");
+    if (!image != !mmproj) return cli_usage_error("run", "--image needs --mmproj (the vision projector) and the reverse");
     char *text = NULL;
     size_t text_len = 0;
     if (file) {
@@ -81,8 +88,18 @@ int cmd_run(int argc, char **argv) {
     DlDetok *dt = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
+    CliImage img = {0};
     DlEngine *e = gen_open_engine(&o, &err);
     if (!e) goto done;
+    if (image) { /* the image's embeddings; its place: the marker the chat template writes, before the text */
+        if (cli_image_encode(e, mmproj, image, (int)o.threads, &img, &err)) goto done;
+        const size_t ml = strlen(CLI_IMAGE_MARKER);
+        char *t = malloc(ml + text_len + 1);
+        if (!t) goto done;
+        memcpy(t, CLI_IMAGE_MARKER, ml), memcpy(t + ml, text, text_len + 1);
+        free(text);
+        text = t, text_len += ml;
+    }
     if (chat) {
         ChatTemplate t;
         char *rendered = NULL, why[400];
@@ -95,7 +112,19 @@ int cmd_run(int argc, char **argv) {
         text = rendered;
         text_len = strlen(text);
     }
-    if (dl_tokenize(e, text, text_len, chat, &ids, &n_ids, &err)) goto done;
+    /* without --chat the text is not parsed for special tokens; the image marker still is */
+    const size_t skip = image && !chat ? strlen(CLI_IMAGE_MARKER) : 0;
+    if (dl_tokenize(e, text + skip, text_len - skip, chat, &ids, &n_ids, &err)) goto done;
+    if (skip) {
+        int32_t *mk = NULL, *all = NULL;
+        size_t n_mk = 0;
+        if (dl_tokenize(e, CLI_IMAGE_MARKER, skip, true, &mk, &n_mk, &err)) goto done;
+        all = malloc(sizeof(int32_t) * (n_mk + n_ids + 1));
+        if (all) memcpy(all, mk, sizeof(int32_t) * n_mk), memcpy(all + n_mk, ids, sizeof(int32_t) * n_ids);
+        free(mk), free(ids);
+        if (!(ids = all)) goto done;
+        n_ids += n_mk;
+    }
     if (n_ids == 0) {
         snprintf(err.msg, sizeof err.msg, "the prompt is empty");
         goto done;
@@ -114,9 +143,10 @@ int cmd_run(int argc, char **argv) {
     }
 
     double t1 = now_s();
-    if (dl_session_eval(s, ids, n_ids, &err)) goto done;
+    size_t n_eval = n_ids;
+    if (image ? cli_image_eval(e, s, ids, n_ids, &img, &n_eval, &err) : dl_session_eval(s, ids, n_ids, &err)) goto done;
     double t_prompt = now_s() - t1;
-    if (!chat) fwrite(text, 1, text_len, stdout);
+    if (!chat) fwrite(text + skip, 1, text_len - skip, stdout);
     fflush(stdout);
     long long n_done = 0;
     double t2 = now_s();
@@ -194,6 +224,7 @@ done:
     free(text);
     dl_detok_free(dt);
     dl_sampler_free(smp);
+    cli_image_free(&img);
     gen_grammar_free(gram);
     dl_session_free(s);
     dl_engine_close(e);

@@ -239,5 +239,8 @@ void op_softmax(float *x, int n);
  * ggml's iterative angle computation; dims ≥ n_rot pass through. sections (4 ints) selects IMROPE's sector
  * rule (text positions: sections t, h, w see pos, e sees 0); NULL means plain NEOX. */
 void op_rope(float *x, int n_rot, int pos, float base, float freq_scale, const int *sections);
+/* op_rope with the three IMROPE axes at their own positions (an image token: time, height, width; the 4th
+ * section sees 0); op_rope_thw(x, …, p, p, p, …) is op_rope(x, …, p, …) bit for bit. sections NULL: NEOX at t. */
+void op_rope_thw(float *x, int n_rot, int pt, int ph, int pw, float base, float freq_scale, const int *sections);
 
 #endif

@@ -41,7 +41,7 @@ int deltanet_algo_parse(const char *s, DeltaNetAlgo *out, Err *err) {
 
 static int alloc_host_idx(Forward *f, size_t R, size_t kE, size_t nE, Err *err) {
     HostIdx *h = &f->hx;
-    const size_t ints = 3 * R + 2 * R * kE + 2 * R * kE + 3 * nE;
+    const size_t ints = 6 * R + 2 * R * kE + 2 * R * kE + 3 * nE;
     uint8_t *p = calloc(1, ints * sizeof(int32_t) + nE * sizeof *h->data + 64);
     if (!p) return err_set(err, "out of memory");
     f->host_mem = p;
@@ -50,6 +50,7 @@ static int alloc_host_idx(Forward *f, size_t R, size_t kE, size_t nE, Err *err) 
     h->ids = q, q += R;
     h->pos = q, q += R;
     h->hrows = q, q += R;
+    h->thw = q, q += 3 * R;
     h->es = q, q += R * kE;
     h->pes = q, q += R * kE;
     h->gs = q, q += 2 * R * kE;
@@ -304,11 +305,21 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
     f->failed = false;
     err_clear(&f->err);
     HostIdx *h = &f->hx;
+    f->thw_on = false;
     for (int s = 0, r = 0; s < n_seqs; s++)
         for (int t = 0; t < seqs[s].n_tokens; t++, r++) {
             h->ids[r] = seqs[s].tokens ? seqs[s].tokens[t] : 0;
-            h->pos[r] = seqs[s].state->n_past + t;
+            h->pos[r] = seqs[s].state->n_past + seqs[s].state->pos_delta + t;
         }
+    f->thw_on = f->mm.pos_thw != NULL;
+    if (f->thw_on) { /* multi-axis positions (images): the host rope of layer_attention.c reads them */
+        BView probe;
+        if (!f->be->vt->wrap_host(f->be, h->thw, sizeof(int32_t), &probe))
+            return err_set(err, "image positions need a host backend (the CPU), not %s", forward_ops_name(f));
+        for (int s = 0, r = 0; s < n_seqs; s++)
+            for (int t = 0; t < seqs[s].n_tokens; t++, r++)
+                for (int k = 0; k < 3; k++) h->thw[3 * r + k] = s == 0 ? f->mm.pos_thw[3 * t + k] : h->pos[r];
+    }
     Backend *be = f->be;
     if (f->prof.enabled) fwd_prof_begin(f);
     fwd_count_begin(f);
@@ -323,6 +334,12 @@ void forward_embed(Forward *f) {
     const Model *m = f->m;
     double t0 = fwd_phase_start(f);
     f->be->vt->get_rows(f->be, m->tok_embd, f->b.ids, f->rows, f->b.x);
+    const int E = m->cfg.n_embd;
+    if (f->mm.embd) /* image rows (forward_set_mm) replace their token's embedding */
+        for (int t = 0; t < f->seqs[0].n_tokens; t++)
+            if (!f->mm.embd_row || f->mm.embd_row[t])
+                f->be->vt->upload(f->be, bv_f32(f->b.x, (f->row0[0] + t) * (int64_t)E), f->mm.embd + (size_t)t * E,
+                                  sizeof(float) * (size_t)E);
     fwd_dump(f, m->cfg.arch == ARCH_QWEN3NEXT ? "model.embed_tokens" : "model.input_embed", -1, f->b.x, m->cfg.n_embd,
              f->rows, 1, 1);
     fwd_phase(f, PH_EMBED, &t0);
@@ -409,8 +426,14 @@ void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1)
 
 void forward_head(Forward *f) { fwd_head(f, f->m->output_norm, f->m->output, f->v0, f->v1); }
 
+void forward_set_mm(Forward *f, const BatchMM *mm) {
+    if (mm) f->mm = *mm;
+    else memset(&f->mm, 0, sizeof f->mm);
+}
+
 int forward_end(Forward *f, Err *err) {
     Err e = {{0}};
+    memset(&f->mm, 0, sizeof f->mm); /* image rows are for one batch */
     int rc = f->be->vt->submit(f->be, &e);
     if (rc == 0) rc = f->be->vt->wait(f->be, &e);
     if (f->prof.enabled) fwd_prof_end(f);

@@ -55,6 +55,7 @@ typedef struct Bufs {
 /* Host-side index work of a batch (no activations): token ids, positions, the expert grouping. */
 typedef struct HostIdx {
     int32_t *ids, *pos, *hrows;      /* [R] */
+    int32_t *thw;                    /* [R][3] multi-axis rotary positions, when a sequence gives them */
     int32_t *es;                     /* [R·kE] the selection, downloaded */
     int32_t *pes;                    /* [R·kE] a predicted selection, downloaded */
     int32_t *gs;                     /* [2·R·kE] gidx then sidx */
@@ -115,6 +116,8 @@ struct Forward {
 
     Bufs b;
     HostIdx hx;
+    bool thw_on; /* this batch's rope takes hx.thw (images) */
+    BatchMM mm;  /* forward_set_mm: the next batch's first sequence's image rows */
     BBuf *mem; /* all buffers */
     void *host_mem;
     Profile prof;

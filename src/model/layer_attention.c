@@ -7,6 +7,24 @@
 #include "model/forward_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
+
+/* IMROPE with each row's own (time, height, width) positions (an image's tokens), through host memory */
+static void rope_thw_rows(Forward *f, BView x, int R, int heads, int D, int stride, const int *sections) {
+    const ModelConfig *c = &f->m->cfg;
+    const size_t bytes = sizeof(float) * (size_t)R * (size_t)stride;
+    float *h = malloc(bytes);
+    ASSERT(h);
+    f->be->vt->download(f->be, h, x, bytes);
+    for (int r = 0; r < R; r++) {
+        const int32_t *p = f->hx.thw + 3 * r;
+        for (int k = 0; k < heads; k++)
+            op_rope_thw(h + (int64_t)r * stride + (int64_t)k * D, c->n_rot, p[0], p[1], p[2], c->rope_base,
+                        c->rope_freq_scale, sections);
+    }
+    f->be->vt->upload(f->be, x, h, bytes);
+    free(h);
+}
 
 void layer_attention(Forward *f, Bufs *b, int il) {
     const Model *m = f->m;
@@ -30,7 +48,7 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     const int *sections = c->rope_imrope ? c->rope_sections : NULL;
     const RopeArgs rq = {R, H, D, c->n_rot, HD, c->rope_base, c->rope_freq_scale, sections};
     const RopeArgs rk = {R, Hkv, D, c->n_rot, KVD, c->rope_base, c->rope_freq_scale, sections};
-    const bool fused = !fwd_dumping(f, il);
+    const bool fused = !fwd_dumping(f, il) && !f->thw_on; /* images: their positions go through the host rope */
     bool prepared = false;
     if (fused && be->vt->attn_prep && f->n_seqs == 1) {
         const SeqState *st = f->seqs[0].state;
@@ -44,8 +62,13 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     fwd_dump(f, "Qcur_normed", il, b->qa, D, H, R, 1);
     fwd_dump(f, "Kcur_normed", il, b->ka, D, Hkv, R, 1);
 
-    if (!prepared) be->vt->rope(be, b->qa, b->pos, &rq);
-    if (!prepared) be->vt->rope(be, b->ka, b->pos, &rk);
+    if (!prepared && f->thw_on) { /* images: (time, height, width) positions per row, on the host (forward_begin checked) */
+        rope_thw_rows(f, b->qa, R, H, D, HD, sections);
+        rope_thw_rows(f, b->ka, R, Hkv, D, KVD, sections);
+    } else if (!prepared) {
+        be->vt->rope(be, b->qa, b->pos, &rq);
+        be->vt->rope(be, b->ka, b->pos, &rk);
+    }
     for (int s = 0; s < f->n_seqs && !prepared; s++) {
         SeqState *st = f->seqs[s].state;
         const int64_t r0 = f->row0[s];

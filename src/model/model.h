@@ -140,6 +140,8 @@ typedef struct Rollback {
 typedef struct SeqState {
     int n_ctx;   /* KV capacity in tokens */
     int n_past;  /* tokens consumed so far */
+    int pos_delta; /* rotary position − cache row: 0 for text; an image of gw×gh tokens moves the positions after
+                    * it by max(gw, gh) instead of gw·gh (BatchSeq.pos_thw, docs/VISION.md) */
     int l0, l1;  /* the layers this state covers */
     StateSeg *segs;
     int n_segs;
@@ -213,6 +215,17 @@ typedef struct BatchSeq {
     float *logits;
     bool tentative;
 } BatchSeq;
+
+/* Multimodal input for the next batch's first sequence (images: src/vision/), set before forward_begin and
+ * cleared by forward_end. embd [n_tokens][n_embd]: the rows where embd_row[t] is set (every row when
+ * embd_row is NULL) come from here instead of the token embedding. pos_thw [n_tokens][3], or NULL: each token's
+ * (time, height, width) rotary positions for IMROPE (text tokens p, p, p); a host backend only. */
+typedef struct BatchMM {
+    const float *embd;
+    const uint8_t *embd_row;
+    const int32_t *pos_thw;
+} BatchMM;
+void forward_set_mm(Forward *f, const BatchMM *mm); /* NULL clears */
 
 /* Room for `rows` rows of logits in a multi-sequence batch (at first max_seqs: one per sequence; speculative
  * decoding's verify batches want every row of each sequence). */

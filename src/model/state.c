@@ -117,6 +117,7 @@ void seqstate_free(SeqState *s) {
 
 void seqstate_reset(SeqState *s) {
     s->n_past = 0;
+    s->pos_delta = 0;
     s->rb.n = -1;
     /* only the recurrent state must be zero; KV rows are written before they are read */
     for (int i = 0; i < s->n_segs; i++)
@@ -130,6 +131,7 @@ static size_t seg_used(const StateSeg *g, int n_past) {
 void seqstate_copy(SeqState *dst, const SeqState *src) {
     ASSERT(dst->n_ctx == src->n_ctx && dst->n_segs == src->n_segs && dst->l0 == src->l0);
     dst->n_past = src->n_past;
+    dst->pos_delta = src->pos_delta;
     dst->rb.n = -1;
     for (int i = 0; i < src->n_segs; i++)
         dst->be->vt->copy(dst->be, dst->segs[i].view, src->segs[i].view, seg_used(&src->segs[i], src->n_past));

@@ -277,6 +277,10 @@ static int vocabulary(Build *b, const char *vocab_gguf) {
             if (!toks[i]) goto oom;
             snprintf(toks[i], 32, "[PAD%llu]", (unsigned long long)i);
             types[i] = 4; /* user-defined, as mkmodel pads */
+            /* Qwen3.5's vision tokens at their ids (the vocabulary file stops before them): images run on synth models */
+            static const char *const vis[] = {"<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
+                                              "<|video_pad|>"};
+            if (N == 248320 && i >= 248053 && i < 248053 + 5) snprintf(toks[i], 32, "%s", vis[i - 248053]), types[i] = 3;
         }
     }
     static const char *const skip[] = {"general.", "qwen2.", "qwen35.", "qwen3next.", "qwen35moe.", "tokenizer.ggml.tokens",

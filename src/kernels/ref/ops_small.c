@@ -105,6 +105,31 @@ void op_rope(float *x, int n_rot, int pos, float base, float freq_scale, const i
     }
 }
 
+void op_rope_thw(float *x, int n_rot, int pt, int ph, int pw, float base, float freq_scale, const int *sections) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const int half = n_rot / 2;
+    int sect_dims = 0;
+    if (sections) sect_dims = sections[0] + sections[1] + sections[2] + sections[3];
+    /* one running angle per axis, each advanced every pair, as ggml's IMROPE cache does */
+    float th_t = (float)pt, th_h = (float)ph, th_w = (float)pw, th_e = 0.0f;
+    for (int i = 0; i < half; i++) {
+        float theta = th_t;
+        if (sections && sect_dims > 0) {
+            const int s = i % sect_dims;
+            if (s % 3 == 1 && s < 3 * sections[1]) theta = th_h;
+            else if (s % 3 == 2 && s < 3 * sections[2]) theta = th_w;
+            else if (s % 3 == 0 && s < 3 * sections[0]) theta = th_t;
+            else theta = th_e;
+        }
+        theta *= freq_scale;
+        const float c = cosf(theta), s = sinf(theta);
+        const float x0 = x[i], x1 = x[i + half];
+        x[i] = fmaf(x0, c, -(x1 * s));
+        x[i + half] = fmaf(x0, s, x1 * c);
+        th_t *= theta_scale, th_h *= theta_scale, th_w *= theta_scale, th_e *= theta_scale;
+    }
+}
+
 void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n) {
     (void)c;
     for (int64_t r = 0; r < rows; r++) op_silu_row(x + r * n, y + r * n, n);
