@@ -299,7 +299,9 @@ TEST(server_probe, slow_flood_from_many_addresses) {
     test_note("flood: 24 slow sockets from 6 addresses, cap 16: %d of %d requests from another address served "
               "(slowest %.3f s), %d slow sockets closed and reopened",
               ok, tried, worst, f.reopened);
-    CHECK_MSG(ok == tried && tried >= 5, "%d of %d served within 2 s during the flood", ok, tried);
+    /* before the fix: 0 served (every new connection refused until the deadline); a loaded 2-core CI machine
+     * may delay one */
+    CHECK_MSG(ok * 10 >= tried * 9 && tried >= 5, "%d of %d served within 2 s during the flood", ok, tried);
     server_stop(s);
 
     /* the header deadline: a new connection that has not sent its headers within it is closed */
