@@ -263,7 +263,7 @@ int forward_profile_report(const Forward *f, char *buf, size_t cap) {
         const DevCounts *c = &f->cnt;
         const double tk = (double)c->tokens, ls = c->layer_steps ? (double)c->layer_steps : 1;
         OUT("  device commands per token: %.2f dispatches, %.2f barriers, host %.1f us issuing; per layer: %.2f "
-            "dispatches, %.2f barriers (%s)\n",
+            "dispatches, %.2f barriers (%s; the profile's timestamps add a barrier each: bench --json counts without)\n",
             (double)c->dispatches / tk, (double)c->barriers / tk, c->host_s * 1e6 / tk,
             (double)c->layer_dispatches / ls * ((double)c->passes / tk), (double)c->layer_barriers / ls * ((double)c->passes / tk),
             c->passes == c->tokens ? "decode" : "per pass, per token");

@@ -321,7 +321,8 @@ void vks_mark(VkBackend *b, int tag) {
     if (!b->qpool) return;
     vks_begin(b);
     if (b->n_queries >= VK_MARKS_MAX) return;
-    vks_barrier(b); /* a timestamp after everything before it (not counted: profiling's own) */
+    if (b->n_cmds > 0) b->n_barrier++; /* a timestamp after everything before it: a real barrier, counted */
+    vks_barrier(b);
     vkf.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->qpool, (uint32_t)b->n_queries);
     b->q_tags[b->n_queries++] = tag;
 }
