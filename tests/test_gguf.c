@@ -1643,7 +1643,7 @@ TEST(gguf, inspect_qwen3next_80b_geometry) {
     CHECK_MSG(r.status == 0, "status %d: %s", r.status, r.err);
     CHECK(contains(r.out, "delta-net            d_conv 4, d_inner 4096, d_state 128, 32 value heads (dt_rank), 16 key groups,"));
     CHECK(contains(r.out, "conv channels 8192, Q 2048, K 2048, V 4096, value head dim 128"));
-    CHECK(contains(r.out, "layer kinds          36 delta-net, 12 full attention (every 4-th layer is attention)"));
+    CHECK(contains(r.out, "layer kinds          36 delta-net, 12 full attention (every 4th layer is attention)"));
     run_free(&r);
 }
 
