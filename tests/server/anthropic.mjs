@@ -18,6 +18,12 @@ const weather = {
   },
 };
 
+// the limit reached (max_tokens, exactly n tokens) or the model's own end (end_turn, at most n)
+function ended(m, n) {
+  return m.stop_reason === 'max_tokens' ? m.usage.output_tokens === n
+    : m.stop_reason === 'end_turn' && m.usage.output_tokens >= 1 && m.usage.output_tokens <= n;
+}
+
 async function main() {
   // 1. a message
   {
@@ -25,8 +31,9 @@ async function main() {
       model: 'deltallm', max_tokens: 8, system: 'You are terse.', thinking: { type: 'disabled' },
       messages: [{ role: 'user', content: 'Say hello.' }],
     });
-    check(m.type === 'message' && m.role === 'assistant' && m.content[0]?.type === 'text' && m.stop_reason === 'max_tokens' &&
-      m.usage.output_tokens === 8 && m.usage.input_tokens > 0, 'anthropic: messages.create', JSON.stringify(m));
+    // a random-weight model may draw its end token before the limit: then the stop reason says so
+    check(m.type === 'message' && m.role === 'assistant' && m.content.every((c) => c.type === 'text') && ended(m, 8) &&
+      m.usage.input_tokens > 0, 'anthropic: messages.create', JSON.stringify(m));
   }
   // 2. streamed: the SDK assembles the events into the same message
   {
@@ -38,8 +45,8 @@ async function main() {
     stream.on('text', (t) => { text += t; });
     stream.on('streamEvent', () => { events++; });
     const m = await stream.finalMessage();
-    check(m.content[0]?.type === 'text' && m.content[0].text === text && text.length > 0 && events >= 5 &&
-      m.stop_reason === 'max_tokens' && m.usage.output_tokens === 8, 'anthropic: messages.stream',
+    check(m.content.every((c) => c.type === 'text') && m.content.map((c) => c.text).join('') === text && events >= 5 &&
+      ended(m, 8), 'anthropic: messages.stream',
       JSON.stringify({ text, events, m }));
   }
   // 3. a forced tool call, then its result back
