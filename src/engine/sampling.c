@@ -5,6 +5,7 @@
  * ≤ 0 is greedy: argmax, the lowest id on ties. All buffers are allocated once; sampling allocates
  * nothing. */
 #include "deltallm.h"
+#include "base/splitmix.h"
 
 #include "engine/engine_internal.h"
 #include "engine/sampling_internal.h"
@@ -86,10 +87,7 @@ void dl_sampler_accept(DlSampler *s, int32_t token) {
 }
 
 double sampler_uniform(DlSampler *s) { /* splitmix64 → [0, 1) */
-    uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    uint64_t z = splitmix_next(&s->rng);
     return (double)(z >> 11) * (1.0 / 9007199254740992.0);
 }
 

@@ -9,6 +9,7 @@
  * known tokens, a chosen share of them wrong: the cost of the machinery at a known acceptance on any model.
  * The hooks engine_run calls keep each drafter fed with what the trunk evaluates. */
 #include "engine/spec_internal.h"
+#include "base/splitmix.h"
 #include "base/clock.h"
 
 #include <math.h>
@@ -154,10 +155,7 @@ int dl_session_set_draft_oracle(DlSession *s, const int32_t *tokens, int n, doub
 
 /* splitmix64: the oracle's draws (its own stream, so the sampler's draws are untouched) */
 static uint64_t oracle_next(Spec *sp) {
-    uint64_t z = (sp->oracle_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return splitmix_next(&sp->oracle_rng);
 }
 
 /* The drafts of session s after `first` (at the trunk's position n_past): the oracle's tokens of the kmax

@@ -1,6 +1,7 @@
 /* synth.c — see synth.h. Tensors are generated one at a time by the writer's fill callback, so even a
  * multi-GB model needs only its largest tensor in memory. */
 #include "model/synth.h"
+#include "base/splitmix.h"
 
 #include "gguf/format.h"
 #include "gguf/gguf.h"
@@ -71,20 +72,9 @@ typedef struct Gen {
     int64_t rowcap;
 } Gen;
 
-static uint64_t mix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t mix(uint64_t *s) { return splitmix_next(s); }
 static float unif(uint64_t *s) { return (float)((mix(s) >> 40) * (1.0 / 16777216.0)); } /* [0, 1) */
-/* approximately normal (Irwin–Hall of 4 uniforms, variance matched): plenty for random weights, and fast */
-static float gauss(uint64_t *s) {
-    uint64_t r = mix(s);
-    float sum = 0;
-    for (int i = 0; i < 4; i++) sum += (float)((r >> (16 * i)) & 0xffff) * (1.0f / 65536.0f);
-    return (sum - 2.0f) * 1.7320508f;
-}
+static float gauss(uint64_t *s) { return splitmix_gauss(s); }
 
 static float value(const TensorGen *tg, uint64_t *s) {
     switch (tg->init) {

@@ -1,5 +1,6 @@
 /* util.c — see util.h: byte buffer, hash, clocks, random ids, log, constant-time compare. */
 #include "server/util.h"
+#include "base/splitmix.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -78,11 +79,7 @@ void sbuf_free(SBuf *b) {
 
 /* ------------------------------------------------------------------------------------------ hashing */
 
-static inline uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static inline uint64_t mix64(uint64_t z) { return splitmix_mix(z); }
 
 uint64_t hash64(const void *data, size_t n, uint64_t seed) {
     const uint8_t *p = data;

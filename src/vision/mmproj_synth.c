@@ -3,6 +3,7 @@
  * each tensor's values come from a generator seeded by the spec's seed and the tensor's name, so a file is
  * the same whatever the order or the machine. */
 #include "vision/mmproj_synth.h"
+#include "base/splitmix.h"
 
 #include "gguf/format.h"
 #include "gguf/gguf_writer.h"
@@ -29,19 +30,7 @@ typedef struct SGen {
     int64_t rowcap;
 } SGen;
 
-static uint64_t mix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-/* approximately normal (Irwin–Hall of 4 uniforms, variance matched), as model/synth.c */
-static float gauss(uint64_t *s) {
-    uint64_t r = mix(s);
-    float sum = 0;
-    for (int i = 0; i < 4; i++) sum += (float)((r >> (16 * i)) & 0xffff) * (1.0f / 65536.0f);
-    return (sum - 2.0f) * 1.7320508f;
-}
+static float gauss(uint64_t *s) { return splitmix_gauss(s); }
 
 static int fill(void *ctx, const char *name, void *dst, size_t nbytes, Err *err) {
     SGen *g = ctx;
