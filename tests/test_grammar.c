@@ -89,6 +89,21 @@ TEST(grammar, completions_close_what_was_started) {
     }
 }
 
+/* a way that cannot finish (a class with no member) is never the completion: found by fuzz_grammar */
+TEST(grammar, completion_skips_an_empty_class) {
+    static const char g[] = "root ::= \"(\" root? \")\" | []";
+    Err err = {{0}};
+    Constraint *c = constraint_grammar(g, strlen(g), &err);
+    REQUIRE_MSG(c, "%s", err.msg);
+    SBuf rest = {0};
+    constraint_completion(c, &rest);
+    CHECK_MSG(rest.n == 2 && memcmp(rest.p, "()", 2) == 0, "completion '%.*s'", (int)rest.n, rest.p ? rest.p : "");
+    if (rest.n && constraint_allows(c, rest.p, rest.n)) constraint_advance(c, rest.p, rest.n);
+    CHECK(constraint_can_end(c));
+    sbuf_free(&rest);
+    constraint_free(c);
+}
+
 TEST(grammar, syntax) {
     static const struct {
         const char *g, *yes, *no;

@@ -685,6 +685,20 @@ static void thread_completion(const Constraint *c, const Thread *t, SBuf *out) {
     for (int k = t->sp; k-- > 0;) min_text(c, t->stack[k], out); /* then each caller's rest */
 }
 
+/* A thread that cannot finish its own op: a character class with no member (`[]`, or a negation of everything),
+ * or a begun character that no member continues; its completion would be empty and leave it unfinished. */
+static bool thread_stuck(const Constraint *c, const Thread *t) {
+    const COp *op = &c->ops[t->pc];
+    if (op->kind != OP_CLASS) return false;
+    if (t->sub == 0) return op->example == NO_CHAR;
+    if (t->sub == 1) {
+        uint32_t lo, hi;
+        class_span(t->cp, t->pos, t->fb[0], &lo, &hi);
+        return lo > hi || class_first_in(op, lo, hi) == NO_CHAR;
+    }
+    return false;
+}
+
 /* The shortest completion over a set of threads (threads whose way on is a dead end are skipped). */
 static void set_completion(const Constraint *c, const Thread *set, int n, SBuf *out) {
     SBuf best = {0};
@@ -695,7 +709,7 @@ static void set_completion(const Constraint *c, const Thread *set, int n, SBuf *
             sbuf_free(&best);
             return;
         }
-        if (c->min_len[t->pc + 1] >= MIN_LEN_INF) continue;
+        if (c->min_len[t->pc + 1] >= MIN_LEN_INF || thread_stuck(c, t)) continue;
         SBuf s = {0};
         thread_completion(c, t, &s);
         if (!have || s.n < best.n) {
