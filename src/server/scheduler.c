@@ -184,7 +184,7 @@ static void keep_exact(Scheduler *s, Slot *sl, size_t pos) {
     if (buf && dl_session_snapshot(sl->sess, buf, size, &e) == 0) {
         const size_t np = pos < j->n_prompt ? pos : j->n_prompt;
         memcpy(tokens, j->prompt, np * sizeof *tokens);
-        memcpy(tokens + np, sl->gen, (pos - np) * sizeof *tokens);
+        if (pos > np) memcpy(tokens + np, sl->gen, (pos - np) * sizeof *tokens); /* sl->gen may be NULL */
         pcache_store_exact(s->cfg.cache, tokens, pos, buf, size);
     } else {
         free(buf);
@@ -219,6 +219,7 @@ static bool keep_checkpoint(const Scheduler *s, size_t b, const Job *j) {
 }
 
 static bool hist_put(Slot *sl, const int32_t *t, size_t n) {
+    if (n == 0) return true;
     if (sl->n_hist + n > sl->cap_hist) {
         size_t cap = (sl->n_hist + n) * 2 + 64;
         int32_t *p = realloc(sl->hist, cap * sizeof *p);
