@@ -104,6 +104,23 @@ TEST(grammar, completion_skips_an_empty_class) {
     constraint_free(c);
 }
 
+/* a loop whose body can be empty ties with its exit: the completion leaves by the exit (found by fuzz_grammar) */
+TEST(grammar, completion_leaves_an_empty_body_loop) {
+    static const char g[] = "root ::= \"(\" root?* \")\" | [a\\x0c]";
+    Err err = {{0}};
+    Constraint *c = constraint_grammar(g, strlen(g), &err);
+    REQUIRE_MSG(c, "%s", err.msg);
+    CHECK(constraint_allows(c, "(", 1));
+    constraint_advance(c, "(", 1);
+    SBuf rest = {0};
+    constraint_completion(c, &rest);
+    CHECK_MSG(rest.n == 1 && rest.p[0] == ')', "completion '%.*s'", (int)rest.n, rest.p ? rest.p : "");
+    if (rest.n && constraint_allows(c, rest.p, rest.n)) constraint_advance(c, rest.p, rest.n);
+    CHECK(constraint_can_end(c));
+    sbuf_free(&rest);
+    constraint_free(c);
+}
+
 TEST(grammar, syntax) {
     static const struct {
         const char *g, *yes, *no;

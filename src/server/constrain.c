@@ -605,6 +605,10 @@ bool constraint_can_end(const Constraint *c) {
 
 /* The shortest text from op pc on (no partial state), to the END or (in a rule) its RET. */
 static void min_text_at(const Constraint *c, int pc, SBuf *out, int depth) {
+    /* the forks passed in this frame and the way taken: a loop whose body can be empty ties with its exit, and a
+     * second visit must leave by a later way, or the walk would go round until its step budget and stop short */
+    enum { SEEN = 64 };
+    int seen_pc[SEEN], seen_way[SEEN], n_seen = 0;
     for (int steps = 0; pc < c->n_ops && steps < 4 * MAX_OPS; steps++) {
         const COp *op = &c->ops[pc];
         switch (op->kind) {
@@ -626,10 +630,16 @@ static void min_text_at(const Constraint *c, int pc, SBuf *out, int depth) {
         case OP_XTEXT: pc++; break;
         case OP_JMP: pc = op->tgt[0]; break;
         case OP_FORK: {
-            int best = op->tgt[0];
-            for (int i = 1; i < op->n_tgt; i++)
-                if (c->min_len[op->tgt[i]] < c->min_len[best]) best = op->tgt[i];
-            pc = best;
+            int k = 0;
+            while (k < n_seen && seen_pc[k] != pc) k++;
+            const int from = k < n_seen ? seen_way[k] + 1 : 0;
+            int best = -1;
+            for (int i = from; i < op->n_tgt; i++)
+                if (best < 0 || c->min_len[op->tgt[i]] < c->min_len[op->tgt[best]]) best = i;
+            if (best < 0) return; /* every way out of this fork taken already */
+            if (k < n_seen) seen_way[k] = best;
+            else if (n_seen < SEEN) seen_pc[n_seen] = pc, seen_way[n_seen++] = best;
+            pc = op->tgt[best];
             break;
         }
         default: return; /* END, RET, FAIL */
