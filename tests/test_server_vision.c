@@ -86,6 +86,14 @@ static const VFiles *files(void) {
     return &f;
 }
 
+/* The tiny model, projector and PNG for other test files (test_chat_cli.c); false when they cannot be made. */
+bool test_vl_files(const char **model, const char **mmproj, const char **png);
+bool test_vl_files(const char **model, const char **mmproj, const char **png) {
+    const VFiles *f = files();
+    *model = f->model, *mmproj = f->mmproj, *png = f->png;
+    return f->ok;
+}
+
 static Server *start_vision(const VFiles *f, bool with_mmproj) {
     ServerConfig c;
     test_server_config(&c);

@@ -43,18 +43,8 @@ int cli_images_eval(const DlEngine *e, DlSession *s, const int32_t *ids, size_t 
     MmRows r;
     if (mm_rows_build(ids, n, dl_token_id(e, "<|image_pad|>"), imgs, n_imgs, dl_session_next_pos(s), &r, &er))
         return fail(err, &er);
-    const int W = dl_engine_info(e)->n_embd;
-    float *embd = malloc(sizeof(float) * r.n * (size_t)W);
-    uint8_t *is = malloc(r.n);
-    int rc = -1;
-    if (!embd || !is) {
-        snprintf(err->msg, sizeof err->msg, "out of memory for an image prompt of %zu positions", r.n);
-    } else {
-        mm_rows_slice(&r, 0, r.n, W, embd, is);
-        rc = dl_session_eval_embd(s, r.tok, embd, is, r.pos, r.n, r.next_pos, err);
-        if (!rc) *n_eval = r.n;
-    }
-    free(embd), free(is);
+    const int rc = mm_rows_eval(s, &r, dl_engine_info(e)->n_embd, 0, r.n, err);
+    if (!rc) *n_eval = r.n;
     mm_rows_free(&r);
     return rc;
 }

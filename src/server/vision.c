@@ -292,17 +292,5 @@ int sv_prepare(ServerVision *v, const DlEngine *en, const cJSON *messages, int32
 }
 
 int sv_eval(DlSession *s, const JobMM *mm, size_t a, size_t b, DlError *err) {
-    const size_t T = b - a;
-    float *embd = malloc(sizeof(float) * T * (size_t)mm->width);
-    uint8_t *is = malloc(T);
-    int rc = -1;
-    if (!embd || !is) {
-        snprintf(err->msg, sizeof err->msg, "out of memory for %zu image prompt rows", T);
-    } else {
-        mm_rows_slice(&mm->rows, a, b, mm->width, embd, is);
-        const int next = b < mm->rows.n ? mm->rows.pos[3 * b] : mm->rows.next_pos;
-        rc = dl_session_eval_embd(s, mm->rows.tok + a, embd, is, mm->rows.pos + 3 * a, T, next, err);
-    }
-    free(embd), free(is);
-    return rc;
+    return mm_rows_eval(s, &mm->rows, mm->width, a, b, err);
 }

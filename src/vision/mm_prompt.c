@@ -2,9 +2,11 @@
  * rows and IMROPE positions of a prompt holding images. */
 #include "vision/mm_prompt.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "deltallm.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "vision/encoder.h"
@@ -104,4 +106,19 @@ void mm_rows_slice(const MmRows *r, size_t a, size_t b, int width, float *embd, 
         if (r->row[i]) memcpy(dst, r->row[i], sizeof(float) * (size_t)width);
         else memset(dst, 0, sizeof(float) * (size_t)width);
     }
+}
+
+int mm_rows_eval(DlSession *s, const MmRows *r, int width, size_t a, size_t b, DlError *err) {
+    const size_t T = b - a;
+    float *embd = malloc(sizeof(float) * T * (size_t)width);
+    uint8_t *is = malloc(T);
+    int rc = -1;
+    if (!embd || !is) {
+        snprintf(err->msg, sizeof err->msg, "out of memory for %zu image prompt rows", T);
+    } else {
+        mm_rows_slice(r, a, b, width, embd, is);
+        rc = dl_session_eval_embd(s, r->tok + a, embd, is, r->pos + 3 * a, T, b < r->n ? r->pos[3 * b] : r->next_pos, err);
+    }
+    free(embd), free(is);
+    return rc;
 }

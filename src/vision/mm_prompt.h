@@ -13,6 +13,7 @@
 
 #include "base/err.h"
 #include "base/pool.h"
+#include "deltallm.h"
 #include "vision/mmproj.h"
 
 /* What the chat template writes for one image. */
@@ -50,5 +51,8 @@ void mm_rows_free(MmRows *r);
 /* Rows [a, b) as the arrays dl_session_eval_embd takes: embd [b − a][width] (zeros on text rows) and is_embd
  * [b − a], into buffers the caller gives (embd: (b − a)·width floats). */
 void mm_rows_slice(const MmRows *r, size_t a, size_t b, int width, float *embd, uint8_t *is_embd);
+/* Evaluates rows [a, b) in s, which holds rows [0, a) (dl_session_eval_embd; the position after row b − 1 is
+ * the next row's time position, or next_pos at the end). 0, or -1 with one line in err. */
+int mm_rows_eval(DlSession *s, const MmRows *r, int width, size_t a, size_t b, DlError *err);
 
 #endif
