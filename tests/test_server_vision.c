@@ -4,7 +4,7 @@
  * prompt; the second turn of a conversation restores a checkpoint holding the image and re-encodes nothing,
  * with the output of a cold run; n = 2 (the second choice restores the first's snapshot: pos_delta travels
  * in it) gives twice the same; the Responses and Anthropic forms give the chat form's output; remote URLs, bad
- * base64, a corrupt PNG and a server without --mmproj are one-line 400s; /props and /v1/models say so. */
+ * base64, a corrupt or huge PNG and a server without --mmproj are one-line 400s; /props and /v1/models say so. */
 #include "test.h"
 #include "test_http.h"
 
@@ -379,6 +379,16 @@ TEST(server_vision, refusals) {
         char *um = user_image(bad[i].url, "x"), *body = chat_body(um, "");
         check_refused(port, "/v1/chat/completions", body, bad[i].want);
         free(um), free(body);
+    }
+    { /* a huge picture: refused from its header, before any pixel memory */
+        uint8_t *row = calloc(20000 * 3, 1);
+        size_t n = 0;
+        uint8_t *png = test_png_encode(row, 20000, 1, &n);
+        char *enc = b64(png, n), *url = malloc(strlen(enc) + 32);
+        sprintf(url, "data:image/png;base64,%s", enc);
+        char *um = user_image(url, "x"), *body = chat_body(um, "");
+        check_refused(port, "/v1/chat/completions", body, "20000×1 pixels; the limit is 16384 per side");
+        free(row), free(png), free(enc), free(url), free(um), free(body);
     }
     check_refused(port, "/v1/messages",
                   "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\","
