@@ -339,6 +339,21 @@ TEST(server_vision, responses_and_anthropic_forms) {
     const char *ct = content_of(rc);
     CHECK_MSG(!strcmp(rtext, ct), "responses '%s' vs chat '%s'", rtext, ct);
     CHECK_MSG(!strcmp(at.p ? at.p : "", ct), "anthropic '%s' vs chat '%s'", at.p ? at.p : "", ct);
+    /* the Responses conversation goes on from the stored one: its image is not encoded again, its prefix reused */
+    const cJSON *rid = cJSON_GetObjectItemCaseSensitive(rr, "id");
+    if (cJSON_IsString(rid)) {
+        char next[300];
+        snprintf(next, sizeof next, "{\"previous_response_id\":\"%s\",\"input\":\"And the colours?\",\"max_output_tokens\":4,"
+                 "\"temperature\":0}", rid->valuestring);
+        cJSON *rn = post(port, "/v1/responses", next, &st);
+        double enc, hits;
+        image_stats(port, &enc, &hits);
+        CHECK_MSG(st == 200 && jnum(rn, "usage.input_tokens_details.cached_tokens") > 20 && enc == 1,
+                  "previous_response_id: status %d, %g cached, %g encoded", st, jnum(rn, "usage.input_tokens_details.cached_tokens"), enc);
+        cJSON_Delete(rn);
+    } else {
+        CHECK_MSG(false, "the response has no id");
+    }
     free(rtext), sbuf_free(&at), free(rb), free(ab), free(um), free(body);
     cJSON_Delete(rc), cJSON_Delete(rr), cJSON_Delete(ra);
     server_stop(s);
