@@ -592,7 +592,11 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
     sl->out.n = 0;
     bool stopped = false;
     if (j->constraint) {
+        const bool was_lossy = constraint_lossy(j->constraint);
         constraint_advance(j->constraint, s->piece[t], s->piece_len[t]);
+        if (!was_lossy && constraint_lossy(j->constraint))
+            srv_log(LOG_WARN, "job %llu: the grammar is too ambiguous here (more live alternatives than the bound): "
+                    "some valid continuations may be refused from here on", (unsigned long long)j->id);
         sbuf_put(&sl->out, text, n);
         stopped = constraint_done(j->constraint);
     } else {
