@@ -52,7 +52,8 @@ int cli_image_encode(const DlEngine *e, const char *mmproj, const char *image, i
     }
     pool = pool_create(n_threads > 0 ? n_threads : pool_default_threads(), &er);
     if (!pool) goto done;
-    const VisionRun run = {ops_cpu(isa_best()), MATMUL_EXACT, pool};
+    /* the fast arithmetic (GEMM kernels, vattn, the GELU table): within llama.cpp's own distance (docs/VISION.md) */
+    const VisionRun run = {ops_cpu(isa_best()), MATMUL_FAST, pool, isa_best(), NULL};
     if (vision_encode(m, pix, nx, ny, &run, out->embd, &er)) goto done;
     rc = 0;
 done:
