@@ -2,9 +2,10 @@
  * the same files and writes the table).
  *
  *   vision_bench --mmproj F --rgb FILE --size WxH [--threads 1,2] [--reps N] [--arith fast|exact] [--profile]
+ *                [--no-warmup]
  *
  * FILE: raw RGB bytes, W·H·3 (what bench/vision.sh writes for both engines). Per thread count: the image
- * pre-processed once, one untimed encode, then the best and mean of N timed encodes (the machine is shared:
+ * pre-processed once, one untimed encode (not with --no-warmup), then the best and mean of N timed encodes (the machine is shared:
  * the minimum is the least disturbed run). --profile adds the time per stage. One JSON line per thread count. */
 #include "base/clock.h"
 #include "base/pool.h"
@@ -20,7 +21,7 @@
 
 int main(int argc, char **argv) {
     const char *mp = NULL, *rgbp = NULL, *threads = "1,2", *arith = "fast";
-    int w = 0, h = 0, reps = 3, profile = 0;
+    int w = 0, h = 0, reps = 3, profile = 0, warm = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--mmproj") && v) mp = v, i++;
@@ -30,6 +31,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--reps") && v) reps = atoi(v), i++;
         else if (!strcmp(a, "--arith") && v) arith = v, i++;
         else if (!strcmp(a, "--profile")) profile = 1;
+        else if (!strcmp(a, "--no-warmup")) warm = 0;
         else {
             fprintf(stderr, "usage: vision_bench --mmproj F --rgb FILE --size WxH [--threads 1,2] [--reps N] [--arith fast|exact] [--profile]\n");
             return 2;
@@ -71,7 +73,7 @@ int main(int argc, char **argv) {
         }
         VisionProfile prof;
         VisionRun run = {ops_cpu(isa_best()), strcmp(arith, "exact") ? MATMUL_FAST : MATMUL_EXACT, pool, isa_best(), NULL};
-        if (vision_encode(m, pix, nx, ny, &run, out, &err)) {
+        if (warm && vision_encode(m, pix, nx, ny, &run, out, &err)) {
             fprintf(stderr, "vision_bench: %s\n", err.msg);
             return 1;
         }
