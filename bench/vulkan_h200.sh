@@ -30,7 +30,8 @@
 #                                    numbers (Vulkan, CUDA) and the report ($OUT/RESULTS.md, results.json)
 #   bench/vulkan_h200.sh dry-run     here, end to end on lavapipe: prepare, then all with the test models
 #                                    (m3, m7, m4 for b1, b5, b4), pp32 / tg8, one rep; the CUDA build is
-#                                    configured and its host libraries built, the CUDA run refused (no GPU)
+#                                    configured and its host libraries built, the CUDA run refused (no GPU);
+#                                    results in /tmp/dl-vkbench-dry/out
 #
 # As device-tool commands:  run(command="sh bench/vulkan_h200.sh all", carry=[".gpu"], timeout_s=540)
 #   or                      run(command="sh bench/vulkan_h200.sh one", carry=[".gpu/one"], timeout_s=480)
@@ -405,7 +406,7 @@ cuda-build) # the background part of one; by itself: run(command="sh bench/vulka
     cuda_build ;;
 dry-run)
     export DL_DRY=1 DL_WORK=${DL_WORK:-/tmp/dl-vkbench-dry} DL_PP=${DL_PP:-32} DL_TG=${DL_TG:-8} DL_REPS=${DL_REPS:-1}
-    export DL_BUDGET_S=${DL_BUDGET_S:-7200} OUT=${OUT:-$ROOT/bench-out-dry}
+    export DL_BUDGET_S=${DL_BUDGET_S:-7200} OUT=${OUT:-$DL_WORK/out}
     rm -rf "$DL_WORK" "$OUT"
     sh "$0" prepare && sh "$0" all
     ;;

@@ -272,3 +272,123 @@ TEST(chat_cli, embedded_model_three_turns) {
     pty_send(&p, "/exit\r");
     CHECK_MSG(pty_finish(&p, 10000) == 0, "/exit: the program did not end with status 0");
 }
+
+/* ------------------------------------------------------------------------------------------ images */
+
+#include "cli/cli_image.h"
+#include "image/image.h"
+
+#include <math.h>
+
+bool test_vl_files(const char **model, const char **mmproj, const char **png); /* test_server_vision.c */
+
+/* Greedy tokens of the conversation's rendered prompt evaluated cold through the CLI's image path. */
+static int32_t *cold_reply(DlEngine *e, const ChatTemplate *t, const cJSON *messages, const CliImage *const *imgs,
+                           int n_imgs, int n_gen) {
+    cJSON *msgs = cJSON_Duplicate(messages, 1);
+    int last = cJSON_GetArraySize(msgs) - 1;
+    if (!strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(msgs, last), "role")->valuestring, "assistant"))
+        cJSON_DeleteItemFromArray(msgs, last);
+    ChatRenderOptions o = {.add_generation_prompt = true, .enable_thinking = 0, .flatten_text_parts = true}; /* as the conversation */
+    char *text = NULL;
+    size_t len = 0, n = 0, n_eval = 0;
+    Err er = {{0}};
+    DlError err = {{0}};
+    int32_t *ids = NULL, *out = NULL;
+    DlSession *s = dl_session_new(e, &err);
+    if (s && !chat_render(t, msgs, NULL, &o, &text, &len, &er) && !dl_tokenize(e, text, len, true, &ids, &n, &err) &&
+        !cli_images_eval(e, s, ids, n, imgs, n_imgs, &n_eval, &err)) {
+        out = malloc(sizeof *out * (size_t)n_gen);
+        const int V = dl_engine_info(e)->n_vocab;
+        for (int k = 0; k < n_gen && out; k++) {
+            const float *l = dl_session_logits(s);
+            int32_t best = 0;
+            for (int v = 1; v < V; v++) best = l[v] > l[best] ? v : best;
+            out[k] = best;
+            if (dl_session_eval(s, &best, 1, &err)) free(out), out = NULL;
+        }
+    }
+    if (!out) test_note("cold path: %s%s", er.msg, err.msg);
+    free(text), free(ids);
+    cJSON_Delete(msgs);
+    dl_session_free(s);
+    return out;
+}
+
+/* /image in a chat (chat_conv_attach): each turn's reply is what the CLI's image path gives for the whole
+ * rendered conversation evaluated cold, while the second turn reuses the session (the image is not evaluated
+ * again); a second picture in turn 3 is told apart from the first. Then the program: `chat --mmproj` with
+ * /image on standard input, and /image without a projector refused in one line. */
+TEST(chat_cli, image_attached_to_the_next_message) {
+    if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
+    const char *model, *mmproj, *png;
+    REQUIRE(test_vl_files(&model, &mmproj, &png));
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = model, p.n_threads = 1, p.n_ctx = 1024;
+    DlError err = {{0}};
+    DlEngine *e = dl_engine_open(&p, &err);
+    REQUIRE_MSG(e, "%s", err.msg);
+    ChatTemplate t;
+    char msg[512];
+    REQUIRE(chat_prompt_template(NULL, test_data(QWEN35_TEMPLATE), NULL, &t, msg, sizeof msg) == 0);
+    DlSamplingParams sp;
+    dl_sampling_params_init(&sp);
+    sp.temperature = 0;
+    DlSampler *greedy = dl_sampler_new(e, &sp, &err);
+    ChatConv *conv = chat_conv_new(e, &t, NULL, false, &err);
+    REQUIRE(greedy && conv);
+    CliImage keep[2], give;
+    REQUIRE_MSG(cli_image_encode(e, mmproj, png, 1, &keep[0], &err) == 0, "%s", err.msg);
+    const CliImage *imgs[2] = {&keep[0], &keep[1]};
+    keep[1] = keep[0];
+    keep[1].embd = malloc(sizeof(float) * (size_t)keep[0].n_tokens * (size_t)keep[0].width);
+    for (int i = 0; i < keep[0].n_tokens * keep[0].width; i++) keep[1].embd[i] = -keep[0].embd[i]; /* "another picture" */
+    const char *turns[] = {"Describe it.", "And the colours?", "Compare them."};
+    enum { NG = 5 };
+    for (int k = 0; k < 3; k++) {
+        if (k != 1) { /* a picture before turns 1 and 3 */
+            give = keep[k / 2];
+            give.embd = malloc(sizeof(float) * (size_t)give.n_tokens * (size_t)give.width);
+            memcpy(give.embd, keep[k / 2].embd, sizeof(float) * (size_t)give.n_tokens * (size_t)give.width);
+            REQUIRE(chat_conv_attach(conv, &give, &err) == 0 && chat_conv_pending_images(conv) == 1);
+        }
+        Text tx = {0};
+        ChatConvOutput out = {on_r, on_c, &tx};
+        ChatTurnStats st;
+        ChatTurnEnd end = chat_conv_turn(conv, turns[k], greedy, NG, true, &out, NULL, &st, &err);
+        REQUIRE_MSG(end == TURN_LENGTH, "turn %d ended %d: %s", k, end, err.msg);
+        size_t n_have = 0;
+        const int32_t *have = chat_conv_tokens(conv, &n_have);
+        int32_t *want = cold_reply(e, &t, chat_conv_messages(conv), imgs, k < 2 ? 1 : 2, NG);
+        REQUIRE(want && n_have == st.n_prompt + NG);
+        CHECK_MSG(!memcmp(have + st.n_prompt, want, sizeof *want * NG), "turn %d: the reply differs from the cold CLI path", k);
+        int n_keys = 0;
+        for (size_t i = 0; i < n_have; i++) n_keys += have[i] < 0;
+        CHECK_MSG(n_keys == (k < 2 ? 1 : 2) * keep[0].n_tokens, "turn %d: %d image rows in the session", k, n_keys);
+        if (k > 0) CHECK_MSG(st.n_reused > (size_t)keep[0].n_tokens, "turn %d reused %zu tokens", k, st.n_reused);
+        test_note("turn %d: prompt %zu rows, %zu reused", k, st.n_prompt, st.n_reused);
+        free(want);
+    }
+    cli_image_free(&keep[0]), cli_image_free(&keep[1]);
+    chat_conv_free(conv);
+    dl_sampler_free(greedy);
+    dl_engine_close(e);
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: the program part skipped");
+    char args[2048], in[1024], *o = NULL, *er = NULL;
+    snprintf(args, sizeof args, "chat -m '%s' --mmproj '%s' --chat-template-file '%s' --temp 0 -n 3 -c 1024 -t 1", model,
+             mmproj, test_data(QWEN35_TEMPLATE));
+    snprintf(in, sizeof in, "/image %s\nDescribe it.\n/image %s.none\n/exit\n", png, png);
+    int rc = cli_run(args, in, &o, &er);
+    CHECK_MSG(rc == 0 && er && strstr(er, "[image ") && strstr(er, "cannot open") && strstr(er, "[reply cut at 3 tokens"),
+              "rc %d, stderr: %s", rc, er ? er : "");
+    free(o), free(er);
+    o = er = NULL;
+    snprintf(args, sizeof args, "chat -m '%s' --chat-template-file '%s' --temp 0 -n 2 -c 1024 -t 1", model,
+             test_data(QWEN35_TEMPLATE));
+    snprintf(in, sizeof in, "/image %s\n/exit\n", png);
+    rc = cli_run(args, in, &o, &er);
+    CHECK_MSG(rc == 0 && er && strstr(er, "/image needs a vision projector: start chat with --mmproj FILE"), "rc %d: %s", rc,
+              er ? er : "");
+    free(o), free(er);
+}

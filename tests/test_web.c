@@ -2,6 +2,7 @@
  * caching, methods, the security headers, no key needed, --no-webui), the Markdown renderer in Node
  * (tests/web/markdown.test.mjs), and the page in headless Chromium against `deltallm serve`
  * (tests/web/browser.mjs: skipped with a note where node or Chromium is missing). */
+#include "image/image.h"
 #include "test.h"
 
 #include "cli_proc.h"
@@ -179,6 +180,8 @@ TEST(web, page_and_files_are_served) {
     server_stop(s);
 }
 
+bool test_vl_files(const char **model, const char **mmproj, const char **png); /* test_server_vision.c */
+
 static bool have_node(void) { return system("node --version > /dev/null 2>&1") == 0; }
 
 /* Runs a Node script of tests/web, its ok / not ok lines as notes; the exit status. */
@@ -205,9 +208,14 @@ TEST(web, browser) {
     if (!have_node()) return test_skip("node is not installed: the browser test (tests/web) is skipped");
     if (access(chromium, X_OK) != 0)
         return test_skip("Chromium is not installed (%s; apt-get install chromium): the browser test is skipped", chromium);
-    char env[1500];
+    char env[3000];
     const char *shot = getenv("DELTALLM_WEB_SCREENSHOT");
-    snprintf(env, sizeof env, "DELTALLM_BIN='%s' CHROMIUM='%s' DELTALLM_WEB_SCREENSHOT='%s'", cli_bin(), chromium,
-             shot && *shot ? shot : "");
+    /* the image part: a tiny Qwen3.5 model with its projector (test_server_vision.c), where PNG is built */
+    const char *vl = "", *mp = "", *png = "";
+    if (!strstr(image_formats(), "png") || !test_vl_files(&vl, &mp, &png)) vl = mp = png = "";
+    snprintf(env, sizeof env,
+             "DELTALLM_BIN='%s' CHROMIUM='%s' DELTALLM_WEB_SCREENSHOT='%s' DELTALLM_WEB_VL_MODEL='%s' "
+             "DELTALLM_WEB_MMPROJ='%s' DELTALLM_WEB_PNG='%s'",
+             cli_bin(), chromium, shot && *shot ? shot : "", vl, mp, png);
     CHECK_MSG(run_node("browser.mjs", env) == 0, "tests/web/browser.mjs failed");
 }

@@ -1,6 +1,7 @@
 /* chat_conv.c — see chat_conv.h: the conversation of `deltallm chat`, its rendering and session reuse. */
 #include "cli/chat_conv.h"
 #include "base/clock.h"
+#include "vision/mm_prompt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,12 @@ struct ChatConv {
     size_t n_past, cap_past;
     void *snap; /* the session at snap_pos tokens (the end of the last user message); snap_pos 0: none */
     size_t snap_cap, snap_len, snap_pos;
+    /* images (chat_conv_attach): those of the messages, in order, then the ones waiting for the next message */
+    MmImage *imgs;
+    int *serial; /* each image's number in this conversation (its rows' keys in past[]) */
+    int n_imgs, n_pending, cap_imgs, next_serial;
+    MmRows rows; /* the current prompt's rows when it holds images (rows.n 0: none) */
+    int width;
 };
 
 static int fail(DlError *err, const char *msg) {
@@ -57,8 +64,37 @@ ChatConv *chat_conv_new(DlEngine *e, const ChatTemplate *t, const char *system, 
     return c;
 }
 
+static void drop_images(ChatConv *c, int keep) {
+    while (c->n_imgs > keep) mm_image_free(&c->imgs[--c->n_imgs]);
+    if (c->n_pending > c->n_imgs) c->n_pending = c->n_imgs;
+}
+
+int chat_conv_attach(ChatConv *c, MmImage *img, DlError *err) {
+    if (c->n_imgs == c->cap_imgs) {
+        const int cap = c->cap_imgs ? 2 * c->cap_imgs : 8;
+        MmImage *p = realloc(c->imgs, sizeof *p * (size_t)cap);
+        if (p) c->imgs = p;
+        int *q = p ? realloc(c->serial, sizeof *q * (size_t)cap) : NULL;
+        if (q) c->serial = q;
+        if (!p || !q) return fail(err, "out of memory");
+        c->cap_imgs = cap;
+    }
+    c->serial[c->n_imgs] = c->next_serial++;
+    c->imgs[c->n_imgs++] = *img;
+    c->n_pending++;
+    c->width = img->width;
+    memset(img, 0, sizeof *img);
+    return 0;
+}
+
+int chat_conv_pending_images(const ChatConv *c) { return c->n_pending; }
+
 void chat_conv_free(ChatConv *c) {
     if (!c) return;
+    drop_images(c, 0);
+    free(c->imgs);
+    free(c->serial);
+    mm_rows_free(&c->rows);
     cJSON_Delete(c->messages);
     dl_session_free(c->session);
     free(c->past);
@@ -73,12 +109,46 @@ void chat_conv_reset(ChatConv *c) {
     dl_session_reset(c->session);
     c->n_past = 0;
     c->snap_pos = 0;
+    drop_images(c, 0);
+    c->n_pending = 0;
+    mm_rows_free(&c->rows);
 }
 
 const cJSON *chat_conv_messages(const ChatConv *c) { return c->messages; }
 const int32_t *chat_conv_tokens(const ChatConv *c, size_t *n) {
     *n = c->n_past;
     return c->past;
+}
+
+/* The images' rows in a rendered conversation ids[0, n) (one <|image_pad|> per image of its messages): c->rows
+ * gets the rows; *ids becomes their keys — an image row's is negative, from the image's number in the
+ * conversation and the row, so the timeline comparison below tells images apart. */
+static int expand_images(ChatConv *c, int32_t **ids, size_t *n, MmRows *rows, DlError *err) {
+    mm_rows_free(rows);
+    const int n_msg_imgs = c->n_imgs; /* the pending ones are in the message by now */
+    if (!n_msg_imgs) return 0;
+    const MmImage **v = malloc(sizeof *v * (size_t)n_msg_imgs);
+    if (!v) return fail(err, "out of memory");
+    for (int k = 0; k < n_msg_imgs; k++) v[k] = &c->imgs[k];
+    Err e = {{0}};
+    const int rc = mm_rows_build(*ids, *n, dl_token_id(c->engine, "<|image_pad|>"), v, n_msg_imgs, 0, rows, &e);
+    free(v);
+    if (rc) return fail(err, e.msg);
+    int32_t *keys = malloc(sizeof *keys * rows->n);
+    if (!keys) return mm_rows_free(rows), fail(err, "out of memory");
+    int k = -1;
+    size_t r0 = 0;
+    for (size_t r = 0; r < rows->n; r++) {
+        if (!rows->row[r]) {
+            keys[r] = rows->tok[r];
+            continue;
+        }
+        if (r == 0 || !rows->row[r - 1] || r - r0 == (size_t)c->imgs[k].n_tokens) k++, r0 = r;
+        keys[r] = -(int32_t)(1 + ((uint32_t)(c->serial[k] & 0x3fff) << 16 | (uint32_t)(r - r0)));
+    }
+    free(*ids);
+    *ids = keys, *n = rows->n;
+    return 0;
 }
 
 /* The conversation rendered (with or without the assistant prompt) and tokenized. */
@@ -94,6 +164,10 @@ static int render_tokens(ChatConv *c, bool gen_prompt, char **text, size_t *text
     int rc = dl_tokenize(c->engine, s, len, true, ids, n, err);
     if (rc == 0 && text) *text = s, *text_len = len;
     else free(s);
+    if (rc) return rc;
+    MmRows tmp = {0}; /* the rows of the prompt to evaluate are kept (c->rows), the others only counted */
+    rc = expand_images(c, ids, n, gen_prompt ? &c->rows : &tmp, err);
+    mm_rows_free(&tmp);
     return rc;
 }
 
@@ -122,7 +196,9 @@ static int prefill(ChatConv *c, const int32_t *ids, size_t from, size_t to, vola
     for (size_t k = from; k < to;) {
         if (stop && *stop) return 1;
         size_t n = to - k < PREFILL_CHUNK ? to - k : PREFILL_CHUNK;
-        if (dl_session_eval(c->session, ids + k, n, err)) return -1;
+        if (c->rows.n ? mm_rows_eval(c->session, &c->rows, c->width, k, k + n, err)
+                      : dl_session_eval(c->session, ids + k, n, err))
+            return -1;
         if (push_past(c, ids + k, n)) return fail(err, "out of memory");
         k += n;
     }
@@ -186,9 +262,24 @@ ChatTurnEnd chat_conv_turn(ChatConv *c, const char *user, DlSampler *smp, long l
     DlDetok *dt = NULL;
     ChatTurnEnd end = TURN_ERROR;
     bool keep = false; /* the turn stays in the conversation */
+    const int imgs_before = c->n_imgs - c->n_pending;
     if (!add_message(c->messages, "user", user, strlen(user), NULL, 0)) {
         fail(err, "out of memory");
         goto done;
+    }
+    if (c->n_pending) { /* the images before the text, as `run --image` puts them */
+        cJSON *m = cJSON_GetArrayItem(c->messages, cJSON_GetArraySize(c->messages) - 1), *parts = cJSON_CreateArray();
+        for (int k = 0; parts && k < c->n_pending; k++) {
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddStringToObject(p, "type", "image");
+            cJSON_AddItemToArray(parts, p);
+        }
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "type", "text");
+        cJSON_AddStringToObject(t, "text", user);
+        cJSON_AddItemToArray(parts, t);
+        cJSON_ReplaceItemInObjectCaseSensitive(m, "content", parts);
+        c->n_pending = 0;
     }
     if (render_tokens(c, true, &prompt, &prompt_len, &ids, &n_ids, err) ||
         render_tokens(c, false, NULL, NULL, &a_ids, &n_a, err))
@@ -214,7 +305,7 @@ ChatTurnEnd chat_conv_turn(ChatConv *c, const char *user, DlSampler *smp, long l
         goto done;
     }
     dl_sampler_reset(smp);
-    for (size_t i = 0; i < n_ids; i++) dl_sampler_accept(smp, ids[i]);
+    for (size_t i = 0; i < n_ids; i++) dl_sampler_accept(smp, c->rows.n ? c->rows.tok[i] : ids[i]);
     t0 = now_s();
     ChatDelta d;
     for (bool ended = false; !ended;) {
@@ -256,8 +347,10 @@ ChatTurnEnd chat_conv_turn(ChatConv *c, const char *user, DlSampler *smp, long l
         end = TURN_ERROR;
     }
 done:
-    if (!keep)
+    if (!keep) {
         while (cJSON_GetArraySize(c->messages) > n_before) cJSON_DeleteItemFromArray(c->messages, n_before);
+        drop_images(c, imgs_before); /* the message's images go with it */
+    }
     chat_parser_free(parser);
     dl_detok_free(dt);
     free(prompt);

@@ -57,6 +57,13 @@ void chat_conv_reset(ChatConv *c);
 ChatTurnEnd chat_conv_turn(ChatConv *c, const char *user, DlSampler *smp, long long n_gen, bool ignore_eos,
                            const ChatConvOutput *out, volatile sig_atomic_t *stop, ChatTurnStats *st, DlError *err);
 
+/* Takes *img (its embeddings; *img is emptied): it goes into the next user message, before the text (the
+ * model's chat format must place images: qwen35). 0, or -1 with err. */
+struct MmImage;
+int chat_conv_attach(ChatConv *c, struct MmImage *img, DlError *err);
+/* Images attached and not yet sent. */
+int chat_conv_pending_images(const ChatConv *c);
+
 /* The messages so far (a JSON array of {"role", "content", "reasoning_content"}). */
 const cJSON *chat_conv_messages(const ChatConv *c);
 /* The tokens the session has evaluated. */

@@ -3,11 +3,13 @@
  * A prompt line ("> " when standard input is a terminal), the conversation kept and rendered with the
  * model's chat template each turn (chat_conv.c reuses what the session already holds), replies streamed
  * as they are generated, reasoning dimmed (outside a terminal: between <think> and </think> lines).
- * Commands: /reset, /exit (or /quit, Ctrl-D), /help; a line ending in \ continues on the next one.
+ * Commands: /reset, /exit (or /quit, Ctrl-D), /image FILE (with --mmproj: the picture goes with the next
+ * message), /help; a line ending in \ continues on the next one.
  * Ctrl-C stops the reply being generated (or the prompt being read) and returns to the prompt; at the
  * prompt, a second Ctrl-C in a row quits. Without a terminal each line of standard input is one message. */
 #include "cli/chat_conv.h"
 #include "cli/chat_prompt.h"
+#include "cli/cli_image.h"
 #include "cli/cli.h"
 #include "cli/gen_options.h"
 
@@ -38,9 +40,12 @@ static void on_sigint(int sig) {
 static void usage(void) {
     printf("usage: deltallm chat -m MODEL.gguf [options]   (also: deltallm run -cnv -m MODEL.gguf ...)\n"
            "  -p, --prompt TEXT        a first message, sent before reading the prompt line\n"
+           "  --mmproj FILE            vision projector (llama.cpp's Qwen3.5 mmproj): /image FILE attaches a picture\n"
+           "  --image FILE             (with --mmproj) a picture for the first message\n"
            "%s%s"
            "  (-n defaults to -1: each reply runs until end of generation or a full context)\n"
-           "at the prompt: /reset forgets the conversation, /exit (or Ctrl-D) quits, /help; a line ending in \\\n"
+           "at the prompt: /reset forgets the conversation, /image FILE attaches a picture to the next message,\n"
+           "/exit (or Ctrl-D) quits, /help; a line ending in \\\n"
            "continues on the next one; Ctrl-C stops a reply.\n",
            gen_options_help, cli_engine_help);
 }
@@ -132,11 +137,28 @@ static int read_message(char **buf, size_t *cap, bool tty_in, bool tty_out) {
 
 static void print_help(void) {
     fprintf(stderr, "commands: /reset  forget the conversation (the system prompt stays)\n"
+                    "          /image FILE  attach a picture (PNG or JPEG) to the next message (needs --mmproj)\n"
                     "          /exit   quit (also /quit, Ctrl-D)\n"
                     "          /help   this list\n"
                     "a line ending in \\ continues on the next line; to send a message that starts with /, type\n"
                     "it with two (//etc sends /etc)\n"
                     "Ctrl-C stops the reply being generated.\n");
+}
+
+/* Encodes a picture for the next message; -1 (the reason printed) when it cannot. */
+static int attach_image(DlEngine *e, ChatConv *conv, const char *mmproj, const char *path, const GenOptions *o) {
+    DlError err = {{0}};
+    CliImage img;
+    int gw = 0, gh = 0;
+    if (cli_image_encode(e, mmproj, path, (int)o->threads, &img, &err) || (gw = img.gw, gh = img.gh, 0) ||
+        chat_conv_attach(conv, &img, &err)) {
+        cli_image_free(&img);
+        fprintf(stderr, "deltallm chat: %s\n", err.msg);
+        return -1;
+    }
+    fprintf(stderr, "[image %s: %d×%d tokens, goes with the next message (%d waiting)]\n", path, gw, gh,
+            chat_conv_pending_images(conv));
+    return 0;
 }
 
 /* One user message: the reply streamed, then a note on how it ended. */
@@ -167,7 +189,7 @@ static void chat_turn(ChatConv *conv, const char *msg, DlSampler *smp, const Gen
 int cmd_chat(int argc, char **argv) {
     GenOptions o;
     gen_options_init(&o, -1);
-    const char *first = NULL;
+    const char *first = NULL, *mmproj = NULL, *image = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = gen_options_parse(&o, "chat", argc, argv, &i);
@@ -178,8 +200,12 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             if (i + 1 >= argc) return cli_usage_error("chat", "%s needs a value", a);
             first = argv[++i];
+        } else if (!strcmp(a, "--mmproj") || !strcmp(a, "--image")) {
+            if (i + 1 >= argc) return cli_usage_error("chat", "%s needs a value", a);
+            *(a[2] == 'm' ? &mmproj : &image) = argv[++i];
         } else return cli_usage_error("chat", "unknown option '%s' (see --help)", a);
     }
+    if (image && !mmproj) return cli_usage_error("chat", "--image needs --mmproj (the vision projector)");
     if (!o.model && !(o.model = cli_default_model()))
         return cli_usage_error("chat", "needs -m MODEL.gguf (the embedded %s is not here)", CLI_DEFAULT_MODEL);
     const bool tty_in = isatty(STDIN_FILENO), tty_out = isatty(STDOUT_FILENO);
@@ -197,6 +223,7 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     if (!(conv = chat_conv_new(e, &tmpl, o.system_prompt, o.think, &err)) || !(smp = gen_new_sampler(&o, e, &err)))
         goto done;
+    if (image && attach_image(e, conv, mmproj, image, &o)) goto done_quiet;
     if (pipe2(sigint_pipe, O_CLOEXEC | O_NONBLOCK)) {
         snprintf(err.msg, sizeof err.msg, "cannot create a pipe: %s", strerror(errno));
         goto done;
@@ -238,6 +265,12 @@ int cmd_chat(int argc, char **argv) {
                 fprintf(stderr, "[conversation cleared]\n");
             } else if (n == 5 && !strncmp(msg, "/help", 5)) {
                 print_help();
+            } else if (n == 6 && !strncmp(msg, "/image", 6)) {
+                const char *path = msg + n;
+                while (*path == ' ' || *path == '\t') path++;
+                if (!mmproj) fprintf(stderr, "/image needs a vision projector: start chat with --mmproj FILE\n");
+                else if (!*path) fprintf(stderr, "usage: /image FILE (a PNG or JPEG)\n");
+                else attach_image(e, conv, mmproj, path, &o);
             } else {
                 fprintf(stderr, "unknown command %.*s (/help lists them; type // to send a message that starts with /)\n",
                         (int)n, msg);
@@ -249,6 +282,7 @@ int cmd_chat(int argc, char **argv) {
     rc = 0;
 done:
     if (rc) fprintf(stderr, "deltallm chat: %s\n", err.msg[0] ? err.msg : "failed");
+done_quiet:
     free(buf);
     dl_sampler_free(smp);
     chat_conv_free(conv);

@@ -30,6 +30,8 @@ static void usage(void) {
            "  --api-key KEY[,KEY...]   require 'Authorization: Bearer KEY', any of the keys (also $DELTALLM_API_KEY)\n"
            "  --api-key-file FILE      the same, the keys read from FILE, one per line (whitespace trimmed)\n"
            "  --alias NAME             model id reported by the API (default: the file name)\n"
+           "  --mmproj FILE            vision projector (llama.cpp's Qwen3.5 mmproj): chat requests may hold images\n"
+           "                           (image_url data URLs, input_image, Anthropic base64 image blocks); CPU backend\n"
            "  --chat-template-file F   use this chat template instead of the GGUF's\n"
            "  --chat-format NAME       force the chat format: chatml, qwen3, qwen3-coder, qwen35\n"
            "  --queue N                requests that may wait for a slot (default 64; beyond: 503)\n"
@@ -130,6 +132,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--alias")) {
             NEEDV;
             c.alias = val;
+        } else if (!strcmp(a, "--mmproj")) {
+            NEEDV;
+            c.mmproj = val;
         } else if (!strcmp(a, "--chat-template-file")) {
             NEEDV;
             c.chat_template_file = val;

@@ -105,12 +105,14 @@ typedef struct SnapHeader {
     int32_t n_past;
     /* bit 0: the logits are valid; bits 8-15 and 16-23: the K and V cache formats (DlEngine.kv_k / kv_v) + 1,
      * or 0 in snapshots written before they were recorded (whose sizes tell F32 from F16); bit 24: the
-     * delta-net states are in the fused form's layout (backend_state_layout: the fast arithmetic on the CPU) */
+     * delta-net states are in the fused form's layout (backend_state_layout: the fast arithmetic on the CPU);
+     * bit 25: an int32 position shift (SeqState.pos_delta: the timeline holds an image) follows the logits */
     uint32_t flags;
 } SnapHeader;
 
 static uint32_t snap_kv_flags(const DlEngine *en) { return (en->kv_k + 1) << 8 | (en->kv_v + 1) << 16; }
 #define SNAP_FUSED (1u << 24)
+#define SNAP_POS_DELTA (1u << 25)
 static uint32_t snap_layout_flag(const DlSession *s) { return backend_state_layout(s->states[0]->be) == STATE_FUSED ? SNAP_FUSED : 0; }
 
 static size_t states_bytes(const DlSession *s, int n_past) {
@@ -119,12 +121,15 @@ static size_t states_bytes(const DlSession *s, int n_past) {
     return n + s->engine->runner->saved_bytes(s, n_past);
 }
 
-static size_t snapshot_size_at(const DlSession *s, int n_past) {
+static size_t snapshot_size_at(const DlSession *s, int n_past, bool pos_delta) {
     const ModelConfig *c = &s->engine->model->cfg;
-    return sizeof(SnapHeader) + states_bytes(s, n_past) + sizeof(float) * (size_t)c->n_vocab;
+    return sizeof(SnapHeader) + states_bytes(s, n_past) + sizeof(float) * (size_t)c->n_vocab +
+           (pos_delta ? sizeof(int32_t) : 0);
 }
 
-size_t dl_session_snapshot_size(const DlSession *s) { return snapshot_size_at(s, s->state->n_past); }
+size_t dl_session_snapshot_size(const DlSession *s) {
+    return snapshot_size_at(s, s->state->n_past, s->state->pos_delta != 0);
+}
 
 int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err) {
     Err e = {{0}};
@@ -133,7 +138,9 @@ int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err
     if (size < dl_session_snapshot_size(s)) return err_set(&e, "snapshot buffer too small"), fail(err, &e);
     if (s->engine->runner->quiesce((DlSession *)s, &e)) return fail(err, &e); /* its batches are done */
     SnapHeader h = {SNAP_MAGIC, (uint32_t)c->n_layer, (uint32_t)c->n_embd, (uint32_t)c->n_vocab, (uint32_t)st->n_ctx,
-                    st->n_past, (s->has_logits ? 1u : 0u) | snap_kv_flags(s->engine) | snap_layout_flag(s)};
+                    st->n_past,
+                    (s->has_logits ? 1u : 0u) | snap_kv_flags(s->engine) | snap_layout_flag(s) |
+                        (st->pos_delta ? SNAP_POS_DELTA : 0u)};
     uint8_t *p = buf;
     memcpy(p, &h, sizeof h), p += sizeof h;
     for (int i = 0; i < s->engine->n_st; i++) { /* layer order: the stages are */
@@ -143,6 +150,7 @@ int dl_session_snapshot(const DlSession *s, void *buf, size_t size, DlError *err
     if (s->engine->runner->snapshot(s, p, &e)) return fail(err, &e); /* the layers held elsewhere follow */
     p += s->engine->runner->saved_bytes(s, st->n_past);
     memcpy(p, s->logits, sizeof(float) * (size_t)c->n_vocab);
+    if (st->pos_delta) memcpy(p + sizeof(float) * (size_t)c->n_vocab, &st->pos_delta, sizeof(int32_t));
     return 0;
 }
 
@@ -167,7 +175,8 @@ int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err)
                fail(err, &e);
     if (h.n_past < 0 || h.n_past > st->n_ctx)
         return err_set(&e, "snapshot of %d tokens does not fit a context of %d", h.n_past, st->n_ctx), fail(err, &e);
-    if (size != snapshot_size_at(s, h.n_past)) return err_set(&e, "snapshot size mismatch"), fail(err, &e);
+    if (size != snapshot_size_at(s, h.n_past, (h.flags & SNAP_POS_DELTA) != 0))
+        return err_set(&e, "snapshot size mismatch"), fail(err, &e);
     if (s->engine->runner->quiesce(s, &e)) return fail(err, &e);
     const uint8_t *p = (const uint8_t *)buf + sizeof h;
     for (int i = 0; i < s->engine->n_st; i++) {
@@ -177,6 +186,9 @@ int dl_session_restore(DlSession *s, const void *buf, size_t size, DlError *err)
     if (s->engine->runner->restore(s, p, h.n_past, &e)) return fail(err, &e);
     p += s->engine->runner->saved_bytes(s, h.n_past);
     memcpy(s->logits, p, sizeof(float) * (size_t)c->n_vocab);
+    int32_t pos_delta = 0;
+    if (h.flags & SNAP_POS_DELTA) memcpy(&pos_delta, p + sizeof(float) * (size_t)c->n_vocab, sizeof pos_delta);
+    for (int i = 0; i < s->engine->n_st; i++) s->states[i]->pos_delta = pos_delta;
     s->has_logits = (h.flags & 1) != 0;
     s->n_tent = -1;
     spec_reset(s, true);

@@ -205,3 +205,29 @@ char *anthropic_body(Responder *r, const JobResult *res, Err *err) {
     if (!s) err_set(err, "out of memory");
     return s;
 }
+
+/* ------------------------------------------------------------------------------------------ errors */
+
+char *anthropic_error_json(const ApiError *e) {
+    static const struct {
+        int status;
+        const char *type;
+    } types[] = {{400, "invalid_request_error"}, {401, "authentication_error"}, {403, "permission_error"},
+                 {404, "not_found_error"},       {413, "request_too_large"},     {429, "rate_limit_error"},
+                 {503, "overloaded_error"},      {529, "overloaded_error"}};
+    const char *type = e->status >= 500 ? "api_error" : "invalid_request_error";
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (types[i].status == e->status) type = types[i].type;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "type", "error");
+    cJSON *err = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(err, "type", type);
+    /* no param field in this shape: the message names the parameter */
+    char msg[sizeof e->param + sizeof e->message + 4];
+    if (e->param[0] && !strstr(e->message, e->param)) snprintf(msg, sizeof msg, "%s: %s", e->param, e->message);
+    else snprintf(msg, sizeof msg, "%s", e->message);
+    json_add_string_n(err, "message", msg, strlen(msg));
+    char *s = json_print(root);
+    cJSON_Delete(root);
+    return s;
+}

@@ -21,5 +21,8 @@ void anthropic_state_free(AnthropicState *a);
 int anthropic_stream_text(Responder *r, const char *text, size_t n, SBuf *out, Err *err);
 int anthropic_stream_finish(Responder *r, const JobResult *res, SBuf *out, Err *err);
 char *anthropic_body(Responder *r, const JobResult *res, Err *err);
+/* An error in Anthropic's shape, {"type": "error", "error": {"type": ..., "message": ...}}, its type from the
+ * HTTP status (invalid_request_error, authentication_error, not_found_error, request_too_large, ...). */
+char *anthropic_error_json(const ApiError *e);
 
 #endif

@@ -32,6 +32,40 @@ static int block_text(const cJSON *c, const char *where, SBuf *out, ApiError *e)
     return 0;
 }
 
+/* Adds the text of out since *mark to parts as a text part. */
+static void flush_text(cJSON *parts, const SBuf *out, size_t *mark) {
+    if (out->n == *mark) return;
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "type", "text");
+    json_add_string_n(t, "text", out->p + *mark, out->n - *mark);
+    cJSON_AddItemToArray(parts, t);
+    *mark = out->n;
+}
+
+/* An image block with a base64 source → an image_url part (a data URL) at the end of *parts. */
+static int image_part(const cJSON *b, const char *bw, cJSON **parts, const SBuf *text, size_t *mark, ApiError *e) {
+    const cJSON *src = get(b, "source");
+    const cJSON *st = cJSON_IsObject(src) ? get(src, "type") : NULL;
+    if (!cJSON_IsString(st)) return BAD(bw, "%s: an image block needs a 'source' with a 'type'", bw);
+    if (!strcmp(st->valuestring, "url"))
+        return BAD(bw, "%s: remote image URLs are not fetched by this server: send the image as a base64 source", bw);
+    const cJSON *mt = get(src, "media_type"), *data = get(src, "data");
+    if (strcmp(st->valuestring, "base64") || !cJSON_IsString(mt) || !cJSON_IsString(data))
+        return BAD(bw, "%s: an image source must be {\"type\": \"base64\", \"media_type\", \"data\"}", bw);
+    SBuf url = {0};
+    sbuf_printf(&url, "data:%s;base64,", mt->valuestring);
+    sbuf_puts(&url, data->valuestring);
+    if (url.oom) return sbuf_free(&url), api_error(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!*parts) *parts = cJSON_CreateArray();
+    flush_text(*parts, text, mark);
+    cJSON *im = cJSON_CreateObject();
+    cJSON_AddStringToObject(im, "type", "image_url");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(im, "image_url"), "url", url.p);
+    cJSON_AddItemToArray(*parts, im);
+    sbuf_free(&url);
+    return 0;
+}
+
 /* One Anthropic message → one or more chat messages appended to msgs. */
 static int convert_message(const cJSON *m, int i, cJSON *msgs, ApiError *e) {
     char where[64];
@@ -43,7 +77,8 @@ static int convert_message(const cJSON *m, int i, cJSON *msgs, ApiError *e) {
     const bool user = !strcmp(role->valuestring, "user");
     if (!content) return BAD(where, "%s needs a content", where);
     SBuf text = {0}, thinking = {0};
-    cJSON *calls = NULL;
+    cJSON *calls = NULL, *parts = NULL; /* parts: the user's text and images, when it has images */
+    size_t mark = 0;
     int rc = 0;
     if (cJSON_IsString(content)) {
         sbuf_puts(&text, content->valuestring);
@@ -99,6 +134,8 @@ static int convert_message(const cJSON *m, int i, cJSON *msgs, ApiError *e) {
                 json_add_string_n(tm, "content", r.p ? r.p : "", r.n);
                 cJSON_AddItemToArray(msgs, tm);
                 sbuf_free(&r);
+            } else if (!strcmp(type, "image") && user) {
+                rc = image_part(b, bw, &parts, &text, &mark, e);
             } else if (!strcmp(type, "image") || !strcmp(type, "document")) {
                 rc = BAD(bw, "%s: content of type '%s' is not supported: this server handles text only", bw, type);
             } else {
@@ -106,16 +143,18 @@ static int convert_message(const cJSON *m, int i, cJSON *msgs, ApiError *e) {
             }
         }
     }
-    if (!rc && (text.n || thinking.n || calls || (cJSON_IsString(content)))) {
+    if (!rc && (text.n || thinking.n || calls || parts || (cJSON_IsString(content)))) {
         cJSON *cm = cJSON_CreateObject();
         cJSON_AddStringToObject(cm, "role", role->valuestring);
-        if (text.n || !calls) json_add_string_n(cm, "content", text.p ? text.p : "", text.n);
+        if (parts) flush_text(parts, &text, &mark), cJSON_AddItemToObject(cm, "content", parts), parts = NULL;
+        else if (text.n || !calls) json_add_string_n(cm, "content", text.p ? text.p : "", text.n);
         else cJSON_AddNullToObject(cm, "content");
         if (thinking.n) json_add_string_n(cm, "reasoning_content", thinking.p, thinking.n);
         if (calls) cJSON_AddItemToObject(cm, "tool_calls", calls), calls = NULL;
         cJSON_AddItemToArray(msgs, cm);
     }
     cJSON_Delete(calls);
+    cJSON_Delete(parts);
     sbuf_free(&text);
     sbuf_free(&thinking);
     return rc;

@@ -371,7 +371,10 @@ static bool seen_before(Constraint *c, const Thread *t) {
 }
 
 static void add_thread(Constraint *c, Thread *set, int *n, Thread t, int depth) {
-    if (depth > 1024 || c->budget-- <= 0) return;
+    if (depth > 1024 || c->budget-- <= 0) {
+        c->dropped++;
+        return;
+    }
     const COp *op = &c->ops[t.pc];
     if (c->seen && (op->kind == OP_FORK || op->kind == OP_JMP || op->kind == OP_CALL || op->kind == OP_RET) &&
         seen_before(c, &t))
@@ -385,7 +388,10 @@ static void add_thread(Constraint *c, Thread *set, int *n, Thread t, int depth) 
         return;
     }
     if (op->kind == OP_CALL) {
-        if (t.sp == GSTACK) return; /* deeper than the grammar may nest */
+        if (t.sp == GSTACK) { /* deeper than the grammar may nest */
+            c->dropped++;
+            return;
+        }
         Thread u = fresh_at(c, op->tgt[0], &t);
         u.stack[u.sp++] = (uint16_t)(t.pc + 1);
         add_thread(c, set, n, u, depth + 1);
@@ -404,6 +410,7 @@ static void add_thread(Constraint *c, Thread *set, int *n, Thread t, int depth) 
         bool dup = false;
         for (int i = 0; i < *n && !dup; i++) dup = memcmp(&set[i], &t, sizeof t) == 0;
         if (!dup && *n < MAX_THREADS) set[(*n)++] = t;
+        else if (!dup) c->dropped++;
     }
     if (end) add_thread(c, set, n, fresh_at(c, t.pc + 1, &t), depth + 1);
 }
@@ -539,7 +546,9 @@ static void reset_threads(Constraint *c) {
     c->n_threads = 0;
     c->budget = CLOSURE_BUDGET;
     c->gen++;
+    const int dropped = c->dropped;
     add_thread(c, c->threads, &c->n_threads, fresh_for(c, 0), 0);
+    if (c->dropped != dropped) c->lossy = true;
 }
 
 int constraint_finish(Constraint *c, Err *err) {
@@ -574,8 +583,12 @@ bool constraint_allows(const Constraint *c, const char *bytes, size_t n) {
 }
 
 void constraint_advance(Constraint *c, const char *bytes, size_t n) {
+    const int dropped = c->dropped;
     c->n_threads = run_bytes(c, c->threads, c->n_threads, bytes, n);
+    if (c->dropped != dropped) c->lossy = true;
 }
+
+bool constraint_lossy(const Constraint *c) { return c->lossy; }
 
 bool constraint_literal(const Constraint *c, const char **text, size_t *len) {
     if (c->n_threads != 1) return false;

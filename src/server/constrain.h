@@ -40,8 +40,12 @@ void constraint_free(Constraint *c);
 
 /* Whether bytes[0..n) can extend the text accepted so far (n = 0: whether the program is still alive). */
 bool constraint_allows(const Constraint *c, const char *bytes, size_t n);
-/* Feeds bytes that constraint_allows accepted. */
+/* Feeds bytes that constraint_allows accepted (bytes it refuses leave no live thread). */
 void constraint_advance(Constraint *c, const char *bytes, size_t n);
+/* Whether a bound was hit on the way here (more than MAX_THREADS live alternatives of an ambiguous grammar, or
+ * the closure's step budget): some were dropped, so from here on text the grammar allows may be refused and
+ * the completion may be refused too. Text the grammar refuses is never allowed either way. */
+bool constraint_lossy(const Constraint *c);
 /* When the continuation is fixed text (one alternative left, inside a literal): that text. The scheduler
  * then emits the tokens of its canonical tokenization instead of sampling byte-sized pieces of it. */
 bool constraint_literal(const Constraint *c, const char **text, size_t *len);

@@ -20,7 +20,7 @@
 
 enum { OP_LIT, OP_INT, OP_NUM, OP_JSTR, OP_XTEXT, OP_JANY, OP_JOBJ, OP_FORK, OP_JMP, OP_FAIL, OP_END, OP_CLASS, OP_CALL,
        OP_RET };
-enum { MAX_OPS = 16384, MAX_THREADS = 64, JDEPTH = 24, GSTACK = 24, CLOSURE_BUDGET = 16384, SEEN_SLOTS = 4096 };
+enum { MAX_OPS = 16384, MAX_THREADS = 256, JDEPTH = 24, GSTACK = 24, CLOSURE_BUDGET = 16384, SEEN_SLOTS = 4096 };
 
 /* Grammars: the control ops (FORK, JMP, CALL, RET) one closure has been through, by op and stack, so that a
  * loop whose body may be empty is followed once. */
@@ -71,6 +71,8 @@ struct Constraint {
     bool oom; /* out of memory or past MAX_OPS */
     bool end_when_all; /* grammars: done when every thread reached END (else: as soon as one did — JSON, calls) */
     int budget;        /* closure steps left */
+    int dropped;       /* threads dropped so far (the set full, or the closure's budget spent): a bound hit */
+    bool lossy;        /* a thread of the live set was dropped: valid text may be refused from here on */
     Seen *seen;        /* grammars: [SEEN_SLOTS] (NULL: JSON and calls, whose loops always read a byte) */
     uint32_t gen;      /* the closure seen[] belongs to */
 };

@@ -31,6 +31,13 @@ static char *health_json(Server *s) {
     cJSON_AddNumberToObject(t, "prompt_tokens", (double)st.tokens_prompt);
     cJSON_AddNumberToObject(t, "cached_tokens", (double)st.tokens_cached);
     cJSON_AddNumberToObject(t, "generated_tokens", (double)st.tokens_generated);
+    if (s->vision) {
+        uint64_t enc, hits;
+        sv_stats(s->vision, &enc, &hits);
+        cJSON *im = cJSON_AddObjectToObject(o, "images");
+        cJSON_AddNumberToObject(im, "encoded", (double)enc);
+        cJSON_AddNumberToObject(im, "cache_hits", (double)hits);
+    }
     if (s->cache) {
         PcacheStats ps;
         pcache_stats(s->cache, &ps);
@@ -65,6 +72,10 @@ static cJSON *model_object(Server *s) {
     cJSON_AddNumberToObject(meta, "n_vocab", s->info->n_vocab);
     cJSON_AddNumberToObject(meta, "slots", s->cfg.parallel);
     if (s->have_template) cJSON_AddStringToObject(meta, "chat_format", chat_format_name(s->tmpl.format));
+    /* llama-server lists "multimodal" among a model's capabilities when it has a projector */
+    cJSON *cap = cJSON_AddArrayToObject(m, "capabilities");
+    cJSON_AddItemToArray(cap, cJSON_CreateString("completion"));
+    if (s->vision) cJSON_AddItemToArray(cap, cJSON_CreateString("multimodal"));
     return m;
 }
 
@@ -118,7 +129,9 @@ static char *props_json(Server *s) {
     cJSON_AddBoolToObject(o, "thinking_by_default",
                           s->have_template && !s->tmpl.thinking_opt_in &&
                               (s->tmpl.format == CHAT_FORMAT_QWEN3 || s->tmpl.format == CHAT_FORMAT_QWEN35));
-    cJSON_AddBoolToObject(cJSON_AddObjectToObject(o, "modalities"), "vision", false);
+    cJSON *mod = cJSON_AddObjectToObject(o, "modalities"); /* llama-server's: what a prompt may hold */
+    cJSON_AddBoolToObject(mod, "vision", s->vision != NULL);
+    cJSON_AddBoolToObject(mod, "audio", false);
     cJSON_AddStringToObject(o, "build_info", "deltallm");
     cJSON *lim = cJSON_AddObjectToObject(o, "limits");
     cJSON_AddNumberToObject(lim, "max_body_bytes", (double)s->cfg.max_body_bytes);
@@ -195,6 +208,12 @@ static void metrics_text(Server *s, SBuf *b) {
            (double)st.forward_passes);
     metric(b, "drafts_total", "counter", "Speculative decoding: drafted tokens verified.", (double)st.drafted);
     metric(b, "drafts_accepted_total", "counter", "Speculative decoding: drafted tokens accepted.", (double)st.accepted);
+    if (s->vision) {
+        uint64_t enc, hits;
+        sv_stats(s->vision, &enc, &hits);
+        metric(b, "images_encoded_total", "counter", "Images run through the vision encoder.", (double)enc);
+        metric(b, "images_cached_total", "counter", "Images whose embeddings came from the cache.", (double)hits);
+    }
     metric(b, "slots", "gauge", "Slots (requests computed at once).", st.n_slots);
     metric(b, "slots_busy", "gauge", "Slots computing a request.", st.busy);
     metric(b, "queue_waiting", "gauge", "Requests waiting for a slot.", st.queued);

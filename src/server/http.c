@@ -30,6 +30,7 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include "server/anthropic.h"
 #include "server/http_internal.h"
 #include "server/json_io.h"
 #include "server/web.h"
@@ -108,7 +109,7 @@ static enum MHD_Result send_error(Server *s, struct MHD_Connection *c, const Api
     if (close) h[n++] = "Connection", h[n++] = "close";
     ApiError copy = *e;
     if (e->status == 405) copy.param[0] = 0; /* the param field carried the Allow value */
-    char *json = api_error_json(&copy);
+    char *json = http_route(url, NULL, 0) == R_MESSAGES ? anthropic_error_json(&copy) : api_error_json(&copy);
     if (!json) return http_send_json(s, c, 500, NULL, NULL, NULL);
     return send_buffer(s, c, (unsigned)e->status, "application/json", json, strlen(json), h);
 }

@@ -22,6 +22,7 @@ static atomic_ullong job_counter;
 typedef struct Gen {
     Server *s;
     int k;            /* choices */
+    int per_prompt;   /* choices per prompt (n): choice i is prompt i / per_prompt */
     Job **jobs;
     Responder *resp;
     JobResult *res;
@@ -175,7 +176,7 @@ static int pump(Gen *g, Taken *t, int wait_ms) {
         }
         JobResult total;
         bool last = g->n_finished == g->k;
-        if (last) resp_total(g->res, g->k, &total);
+        if (last) resp_total(g->res, g->k, g->per_prompt, &total);
         if (resp_stream_finish(&g->resp[i], res, last ? &total : NULL, &g->out, &err)) goto fail;
         log_job(g->jobs[i], g->kind, res);
         if (last) {
@@ -293,7 +294,7 @@ static enum MHD_Result wait_body(Gen *g, struct MHD_Connection *c, const char *m
         out = MHD_NO;
     } else {
         JobResult total;
-        resp_total(g->res, g->k, &total);
+        resp_total(g->res, g->k, g->per_prompt, &total);
         char *body = resp_body(g->resp, g->k, g->res, &total, &err);
         if (!body) srv_log(LOG_ERROR, "%s: %s", g->kind, err.msg);
         out = http_send_json(s, c, 200, body, NULL, NULL);
@@ -337,6 +338,7 @@ static Gen *prepare(Server *s, const ApiRequest *req, Route route, ApiError *e) 
     if (g) {
         g->s = s;
         g->k = k;
+        g->per_prompt = n;
         g->jobs = calloc((size_t)k, sizeof *g->jobs);
         g->resp = calloc((size_t)k, sizeof *g->resp);
         g->res = calloc((size_t)k, sizeof *g->res);

@@ -78,6 +78,7 @@ typedef struct Job {
     int slot_id;     /* id_slot: the slot it must run in (-1: any) */
     bool render_special; /* skip_special_tokens false: control tokens are rendered as text */
     PromptShare *share; /* n > 1: the prompt's evaluation, shared (NULL: none) */
+    struct JobMM *mm;   /* the prompt holds images (server/vision.h): prompt[] holds their rows' keys */
     bool share_leader;  /* this job evaluates it */
 
     /* ---- output (under mu) */

@@ -248,7 +248,7 @@ static int parse_common(const cJSON *root, const ApiDefaults *d, ApiRequest *r, 
 
 /* Inside messages, unknown keys are ignored (clients echo back what they received: audio, annotations,
  * parsed, ...); the fields deltallm reads are checked. Top-level fields stay strict. */
-static int parse_content(cJSON *m, int i, const char *role, ApiError *e) {
+static int parse_content(cJSON *m, int i, const char *role, bool images, ApiError *e) {
     char param[64];
     snprintf(param, sizeof param, "messages[%d].content", i);
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
@@ -267,10 +267,20 @@ static int parse_content(cJSON *m, int i, const char *role, ApiError *e) {
         if (!cJSON_IsObject(p)) return BAD(where, "%s must be an object", where);
         const cJSON *t = get(p, "type");
         if (!cJSON_IsString(t)) return BAD(where, "%s needs a 'type'", where);
-        if (!strcmp(t->valuestring, "image_url") || !strcmp(t->valuestring, "input_audio") ||
-            !strcmp(t->valuestring, "file") || !strcmp(t->valuestring, "image"))
-            return BAD(where, "%s: content of type '%s' is not supported: this server handles text only", where,
-                       t->valuestring);
+        if (!strcmp(t->valuestring, "image_url") && images) {
+            if (strcmp(role, "user"))
+                return BAD(where, "%s: only user messages may hold images (this one is %s)", where, role);
+            const cJSON *u = get(p, "image_url");
+            if (cJSON_IsObject(u)) u = get(u, "url");
+            if (!cJSON_IsString(u)) return BAD(where, "%s: an image_url part needs image_url.url (a string)", where);
+            continue; /* the URL and the image are checked when the job is prepared (server/vision.c) */
+        }
+        if (!strcmp(t->valuestring, "image_url") || !strcmp(t->valuestring, "image"))
+            return BAD(where, "%s: content of type '%s' is not supported: this server was started without a vision "
+                       "projector (serve --mmproj FILE takes images)", where, t->valuestring);
+        if (!strcmp(t->valuestring, "input_audio") || !strcmp(t->valuestring, "file"))
+            return BAD(where, "%s: content of type '%s' is not supported: this server handles text%s only", where,
+                       t->valuestring, images ? " and images" : "");
         bool text = !strcmp(t->valuestring, "text");
         if (!text && strcmp(t->valuestring, "refusal") != 0)
             return BAD(where, "%s: unknown content part type '%s' (text or refusal)", where, t->valuestring);
@@ -310,7 +320,7 @@ static int parse_tool_calls(cJSON *m, int i, ApiError *e) {
     return 0;
 }
 
-static int parse_messages(ApiRequest *r, ApiError *e) {
+static int parse_messages(ApiRequest *r, bool images, ApiError *e) {
     cJSON *msgs = cJSON_GetObjectItemCaseSensitive(r->doc, "messages");
     if (!msgs || cJSON_IsNull(msgs)) return BAD("messages", "'messages' is required");
     if (!cJSON_IsArray(msgs)) return BAD("messages", "'messages' must be an array, not %s", api_type_name(msgs));
@@ -331,7 +341,7 @@ static int parse_messages(ApiRequest *r, ApiError *e) {
         if (check_type(m, "refusal", is_string, "a string", e)) return -1;
         if (check_type(m, "audio", is_object, "an object", e)) return -1;          /* accepted, not rendered */
         if (check_type(m, "function_call", is_object, "an object", e)) return -1;  /* deprecated; not rendered */
-        if (parse_content(m, i, role->valuestring, e)) return -1;
+        if (parse_content(m, i, role->valuestring, images, e)) return -1;
         if (get(m, "tool_calls") && strcmp(role->valuestring, "assistant") != 0)
             return BAD(where, "%s: only assistant messages have tool_calls", where);
         if (parse_tool_calls(m, i, e)) return -1;
@@ -482,7 +492,7 @@ static int parse_chat(ApiRequest *r, const ApiDefaults *d, ApiError *e) {
             return BAD("chat_template_kwargs.enable_thinking", "chat_template_kwargs.enable_thinking must be a boolean");
         if (et) r->enable_thinking = cJSON_IsTrue(et);
     }
-    if (parse_messages(r, e)) return -1;
+    if (parse_messages(r, d->images, e)) return -1;
     if (parse_tools(r, e)) return -1;
     const cJSON *llama_schema = r->schema; /* llama.cpp's top-level json_schema, read by parse_common */
     r->schema = NULL;

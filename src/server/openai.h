@@ -44,6 +44,7 @@ typedef struct ApiDefaults {
     int n_vocab;               /* for logit_bias and token prompts */
     int chat_max_tokens;       /* -1: until the context is full */
     int completion_max_tokens; /* OpenAI's default for /v1/completions is 16 */
+    bool images;               /* a vision projector is loaded (serve --mmproj): image_url parts are taken */
 } ApiDefaults;
 
 enum { API_MAX_PROMPTS = 256, API_MAX_N = 16 };

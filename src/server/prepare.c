@@ -84,6 +84,7 @@ int prepare_job(Server *s, const ApiRequest *req, int index, Job **out, bool *st
         int rc = tokenize_text(s, text, len, &ids, &n, e);
         free(text);
         if (rc) goto fail;
+        if (sv_prepare(s->vision, s->engine, req->messages, &ids, &n, &j->mm, e)) goto fail;
         if (attach_constraint(s, req, j, e)) goto fail;
         const int32_t im_start = dl_token_id(s->engine, "<|im_start|>");
         for (size_t i = n; i-- > 0 && im_start >= 0;)

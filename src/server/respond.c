@@ -104,11 +104,13 @@ cJSON *resp_timings_object(const JobResult *res) {
     return t;
 }
 
-void resp_total(const JobResult *res, int k, JobResult *total) {
+void resp_total(const JobResult *res, int k, int per_prompt, JobResult *total) {
     memset(total, 0, sizeof *total);
     for (int i = 0; i < k; i++) {
-        total->n_prompt += res[i].n_prompt;
-        total->n_cached += res[i].n_cached;
+        if (per_prompt <= 1 || i % per_prompt == 0) { /* a prompt counts once, however many choices it has */
+            total->n_prompt += res[i].n_prompt;
+            total->n_cached += res[i].n_cached;
+        }
         total->n_gen += res[i].n_gen;
         if (res[i].queue_ms > total->queue_ms) total->queue_ms = res[i].queue_ms;
         total->prompt_ms += res[i].prompt_ms;

@@ -81,8 +81,10 @@ void resp_stream_error(Responder *r, const char *message, SBuf *out);
 int resp_feed(Responder *r, const char *text, size_t n, const TokenLogprob *lp, size_t n_lp, Err *err);
 char *resp_body(Responder *r, int k, const JobResult *res, const JobResult *total, Err *err);
 
-/* The request's usage: the sum over its choices (timings: the slowest choice's). */
-void resp_total(const JobResult *res, int k, JobResult *total);
+/* The request's usage: generated tokens summed over its k choices, prompt and cached tokens once per prompt
+ * (per_prompt choices share one: OpenAI counts a prompt once, whatever n is; the other choices restore its
+ * state); queue time the longest choice's. */
+void resp_total(const JobResult *res, int k, int per_prompt, JobResult *total);
 
 /* Shared with responses.c. */
 cJSON *resp_usage_object(const JobResult *res);

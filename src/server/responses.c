@@ -142,8 +142,20 @@ static void copy_json_member(cJSON *to, const cJSON *from, const char *k, const 
     if (v) cJSON_AddItemToObject(to, as ? as : k, cJSON_Duplicate(v, true));
 }
 
-/* The text of a content value: a string, or parts of the given text types joined. */
-static int content_text(const cJSON *c, const char *where, bool assistant, SBuf *out, ApiError *e) {
+/* Adds the text of out since *mark to parts as a text part. */
+static void flush_text(cJSON *parts, const SBuf *out, size_t *mark) {
+    if (out->n == *mark) return;
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "type", "text");
+    json_add_string_n(t, "text", out->p + *mark, out->n - *mark);
+    cJSON_AddItemToArray(parts, t);
+    *mark = out->n;
+}
+
+/* The text of a content value: a string, or parts of the given text types joined. With parts (user messages),
+ * input_image parts are taken: *parts becomes the chat content array (text and image_url parts in order). */
+static int content_text(const cJSON *c, const char *where, bool assistant, SBuf *out, cJSON **parts, ApiError *e) {
+    size_t mark = 0;
     if (cJSON_IsString(c)) {
         sbuf_puts(out, c->valuestring);
         return 0;
@@ -154,6 +166,19 @@ static int content_text(const cJSON *c, const char *where, bool assistant, SBuf 
         const cJSON *t = json_member(p, "type");
         const char *type = cJSON_IsString(t) ? t->valuestring : "";
         const char *field = !strcmp(type, "refusal") ? "refusal" : "text";
+        if (!strcmp(type, "input_image") && parts) {
+            const cJSON *url = json_member(p, "image_url");
+            if (!cJSON_IsString(url))
+                return BAD(where, "%s: content[%d]: an input_image needs 'image_url' (a data URL; file_id is not "
+                                  "supported)", where, k);
+            if (!*parts) *parts = cJSON_CreateArray();
+            flush_text(*parts, out, &mark);
+            cJSON *im = cJSON_CreateObject();
+            cJSON_AddStringToObject(im, "type", "image_url");
+            cJSON_AddStringToObject(cJSON_AddObjectToObject(im, "image_url"), "url", url->valuestring);
+            cJSON_AddItemToArray(*parts, im);
+            continue;
+        }
         if (!strcmp(type, "input_image") || !strcmp(type, "input_file") || !strcmp(type, "input_audio"))
             return BAD(where, "%s: content[%d] of type '%s' is not supported: this server handles text only", where, k,
                        type);
@@ -164,6 +189,7 @@ static int content_text(const cJSON *c, const char *where, bool assistant, SBuf 
         if (!cJSON_IsString(text)) return BAD(where, "%s: content[%d] needs '%s' (a string)", where, k, field);
         sbuf_puts(out, text->valuestring);
     }
+    if (parts && *parts) flush_text(*parts, out, &mark);
     return 0;
 }
 
@@ -202,9 +228,13 @@ static int convert_item(const cJSON *it, int i, cJSON *messages, char **pending_
         SBuf text = {0};
         const cJSON *c = json_member(it, "content");
         if (!c) return BAD(where, "%s: a message needs 'content'", where);
-        if (content_text(c, where, assistant, &text, e)) return sbuf_free(&text), -1;
+        cJSON *parts = NULL;
+        const bool user = !strcmp(role->valuestring, "user");
+        if (content_text(c, where, assistant, &text, user ? &parts : NULL, e))
+            return sbuf_free(&text), cJSON_Delete(parts), -1;
         cJSON *m = chat_message(!strcmp(role->valuestring, "developer") ? "system" : role->valuestring,
-                                text.p ? text.p : "");
+                                parts ? NULL : text.p ? text.p : "");
+        if (parts) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", parts);
         sbuf_free(&text);
         if (assistant && *pending_reasoning) {
             cJSON_AddStringToObject(m, "reasoning_content", *pending_reasoning);
@@ -243,7 +273,7 @@ static int convert_item(const cJSON *it, int i, cJSON *messages, char **pending_
         if (!cJSON_IsString(call_id)) return BAD(where, "%s: a function_call_output needs 'call_id' (a string)", where);
         SBuf text = {0};
         if (!output) return BAD(where, "%s: a function_call_output needs 'output'", where);
-        if (content_text(output, where, false, &text, e)) return sbuf_free(&text), -1;
+        if (content_text(output, where, false, &text, NULL, e)) return sbuf_free(&text), -1;
         cJSON *m = chat_message("tool", text.p ? text.p : "");
         sbuf_free(&text);
         cJSON_AddStringToObject(m, "tool_call_id", call_id->valuestring);

@@ -1,6 +1,7 @@
 /* scheduler.c — see scheduler.h: slots, queue, prefill segments, checkpoints, sampling (logit bias,
  * constraints), stop handling and batched decode, all on one thread. Also the Job helpers of job.h. */
 #include "server/scheduler.h"
+#include "server/vision.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -45,6 +46,7 @@ void job_unref(Job *j) {
     constraint_free(j->constraint);
     sampler_spec_free(j->spx);
     prompt_share_unref(j->share);
+    job_mm_free(j->mm);
     free(j->bias);
     free(j->lp);
     sbuf_free(&j->text);
@@ -370,7 +372,8 @@ static void prefill_step(Scheduler *s, Slot *sl) {
     const bool at_stable = s->cfg.cache && j->use_cache && j->n_stable > sl->n_done && j->n_stable < end && j->n_stable % K != 0;
     if (at_stable) end = j->n_stable;
     s->n_forward++;
-    if (dl_session_eval(sl->sess, j->prompt + sl->n_done, end - sl->n_done, &e)) {
+    if (j->mm ? sv_eval(sl->sess, j->mm, sl->n_done, end, &e)
+              : dl_session_eval(sl->sess, j->prompt + sl->n_done, end - sl->n_done, &e)) {
         srv_log(LOG_ERROR, "job %llu: prefill failed: %s", (unsigned long long)j->id, e.msg);
         slot_fail(s, sl, FINISH_ERROR, e.msg);
         return;
@@ -592,7 +595,11 @@ static bool emit_token(Scheduler *s, Slot *sl, int32_t t, bool accept) {
     sl->out.n = 0;
     bool stopped = false;
     if (j->constraint) {
+        const bool was_lossy = constraint_lossy(j->constraint);
         constraint_advance(j->constraint, s->piece[t], s->piece_len[t]);
+        if (!was_lossy && constraint_lossy(j->constraint))
+            srv_log(LOG_WARN, "job %llu: the grammar is too ambiguous here (more live alternatives than the bound): "
+                    "some valid continuations may be refused from here on", (unsigned long long)j->id);
         sbuf_put(&sl->out, text, n);
         stopped = constraint_done(j->constraint);
     } else {

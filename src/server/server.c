@@ -220,6 +220,16 @@ Server *server_start(const ServerConfig *c, Err *err) {
         srv_log(LOG_INFO, "rank %d (%s, pid %d): layers [%d, %d)%s", st[i].rank, st[i].host, st[i].pid, st[i].l0, st[i].l1,
                 st[i].rank ? "" : " + embeddings, head, sampling");
     if (setup_template(s, err)) goto fail;
+    if (c->mmproj) {
+        if (c->draft || c->mpi) {
+            err_set(err, "--mmproj cannot be used with %s yet (images need one process and plain decoding)",
+                    c->draft ? "drafting" : "--mpi");
+            goto fail;
+        }
+        if (!(s->vision = sv_open(c->mmproj, s->engine, c->threads, err))) goto fail;
+        s->defaults.images = true;
+        srv_log(LOG_INFO, "vision projector %s: images in chat requests", c->mmproj);
+    }
     if (c->alias) {
         s->model_id = strdup(c->alias);
     } else {
@@ -308,6 +318,7 @@ void server_stop(Server *s) {
     pcache_free(s->cache);
     dl_engine_close(s->engine);
     rstore_free(s->store);
+    sv_close(s->vision);
     free(s->model_id);
     free(s->api_key);
     free(s);

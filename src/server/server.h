@@ -61,6 +61,7 @@ typedef struct ServerConfig {
     DlDraftParams draft_params;
     const char *model_draft; /* a smaller model of the same vocabulary drafts (NULL: the MTP block) */
     const DlStage *stages;   /* -ngl's split (NULL: every layer on backend) */
+    const char *mmproj;      /* the vision projector: chat requests may hold images (NULL: text only) */
     int n_stages;
 } ServerConfig;
 

@@ -14,6 +14,7 @@
 #include "server/responses.h"
 #include "server/scheduler.h"
 #include "server/server.h"
+#include "server/vision.h"
 
 /* Request counters for /metrics (atomics: every HTTP thread adds to them). */
 typedef struct ServerCounters {
@@ -41,6 +42,7 @@ struct Server {
     ResponsesStore *store;  /* /v1/responses conversations (previous_response_id) */
     ServerCounters counters;
     uint64_t fingerprint[2]; /* of checkpoint and slot files: the model and the arithmetic settings */
+    ServerVision *vision;    /* --mmproj (NULL: images are refused) */
 };
 
 /* prepare.c: a validated request to a job (prompt tokens, sampling, stop strings, constraint); index: which

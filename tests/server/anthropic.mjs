@@ -82,20 +82,25 @@ async function main() {
   }
   // 4. a refused request is an APIError with status 400; a wrong key with 401
   {
-    let wstatus = 0;
+    // the body in Anthropic's error shape: {type: 'error', error: {type, message}}
+    const shape = (e) => (e && e.error && e.error.type === 'error' && e.error.error ? e.error.error.type : '');
+    let wstatus = 0, wtype = '';
     try {
       await wrong.messages.create({ model: 'deltallm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] });
     } catch (e) {
       wstatus = e.status;
+      wtype = shape(e);
     }
-    check(wstatus === 401, 'anthropic: a wrong x-api-key refused', `status ${wstatus}`);
-    let status = 0;
+    check(wstatus === 401 && wtype === 'authentication_error', 'anthropic: a wrong x-api-key refused',
+      `status ${wstatus} ${wtype}`);
+    let status = 0, etype = '';
     try {
       await client.messages.create({ model: 'deltallm', max_tokens: 5, messages: [{ role: 'system', content: 'x' }] });
     } catch (e) {
       status = e.status;
+      etype = shape(e);
     }
-    check(status === 400, 'anthropic: bad role refused', `status ${status}`);
+    check(status === 400 && etype === 'invalid_request_error', 'anthropic: bad role refused', `status ${status} ${etype}`);
   }
 }
 

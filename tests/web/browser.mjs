@@ -5,7 +5,10 @@
 // Markdown reply with hostile HTML in it, makes a forced tool call, stops a reply that would not end, and
 // saves a screenshot; then the issue-29 features: default reply limit and sampling from /props, the context
 // meter over two turns with their reuse (cached_tokens), the way out of a full context, copy, edit and resend,
-// export and import, the count and speed of a stopped reply. Prints "ok NAME" / "not ok NAME — why" lines; exit status 0 when all passed.
+// export and import, the count and speed of a stopped reply; then issue 31: no attach button on a server without
+// a vision projector, and on one with (DELTALLM_WEB_VL_MODEL, DELTALLM_WEB_MMPROJ, DELTALLM_WEB_PNG) an image
+// attached through the file input, shown in the conversation, sent as an image_url data URL (the reply is the
+// API's to the same image and text). Prints "ok NAME" / "not ok NAME — why" lines; exit status 0 when all passed.
 //
 // Environment: DELTALLM_BIN (default build/deltallm), CHROMIUM (default /usr/bin/chromium),
 // DELTALLM_TEST_TMP (scratch), DELTALLM_WEB_SCREENSHOT (where the PNG goes; default in the scratch dir),
@@ -37,8 +40,8 @@ const notOk = (name, why) => {
 const check = (cond, name, why) => (cond ? ok(name) : notOk(name, why));
 const words = (s) => (s || '').replace(/[^\p{L}\p{N}]/gu, '');
 
-function startServer() {
-  const args = ['serve', '-m', MODEL, '--host', '127.0.0.1', '--port', '0', '-np', '2', '-c', '2048', '-t', '1',
+function startServer(extra) {
+  const args = extra || ['serve', '-m', MODEL, '--host', '127.0.0.1', '--port', '0', '-np', '2', '-c', '2048', '-t', '1',
     '--api-key', KEY, '--chat-template-file', TEMPLATE];
   const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
@@ -143,6 +146,8 @@ async function main() {
     const info = await page.waitFor(`document.getElementById('model-info').textContent.includes('m3-qwen35')
       && document.getElementById('model-info').textContent`, 10000, 'the model name');
     ok('web: API key entered, model shown', info);
+    check(await page.eval(`document.getElementById('attach').hidden`), 'web: no attach button without --mmproj',
+      'the attach button is shown though /props says no vision');
 
     // 2. a streamed reply, compared with the API's answer to the same request
     // every length the reply had on screen while it streamed
@@ -352,9 +357,51 @@ async function main() {
       !/status of 400 .*\/v1\/chat\/completions/.test(e));
     check(errors.length === 0 && page.errors.length === 2, 'web: no script errors or policy violations in the page',
       page.errors.join(' | '));
+    await imagePart(browser);
   } finally {
     await browser.close();
     if (process.env.DELTALLM_WEB_DEBUG) console.log(server.log());
+    server.proc.kill('SIGTERM');
+  }
+}
+
+// Issue 31: an image attached in the page, on a server with a vision projector.
+async function imagePart(browser) {
+  const vl = process.env.DELTALLM_WEB_VL_MODEL, mmproj = process.env.DELTALLM_WEB_MMPROJ, png = process.env.DELTALLM_WEB_PNG;
+  if (!vl || !mmproj || !png) return notOk('web: image attach', 'no vision test files (DELTALLM_WEB_VL_MODEL ...)');
+  const server = await startServer(['serve', '-m', vl, '--mmproj', mmproj, '--host', '127.0.0.1', '--port', '0', '-np',
+    '1', '-c', '1024', '-t', '1', '--chat-format', 'qwen35']);
+  try {
+    const page = await browser.newPage(1280, 860);
+    await page.goto(server.base + '/');
+    await page.waitFor(`!document.getElementById('attach').hidden`, 10000, 'the attach button (/props modalities.vision)');
+    await settingsSave(page, { temperature: '0', max_tokens: '6', extra: '{"ignore_eos": true}', thinking: false });
+    // the file input, as a person picking a file would fill it
+    const doc = await page.send('DOM.getDocument', {});
+    const q = await page.send('DOM.querySelector', { nodeId: doc.root.nodeId, selector: '#attach-file' });
+    await page.send('DOM.setFileInputFiles', { nodeId: q.nodeId, files: [png] });
+    await page.waitFor(`document.querySelectorAll('#attachments img').length === 1`, 5000, 'the attached image');
+    const got = await sendMessage(page, 'Describe it.');
+    const shown = await page.eval(`(() => { const u = [...document.querySelectorAll('#messages .msg.user')].pop();
+      const img = u && u.querySelector('.user-images img');
+      return { src: img ? img.src.slice(0, 22) : '', loaded: !!(img && img.complete && img.naturalWidth === 40),
+               pending: document.querySelectorAll('#attachments img').length }; })()`);
+    check(shown.src === 'data:image/png;base64,' && shown.loaded && shown.pending === 0,
+      'web: the image is shown in the conversation', JSON.stringify(shown));
+    const { readFileSync } = await import('node:fs');
+    const url = 'data:image/png;base64,' + readFileSync(png).toString('base64');
+    const want = await api(server.base, '/v1/chat/completions', {
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: 'Describe it.' }] }],
+      max_tokens: 6, temperature: 0, ignore_eos: true, chat_template_kwargs: { enable_thinking: false },
+    });
+    const health = await api(server.base, '/health');
+    const wm = (want.choices && want.choices[0].message) || {};
+    const s = got.stored || {};
+    check((s.content || '') === (wm.content || '') && health.images && health.images.encoded === 1 &&
+      health.images.cache_hits === 1, 'web: the image went as an image_url data URL (the API\'s reply, encoded once)',
+      `page ${JSON.stringify(s.content)} api ${JSON.stringify(wm.content)} ${JSON.stringify(health.images)}`);
+    check(page.errors.length === 0, 'web: no script errors on the image page', page.errors.join(' | '));
+  } finally {
     server.proc.kill('SIGTERM');
   }
 }

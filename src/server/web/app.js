@@ -108,6 +108,16 @@ function messageView(m, isLast) {
     const text = el('div', 'user-text', m.content);
     const meta = el('div', 'meta');
     meta.append(copyButton(() => m.content), button('edit', 'Edit', 'Edit this message and send it again', () => editMessage(m, root)));
+    if (m.images && m.images.length) {
+      const pics = el('div', 'user-images');
+      for (const url of m.images) {
+        const img = document.createElement('img');
+        img.src = url; // a data: URL the page made from the user's file (the policy allows data: images only)
+        img.alt = 'attached image';
+        pics.append(img);
+      }
+      root.append(pics);
+    }
     root.append(text, meta);
     return { root, update() {} };
   }
@@ -200,8 +210,9 @@ function editMessage(m, root) {
   const resend = button('resend primary', 'Send', 'Send the edited message (the later turns are dropped)', () => {
     const text = box.value.trim();
     if (!text || busy) return;
+    const images = m.images;
     conv.messages.splice(at);
-    conv.messages.push({ role: 'user', content: text });
+    conv.messages.push(images && images.length ? { role: 'user', content: text, images } : { role: 'user', content: text });
     if (at === 0) conv.title = text.replace(/\s+/g, ' ').slice(0, 60);
     generate(conv);
   });
@@ -367,6 +378,7 @@ async function loadModel() {
       const p = await fetch('/props', { headers: headers() });
       if (p.ok) props = await p.json();
     } catch {}
+    $('attach').hidden = !visionOn(); // the attach button only where the server takes images
     const meta = model.meta || {};
     $('model-info').textContent = [model.id, meta.arch, meta.n_ctx && `context ${meta.n_ctx}`]
       .filter(Boolean)
@@ -383,7 +395,10 @@ function requestBody(conv) {
   if (settings.system.trim()) messages.push({ role: 'system', content: settings.system });
   for (const m of conv.messages) {
     if (m.pending || m.error) continue;
-    if (m.role === 'user') messages.push({ role: 'user', content: m.content });
+    if (m.role === 'user' && m.images && m.images.length)
+      messages.push({ role: 'user', content: [...m.images.map((url) => ({ type: 'image_url', image_url: { url } })),
+        { type: 'text', text: m.content }] });
+    else if (m.role === 'user') messages.push({ role: 'user', content: m.content });
     else if (m.role === 'assistant') {
       const a = { role: 'assistant', content: m.content || '' };
       if (m.tool_calls && m.tool_calls.length) a.tool_calls = m.tool_calls;
@@ -521,13 +536,52 @@ async function generate(conv) {
       'or lower the reply limit in Settings.');
 }
 
+// Images for the next message (data: URLs), when the server has a vision projector (/props modalities.vision).
+let pending = [];
+const visionOn = () => !!(props && props.modalities && props.modalities.vision);
+
+function renderPending() {
+  const box = $('attachments');
+  box.replaceChildren();
+  pending.forEach((url, i) => {
+    const item = el('div', 'attachment');
+    const img = document.createElement('img');
+    img.src = url;
+    img.alt = 'image to send';
+    item.append(img, button('remove', '\u00d7', 'Remove this image', () => {
+      pending.splice(i, 1);
+      renderPending();
+    }));
+    box.append(item);
+  });
+  box.hidden = !pending.length;
+}
+
+function addImages(files) {
+  if (!visionOn()) return;
+  for (const f of files) {
+    if (!/^image\/(png|jpeg)$/.test(f.type)) {
+      banner(`${f.name || 'the pasted file'}: only PNG and JPEG images can be sent`);
+      continue;
+    }
+    const r = new FileReader();
+    r.onload = () => {
+      pending.push(r.result);
+      renderPending();
+    };
+    r.readAsDataURL(f);
+  }
+}
+
 function send() {
   const input = $('input');
   const text = input.value.trim();
-  if (!text || busy) return;
+  if ((!text && !pending.length) || busy) return;
   const conv = current() || newConv();
-  if (!conv.messages.length) conv.title = text.replace(/\s+/g, ' ').slice(0, 60);
-  conv.messages.push({ role: 'user', content: text });
+  if (!conv.messages.length) conv.title = (text || 'Image').replace(/\s+/g, ' ').slice(0, 60);
+  conv.messages.push(pending.length ? { role: 'user', content: text, images: pending } : { role: 'user', content: text });
+  pending = [];
+  renderPending();
   input.value = '';
   autosize();
   generate(conv);
@@ -660,6 +714,11 @@ function init() {
   document.body.appendChild(tpl);
 
   $('send').addEventListener('click', send);
+  $('attach').addEventListener('click', () => $('attach-file').click());
+  $('attach-file').addEventListener('change', (e) => {
+    addImages([...(e.target.files || [])]);
+    e.target.value = '';
+  });
   $('stop').addEventListener('click', stop);
   $('new-chat').addEventListener('click', () => {
     if (!current() || current().messages.length) newConv();
@@ -686,6 +745,13 @@ function init() {
   });
   const input = $('input');
   input.addEventListener('input', autosize);
+  input.addEventListener('paste', (e) => {
+    const files = [...((e.clipboardData && e.clipboardData.files) || [])].filter((f) => f.type.startsWith('image/'));
+    if (files.length && visionOn()) {
+      e.preventDefault();
+      addImages(files);
+    }
+  });
   input.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();

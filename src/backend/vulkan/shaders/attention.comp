@@ -1,10 +1,12 @@
 // attention.comp — causal attention with online softmax: one workgroup per (query token, head). Keys go
 // by blocks of 128: each thread scores one key (q held in shared memory), the block's maximum and sum
 // update the running ones, and the output dims (threads over dims) accumulate the block's weighted V rows.
-// GQA maps head h to KV head h / (H / Hkv). The sigmoid output gate optionally in the epilogue.
+// GQA maps head h to KV head h / (H / Hkv). The sigmoid output gate optionally in the epilogue. Query t is at
+// cache row pos0 + t, or rows_at[t] when rows_at is set (a recorded pass replayed at later rows: the value comes
+// from the device, the dispatch does not change).
 // Split over the keys (flash-decoding, p.S > 1): workgroup z = s of S takes the keys [s·c, (s+1)·c) of its query,
-// c = ceil(n_keys / S) rounded up to a block (from the query's key count, so a pass replayed at a later position
-// still covers every key), and writes its running maximum, sum and unnormalised output to part
+// c = ceil(n_keys / S) rounded up to a block (from the query's key count, read as above, so a pass replayed at a
+// later row still covers every key), and writes its running maximum, sum and unnormalised output to part
 // [T][H][S][2 + D]; attn_combine.comp merges them. With S = 1 the loop is the one over all keys, as before.
 #version 450
 #include "common.glsl"
@@ -17,7 +19,8 @@ layout(push_constant) uniform Push {
     float scale;
     uint64_t gate; // 0, or the sigmoid output gate fused (mul_sigmoid's bits): out *= σ(gate[t·g_row + h·g_head + d])
     uint g_row, g_head;
-    uint64_t part; // S > 1: the partials, [T][H][S][2 + D] floats (m, l, then the D sums)
+    uint64_t rows_at; // 0, or int32 [T] on the device: each query's cache row (instead of pos0 + t)
+    uint64_t part;    // S > 1: the partials, [T][H][S][2 + D] floats (m, l, then the D sums)
     uint S;
 } p;
 layout(local_size_x = 128) in;
@@ -32,7 +35,7 @@ void main() {
     const uint qo = (t * p.H + h) * D;
     for (uint d = tid; d < D; d += BLOCK) qs[d] = Q.v[qo + d];
     barrier();
-    const uint n_keys = p.pos0 + t + 1u;
+    const uint n_keys = (p.rows_at != 0ul ? uint(I32(p.rows_at).v[t]) : p.pos0 + t) + 1u;
     const uint chunk = p.S == 1u ? n_keys : ((n_keys + p.S - 1u) / p.S + BLOCK - 1u) / BLOCK * BLOCK;
     const uint k_beg = min(sp * chunk, n_keys), k_end = min(k_beg + chunk, n_keys);
     float m = -1.0 / 0.0, l = 0.0;

@@ -1,0 +1,451 @@
+/* test_server_vision.c — images in the server (group `server_vision`): `serve --mmproj` on a tiny synthetic
+ * Qwen3.5 model (the real vocabulary, width 64) with a tiny synthetic projector; an image_url data URL gives
+ * the logprobs the CLI's path (cli_image_encode + cli_image_eval, then greedy decoding) gives for the same
+ * prompt; the second turn of a conversation restores a checkpoint holding the image and re-encodes nothing,
+ * with the output of a cold run; n = 2 (the second choice restores the first's snapshot: pos_delta travels
+ * in it) gives twice the same; the Responses and Anthropic forms give the chat form's output; remote URLs, bad
+ * base64, a corrupt or huge PNG and a server without --mmproj are one-line 400s; /props and /v1/models say so. */
+#include "test.h"
+#include "test_http.h"
+
+#include "cli/cli_image.h"
+#include "deltallm.h"
+#include "image/image.h"
+#include "model/synth.h"
+#include "server/server.h"
+#include "server/vision.h"
+#include "vision/mmproj_synth.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint8_t *test_png_encode(const uint8_t *rgb, int w, int h, size_t *size); /* test_vision.c */
+
+typedef struct VFiles {
+    char model[512], mmproj[512], png[512];
+    char *data_url;  /* the PNG as a data URL */
+    char *data_url2; /* another picture of the same size */
+    bool ok;
+} VFiles;
+
+static char *b64(const uint8_t *p, size_t n) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *o = malloc(n / 3 * 4 + 5), *q = o;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        *q++ = A[v >> 18], *q++ = A[v >> 12 & 63];
+        *q++ = i + 1 < n ? A[v >> 6 & 63] : '=';
+        *q++ = i + 2 < n ? A[v & 63] : '=';
+    }
+    *q = 0;
+    return o;
+}
+
+static const VFiles *files(void) {
+    static VFiles f;
+    static bool done;
+    if (done) return &f;
+    done = true;
+    SynthSpec sp;
+    Err err = {{0}};
+    if (synth_preset(&sp, "qwen3.5-0.8b", &err)) return &f;
+    sp.n_embd = 64, sp.n_layer = 2, sp.full_attn_interval = 2, sp.n_head = 2, sp.n_head_kv = 1, sp.head_dim = 64;
+    sp.n_rot = 64, sp.n_ff = 128, sp.ssm_d_state = 16, sp.ssm_n_group = 2, sp.ssm_dt_rank = 4, sp.ctx = 4096;
+    sp.seed = 11;
+    snprintf(f.model, sizeof f.model, "%s/sv-model.gguf", test_tmpdir());
+    if (synth_write(&sp, test_data("vocab/ggml-vocab-qwen35.gguf"), f.model, &err)) return test_note("synth: %s", err.msg), &f;
+    MmprojSpec mp;
+    if (mmproj_synth_preset(&mp, "tiny", &err)) return &f;
+    snprintf(f.mmproj, sizeof f.mmproj, "%s/sv-mmproj.gguf", test_tmpdir());
+    if (mmproj_synth_write(&mp, f.mmproj, &err)) return test_note("mmproj: %s", err.msg), &f;
+    const int w = 40, h = 28;
+    uint8_t *rgb = malloc((size_t)w * h * 3);
+    size_t n;
+    for (int i = 0; i < w * h * 3; i++) rgb[i] = (uint8_t)((i * 53 + (i / 3 / w) * 5) & 0xff);
+    uint8_t *png = test_png_encode(rgb, w, h, &n);
+    char *enc2 = b64(png, n);
+    f.data_url2 = malloc(strlen(enc2) + 32);
+    sprintf(f.data_url2, "data:image/png;base64,%s", enc2);
+    free(enc2), free(png);
+    for (int i = 0; i < w * h * 3; i++) rgb[i] = (uint8_t)((i * 37 + (i / 3 / w) * 11) & 0xff);
+    png = test_png_encode(rgb, w, h, &n);
+    free(rgb);
+    snprintf(f.png, sizeof f.png, "%s/sv.png", test_tmpdir());
+    FILE *fp = fopen(f.png, "wb");
+    if (!fp || fwrite(png, 1, n, fp) != n) return free(png), &f;
+    fclose(fp);
+    char *enc = b64(png, n);
+    free(png);
+    f.data_url = malloc(strlen(enc) + 32);
+    sprintf(f.data_url, "data:image/png;base64,%s", enc);
+    free(enc);
+    f.ok = true;
+    return &f;
+}
+
+/* The tiny model, projector and PNG for other test files (test_chat_cli.c); false when they cannot be made. */
+bool test_vl_files(const char **model, const char **mmproj, const char **png);
+bool test_vl_files(const char **model, const char **mmproj, const char **png) {
+    const VFiles *f = files();
+    *model = f->model, *mmproj = f->mmproj, *png = f->png;
+    return f->ok;
+}
+
+static Server *start_vision(const VFiles *f, bool with_mmproj) {
+    ServerConfig c;
+    test_server_config(&c);
+    c.model_path = f->model;
+    c.chat_template_file = NULL;
+    c.chat_format = "qwen35";
+    c.ctx_size = 1024;
+    c.mmproj = with_mmproj ? f->mmproj : NULL;
+    return test_server_start(&c);
+}
+
+/* {"role":"user","content":[image, text]} as JSON (malloc'd) with the given URL. */
+static char *user_image(const char *url, const char *text) {
+    char *o = malloc(strlen(url) + strlen(text) + 200);
+    sprintf(o, "{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}},"
+               "{\"type\":\"text\",\"text\":\"%s\"}]}", url, text);
+    return o;
+}
+
+static char *chat_body(const char *messages, const char *extra) {
+    char *o = malloc(strlen(messages) + strlen(extra) + 300);
+    sprintf(o, "{\"messages\":[%s],\"max_tokens\":6,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":true,"
+               "\"chat_template_kwargs\":{\"enable_thinking\":false}%s}", messages, extra);
+    return o;
+}
+
+static cJSON *post(int port, const char *path, const char *body, int *status) {
+    HttpResp r = http(port, "POST", path, NULL, body);
+    *status = r.status;
+    cJSON *j = r.body ? cJSON_Parse(r.body) : NULL;
+    if (r.status != 200) test_note("%s %d: %.300s", path, r.status, r.body ? r.body : "");
+    http_free(&r);
+    return j;
+}
+
+static double jnum(const cJSON *o, const char *path) { /* "a.b.c" */
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *v = o;
+    for (char *k = strtok(buf, "."); k && v; k = strtok(NULL, ".")) v = cJSON_GetObjectItemCaseSensitive(v, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static const cJSON *choice0(const cJSON *r) { return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "choices"), 0); }
+
+static const char *content_of(const cJSON *r) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(choice0(r), "message");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+    return cJSON_IsString(c) ? c->valuestring : "";
+}
+
+/* The choice's token logprobs, into lp (at most 16); the count. */
+static int logprobs_of(const cJSON *choice, double *lp) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "logprobs"), "content");
+    int n = 0;
+    for (const cJSON *t = c ? c->child : NULL; t && n < 16; t = t->next) lp[n++] = jnum(t, "logprob");
+    return n;
+}
+
+TEST(server_vision, image_url_matches_the_cli_path) {
+    if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
+    const VFiles *f = files();
+    REQUIRE_MSG(f->ok, "could not write the test files");
+    Server *s = start_vision(f, true);
+    REQUIRE(s);
+    const int port = server_port(s);
+    char *um = user_image(f->data_url, "Describe it.");
+    char *body = chat_body(um, "");
+    int st;
+    cJSON *r = post(port, "/v1/chat/completions", body, &st);
+    CHECK(st == 200 && r);
+    double lp_srv[16];
+    const int n_srv = logprobs_of(choice0(r), lp_srv);
+    CHECK_MSG(n_srv == 6, "%d logprobs", n_srv);
+    /* the same prompt through the CLI's functions */
+    char *tb = malloc(strlen(um) + 64);
+    sprintf(tb, "{\"messages\":[%s],\"chat_template_kwargs\":{\"enable_thinking\":false}}", um);
+    cJSON *t = post(port, "/apply-template", tb, &st);
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(t, "prompt");
+    REQUIRE(st == 200 && cJSON_IsString(prompt) && strstr(prompt->valuestring, MM_IMAGE_MARKER));
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = f->model, p.n_threads = 1, p.n_ctx = 1024;
+    DlError err = {{0}};
+    DlEngine *e = dl_engine_open(&p, &err);
+    REQUIRE_MSG(e, "%s", err.msg);
+    DlSession *ss = dl_session_new(e, &err);
+    CliImage img;
+    int32_t *ids = NULL;
+    size_t n = 0, n_eval = 0;
+    REQUIRE(ss && dl_tokenize(e, prompt->valuestring, strlen(prompt->valuestring), true, &ids, &n, &err) == 0);
+    REQUIRE_MSG(cli_image_encode(e, f->mmproj, f->png, 1, &img, &err) == 0, "%s", err.msg);
+    REQUIRE_MSG(cli_image_eval(e, ss, ids, n, &img, &n_eval, &err) == 0, "%s", err.msg);
+    CHECK_MSG(jnum(r, "usage.prompt_tokens") == (double)n_eval, "prompt tokens %g, the CLI's %zu", jnum(r, "usage.prompt_tokens"), n_eval);
+    const int V = dl_engine_info(e)->n_vocab;
+    double worst = 0;
+    for (int k = 0; k < 6 && k < n_srv; k++) {
+        const float *l = dl_session_logits(ss);
+        int32_t best = 0;
+        double mx = -INFINITY, sum = 0;
+        for (int v = 0; v < V; v++)
+            if (l[v] > mx) mx = l[v], best = v;
+        for (int v = 0; v < V; v++) sum += exp((double)l[v] - mx);
+        const double lp = -log(sum);
+        worst = fmax(worst, fabs(lp - lp_srv[k]));
+        REQUIRE(dl_session_eval(ss, &best, 1, &err) == 0);
+    }
+    CHECK_MSG(worst < 1e-3, "server vs CLI path: logprobs differ by %.3g", worst);
+    test_note("%zu prompt rows (%d image tokens), %d tokens, max |Δ logprob| %.2g", n_eval, img.n_tokens, n_srv, worst);
+    /* n = 2: the second choice restores the first's prompt snapshot (its position shift with it) */
+    char *body2 = chat_body(um, ",\"n\":2");
+    cJSON *r2 = post(port, "/v1/chat/completions", body2, &st);
+    double a[16], b[16];
+    const int na = logprobs_of(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r2, "choices"), 0), a);
+    const int nb = logprobs_of(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r2, "choices"), 1), b);
+    CHECK(st == 200 && na == 6 && nb == 6);
+    for (int k = 0; k < na && k < nb; k++) CHECK_MSG(fabs(a[k] - b[k]) < 1e-4 && fabs(a[k] - lp_srv[k]) < 1e-4, "token %d: %g %g %g", k, a[k], b[k], lp_srv[k]);
+    cli_image_free(&img);
+    free(ids), free(tb), free(um), free(body), free(body2);
+    cJSON_Delete(r), cJSON_Delete(r2), cJSON_Delete(t);
+    dl_session_free(ss);
+    dl_engine_close(e);
+    server_stop(s);
+}
+
+static void image_stats(int port, double *enc, double *hits) {
+    HttpResp h = http(port, "GET", "/health", NULL, NULL);
+    cJSON *j = cJSON_Parse(h.body ? h.body : "");
+    *enc = jnum(j, "images.encoded"), *hits = jnum(j, "images.cache_hits");
+    cJSON_Delete(j);
+    http_free(&h);
+}
+
+TEST(server_vision, second_turn_reuses_the_image) {
+    if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
+    const VFiles *f = files();
+    REQUIRE_MSG(f->ok, "could not write the test files");
+    Server *s = start_vision(f, true);
+    REQUIRE(s);
+    const int port = server_port(s);
+    char *um = user_image(f->data_url, "Describe it.");
+    char *body = chat_body(um, "");
+    int st;
+    cJSON *r1 = post(port, "/v1/chat/completions", body, &st);
+    REQUIRE(st == 200);
+    double enc, hits;
+    image_stats(port, &enc, &hits);
+    CHECK_MSG(enc == 1 && hits == 0, "encoded %g, cache hits %g", enc, hits);
+    /* turn 2: the history with the image, the reply, a new question */
+    cJSON *reply = cJSON_CreateString(content_of(r1));
+    char *rq = cJSON_PrintUnformatted(reply);
+    char *msgs = malloc(strlen(um) + strlen(rq) + 200);
+    sprintf(msgs, "%s,{\"role\":\"assistant\",\"content\":%s},{\"role\":\"user\",\"content\":\"And the colours?\"}", um, rq);
+    char *warm = chat_body(msgs, ""), *cold = chat_body(msgs, ",\"cache_prompt\":false");
+    cJSON *rw = post(port, "/v1/chat/completions", warm, &st);
+    CHECK(st == 200);
+    cJSON *rc = post(port, "/v1/chat/completions", cold, &st);
+    CHECK(st == 200);
+    const double cached = jnum(rw, "usage.prompt_tokens_details.cached_tokens");
+    CHECK_MSG(cached > 20, "turn 2 restored %g tokens", cached); /* the image's 20 rows and the text around them */
+    CHECK_MSG(jnum(rc, "usage.prompt_tokens_details.cached_tokens") <= 0, "the cold run restored %g",
+              jnum(rc, "usage.prompt_tokens_details.cached_tokens"));
+    image_stats(port, &enc, &hits);
+    CHECK_MSG(enc == 1 && hits == 2, "encoded %g, cache hits %g (the image is encoded once)", enc, hits);
+    double lw[16], lc[16];
+    const int nw = logprobs_of(choice0(rw), lw), nc = logprobs_of(choice0(rc), lc);
+    CHECK(nw == 6 && nc == 6);
+    double worst = 0;
+    for (int k = 0; k < nw && k < nc; k++) worst = fmax(worst, fabs(lw[k] - lc[k]));
+    CHECK_MSG(worst < 1e-4 && !strcmp(content_of(rw), content_of(rc)), "warm vs cold: max |Δ logprob| %.3g, '%s' / '%s'",
+              worst, content_of(rw), content_of(rc));
+    test_note("turn 2: %g of %g prompt tokens restored; warm vs cold max |Δ logprob| %.2g", cached,
+              jnum(rw, "usage.prompt_tokens"), worst);
+    /* another picture of the same size, the same text: nothing past the text before it is reused */
+    char *um2 = user_image(f->data_url2, "Describe it."), *body3 = chat_body(um2, "");
+    cJSON *r3 = post(port, "/v1/chat/completions", body3, &st);
+    CHECK(st == 200);
+    double l1[16], l3[16];
+    const int n1 = logprobs_of(choice0(r1), l1), n3 = logprobs_of(choice0(r3), l3);
+    CHECK_MSG(jnum(r3, "usage.prompt_tokens_details.cached_tokens") < 5, "another image: %g tokens restored",
+              jnum(r3, "usage.prompt_tokens_details.cached_tokens"));
+    CHECK(n1 == 6 && n3 == 6 && l1[0] != l3[0]);
+    image_stats(port, &enc, &hits);
+    CHECK_MSG(enc == 2, "encoded %g", enc);
+    free(um2), free(body3), cJSON_Delete(r3);
+    free(um), free(body), free(rq), free(msgs), free(warm), free(cold);
+    cJSON_Delete(reply), cJSON_Delete(r1), cJSON_Delete(rw), cJSON_Delete(rc);
+    server_stop(s);
+}
+
+TEST(server_vision, responses_and_anthropic_forms) {
+    if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
+    const VFiles *f = files();
+    REQUIRE_MSG(f->ok, "could not write the test files");
+    Server *s = start_vision(f, true);
+    REQUIRE(s);
+    const int port = server_port(s);
+    char *um = user_image(f->data_url, "Describe it.");
+    char *body = malloc(strlen(um) + 200); /* no ignore_eos: the Anthropic API has none (greedy: the same stop) */
+    sprintf(body, "{\"messages\":[%s],\"max_tokens\":6,\"temperature\":0,\"chat_template_kwargs\":{\"enable_thinking\":false}}", um);
+    int st;
+    cJSON *rc = post(port, "/v1/chat/completions", body, &st);
+    REQUIRE(st == 200);
+    const char *b64data = strchr(f->data_url, ',') + 1;
+    char *rb = malloc(strlen(f->data_url) + 400), *ab = malloc(strlen(f->data_url) + 400);
+    sprintf(rb, "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"%s\"},"
+                "{\"type\":\"input_text\",\"text\":\"Describe it.\"}]}],\"max_output_tokens\":6,\"temperature\":0,"
+                "\"chat_template_kwargs\":{\"enable_thinking\":false}}", f->data_url);
+    sprintf(ab, "{\"model\":\"m\",\"max_tokens\":6,\"temperature\":0,\"thinking\":{\"type\":\"disabled\"},"
+                "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{\"type\":\"base64\","
+                "\"media_type\":\"image/png\",\"data\":\"%s\"}},{\"type\":\"text\",\"text\":\"Describe it.\"}]}]}", b64data);
+    cJSON *rr = post(port, "/v1/responses", rb, &st);
+    CHECK(st == 200);
+    cJSON *ra = post(port, "/v1/messages", ab, &st);
+    CHECK(st == 200);
+    /* the same prompt (image rows included) and the same text */
+    const double np = jnum(rc, "usage.prompt_tokens");
+    CHECK_MSG(jnum(rr, "usage.input_tokens") == np && jnum(ra, "usage.input_tokens") == np, "prompt tokens %g / %g / %g", np,
+              jnum(rr, "usage.input_tokens"), jnum(ra, "usage.input_tokens"));
+    const cJSON *ot = cJSON_GetObjectItemCaseSensitive(rr, "output_text");
+    char *rtext = NULL;
+    if (cJSON_IsString(ot)) rtext = strdup(ot->valuestring);
+    else { /* output[].content[].text of the message item */
+        SBuf sb = {0};
+        const cJSON *out = cJSON_GetObjectItemCaseSensitive(rr, "output");
+        for (const cJSON *it = out ? out->child : NULL; it; it = it->next) {
+            const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "content");
+            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(it, "type");
+            if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "message")) continue;
+            for (const cJSON *p = c ? c->child : NULL; p; p = p->next) {
+                const cJSON *x = cJSON_GetObjectItemCaseSensitive(p, "text");
+                if (cJSON_IsString(x)) sbuf_puts(&sb, x->valuestring);
+            }
+        }
+        rtext = sb.p ? sb.p : strdup("");
+    }
+    SBuf at = {0};
+    const cJSON *ac = cJSON_GetObjectItemCaseSensitive(ra, "content");
+    for (const cJSON *p = ac ? ac->child : NULL; p; p = p->next) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type"), *x = cJSON_GetObjectItemCaseSensitive(p, "text");
+        if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "text") && cJSON_IsString(x)) sbuf_puts(&at, x->valuestring);
+    }
+    const char *ct = content_of(rc);
+    CHECK_MSG(!strcmp(rtext, ct), "responses '%s' vs chat '%s'", rtext, ct);
+    CHECK_MSG(!strcmp(at.p ? at.p : "", ct), "anthropic '%s' vs chat '%s'", at.p ? at.p : "", ct);
+    /* the Responses conversation goes on from the stored one: its image is not encoded again, its prefix reused */
+    const cJSON *rid = cJSON_GetObjectItemCaseSensitive(rr, "id");
+    if (cJSON_IsString(rid)) {
+        char next[300];
+        snprintf(next, sizeof next, "{\"previous_response_id\":\"%s\",\"input\":\"And the colours?\",\"max_output_tokens\":4,"
+                 "\"temperature\":0}", rid->valuestring);
+        cJSON *rn = post(port, "/v1/responses", next, &st);
+        double enc, hits;
+        image_stats(port, &enc, &hits);
+        CHECK_MSG(st == 200 && jnum(rn, "usage.input_tokens_details.cached_tokens") > 20 && enc == 1,
+                  "previous_response_id: status %d, %g cached, %g encoded", st, jnum(rn, "usage.input_tokens_details.cached_tokens"), enc);
+        cJSON_Delete(rn);
+    } else {
+        CHECK_MSG(false, "the response has no id");
+    }
+    free(rtext), sbuf_free(&at), free(rb), free(ab), free(um), free(body);
+    cJSON_Delete(rc), cJSON_Delete(rr), cJSON_Delete(ra);
+    server_stop(s);
+}
+
+/* A 400 whose message is one line holding want. */
+static void check_refused(int port, const char *path, const char *body, const char *want) {
+    HttpResp r = http(port, "POST", path, NULL, body);
+    cJSON *j = cJSON_Parse(r.body ? r.body : "");
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(err, "message");
+    CHECK_MSG(r.status == 400 && cJSON_IsString(m) && strstr(m->valuestring, want) && !strchr(m->valuestring, '\n'),
+              "%s: status %d, '%.300s' (want '%s')", path, r.status, r.body ? r.body : "", want);
+    cJSON_Delete(j);
+    http_free(&r);
+}
+
+TEST(server_vision, refusals) {
+    if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
+    const VFiles *f = files();
+    REQUIRE_MSG(f->ok, "could not write the test files");
+    Server *s = start_vision(f, true);
+    REQUIRE(s);
+    const int port = server_port(s);
+    struct {
+        const char *url, *want;
+    } bad[] = {
+        {"https://example.com/cat.png", "remote image URLs are not fetched"},
+        {"http://example.com/cat.png", "remote image URLs are not fetched"},
+        {"ftp://example.com/cat.png", "unsupported image URL"},
+        {"data:image/png;base64,iVBORw0K!!!!", "bad base64"},
+        {"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1Pe", "PNG"}, /* a cut PNG */
+        {"data:image/png,rawbytes", "must be base64"},
+        {"data:text/plain;base64,aGVsbG8=", "not an image"},
+        {"data:image/png;base64,aGVsbG8gd29ybGQ=", "not a PNG or JPEG"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *um = user_image(bad[i].url, "x"), *body = chat_body(um, "");
+        check_refused(port, "/v1/chat/completions", body, bad[i].want);
+        free(um), free(body);
+    }
+    { /* a huge picture: refused from its header, before any pixel memory */
+        uint8_t *row = calloc(20000 * 3, 1);
+        size_t n = 0;
+        uint8_t *png = test_png_encode(row, 20000, 1, &n);
+        char *enc = b64(png, n), *url = malloc(strlen(enc) + 32);
+        sprintf(url, "data:image/png;base64,%s", enc);
+        char *um = user_image(url, "x"), *body = chat_body(um, "");
+        check_refused(port, "/v1/chat/completions", body, "20000×1 pixels; the limit is 16384 per side");
+        free(row), free(png), free(enc), free(url), free(um), free(body);
+    }
+    check_refused(port, "/v1/messages",
+                  "{\"model\":\"m\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\","
+                  "\"source\":{\"type\":\"url\",\"url\":\"https://example.com/a.png\"}}]}]}",
+                  "remote image URLs are not fetched");
+    check_refused(port, "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,AAAA\"}}]},"
+                  "{\"role\":\"user\",\"content\":\"x\"}]}",
+                  "only user messages");
+    /* /props and /v1/models say the model takes images */
+    HttpResp p = http(port, "GET", "/props", NULL, NULL), m = http(port, "GET", "/v1/models", NULL, NULL);
+    CHECK_MSG(p.body && strstr(p.body, "\"vision\":true"), "%s", p.body ? p.body : "");
+    CHECK_MSG(m.body && strstr(m.body, "\"multimodal\""), "%s", m.body ? m.body : "");
+    http_free(&p), http_free(&m);
+    server_stop(s);
+    /* without --mmproj: one line, and /props says no vision */
+    s = start_vision(f, false);
+    REQUIRE(s);
+    char *um = user_image(f->data_url, "x"), *body = chat_body(um, "");
+    check_refused(server_port(s), "/v1/chat/completions", body, "--mmproj");
+    p = http(server_port(s), "GET", "/props", NULL, NULL);
+    CHECK(p.body && strstr(p.body, "\"vision\":false"));
+    http_free(&p);
+    free(um), free(body);
+    server_stop(s);
+}
+
+TEST(server_vision, base64_decoder) {
+    Err err = {{0}};
+    uint8_t *o = NULL;
+    size_t n = 0;
+    REQUIRE(sv_base64_decode("aGVs bG8=\n", 10, &o, &n, &err) == 0);
+#define FRESH memset(&err, 0, sizeof err)
+    CHECK(n == 5 && !memcmp(o, "hello", 5));
+    free(o);
+    REQUIRE(sv_base64_decode("_-8", 3, &o, &n, &err) == 0); /* URL-safe, unpadded: 0xff 0xef */
+    CHECK(n == 2 && o[0] == 0xff && o[1] == 0xef);
+    free(o);
+    FRESH;
+    CHECK(sv_base64_decode("aGVsbG8=x", 9, &o, &n, &err) != 0 && strstr(err.msg, "padding"));
+    FRESH;
+    CHECK(sv_base64_decode("aGVsb", 5, &o, &n, &err) != 0 && strstr(err.msg, "ends inside"));
+    FRESH;
+    CHECK(sv_base64_decode("a*b", 3, &o, &n, &err) != 0 && strstr(err.msg, "0x2a"));
+}
