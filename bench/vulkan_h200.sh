@@ -189,7 +189,7 @@ cuda_build() { # llama.cpp's CUDA backend for sm_90a from the carried source, in
     "$cmk" -S "$L/src" -B "$L/cb" $gen -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
         -DCMAKE_CUDA_ARCHITECTURES=90a-real -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DBUILD_SHARED_LIBS=ON \
         -DGGML_CUDA_NCCL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF || return 1
+        -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF || return 1
     targets="llama ggml-cpu ggml-cuda"
     [ "$DRY" = 1 ] && targets="llama ggml-cpu" # no GPU here: the host libraries only, the CUDA run is refused
     j=$(( $(nproc) > 4 ? $(nproc) - 2 : $(nproc) )) # two cores left to the timed runs
@@ -234,16 +234,19 @@ one() {
     unpack_llama || true # (a carried CUDA build is in the second half: with one alone it is built again)
     say "llama.cpp's CUDA build (background, low priority, two cores left; log in llama-cuda-build.log)"
     start_cuda_build
-    say "build (the engine, the CLI without the server, the tests without the server group, the benches)"
+    say "build (the engine, the CLI without the HTTP server, the test groups run here, the benches)"
     lib="$WORK/dev/usr/lib/x86_64-linux-gnu"
     export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     B=build/h200
     [ "$DRY" = 1 ] && B=build/h200-dry
     CFLAGS="-I$WORK/dev/usr/include" make -j"$(nproc)" BUILD=$B VULKAN=1 GLSLC=true SPV_DIR="$WORK/spv" \
         VK_INC="$WORK/dev/usr/include" APPLIBS="-L$lib -lcjson" \
-        APP_SRC="$(ls src/chat/*.c src/cli/*.c | grep -v cmd_serve.c | tr '\n' ' ')" \
-        TEST_SRC="$(ls tests/*.c | grep -v test_server.c | tr '\n' ' ')" \
-        $B/deltallm $B/tests $B/deltanet_device_bench >"$LOG/build.log" 2>&1 || { tail -30 "$LOG/build.log"; die "build failed"; }
+        PNG=0 JPEG=0 APP_SRC="$(ls src/chat/*.c src/cli/*.c src/convert/*.c src/quantize/*.c src/image/*.c |
+            grep -v cmd_serve.c | tr '\n' ' ') $(for f in constrain constrain_schema grammar util; do echo src/server/$f.c; done)" \
+        TEST_SRC="$(for f in runner test_rand cli_proc alloc_guard test_mpi test_backend_ops test_device test_vk_stream; do
+            echo tests/$f.c; done)" \
+        $B/deltallm $B/tests $B/deltanet_device_bench $B/attention_device_bench >"$LOG/build.log" 2>&1 ||
+        { tail -30 "$LOG/build.log"; die "build failed"; }
     echo "$B" >"$WORK/bindir"
     find_icd $B/deltallm
     say "models (in the background)"
@@ -267,6 +270,11 @@ one() {
         if [ "$DRY" = 1 ]; then $B/deltanet_device_bench --device vulkan --hk 2 --hv 4 --reps 1 | tee "$LOG/deltanet.md"
         else $B/deltanet_device_bench --device vulkan | tee "$LOG/deltanet.md"; fi
     else say "skipped the delta rule's table ($(left) s left)"; fi
+    if [ "$(left)" -gt 300 ]; then
+        say "decode's attention per context: one workgroup per head against the split over the keys"
+        if [ "$DRY" = 1 ]; then $B/attention_device_bench --h 4 --hkv 2 --d 64 --ctx 512,2048 --reps 1 | tee "$LOG/attention.md"
+        else $B/attention_device_bench | tee "$LOG/attention.md"; fi
+    else say "skipped the attention table ($(left) s left)"; fi
     for m in $MODELS; do # the synths (CPU) must end before the timed runs start
         while [ ! -f "$WORK/$m.done" ] && [ "$(left)" -gt 60 ]; do sleep 2; done
     done
