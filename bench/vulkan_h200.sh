@@ -88,11 +88,11 @@ prepare() {
             git clone -q package/llama/gitRelease.bundle llama-src) || die "cannot get llama.cpp's source"
         src="$G/tmp/llama-src"
     fi
-    # what ggml + llama need to build with CUDA (the other backends' folders left out): ~12 MB, ~1.2 MB in xz
+    # what ggml + llama need to build with CUDA (the other backends' folders left out): ~18 MB, ~2 MB in xz
     # shellcheck disable=SC2046
     tar cf - -C "$src" --exclude=.git $(for b in vulkan metal sycl opencl cann hexagon webgpu openvino zdnn zendnn \
-        virtgpu et rpc blas; do echo "--exclude=ggml/src/ggml-$b"; done) CMakeLists.txt cmake include src \
-        ggml/CMakeLists.txt ggml/cmake ggml/include ggml/src LICENSE | xz -9 >"$G/one/llama-src.tar.xz"
+        virtgpu et rpc blas; do echo "--exclude=ggml/src/ggml-$b"; done) --exclude=vendor/cpp-httplib CMakeLists.txt \
+        cmake include src vendor ggml/CMakeLists.txt ggml/cmake ggml/include ggml/src LICENSE | xz -9 >"$G/one/llama-src.tar.xz"
     if [ -n "${LLAMA_CUDA_TAR:-}" ]; then # a CUDA build brought back by an earlier run
         xz -dc "$LLAMA_CUDA_TAR" | tar xf - -C "$G/tmp/ll" || die "cannot read $LLAMA_CUDA_TAR"
         [ -f "$G/tmp/ll/cuda/libggml-cuda.so" ] || die "$LLAMA_CUDA_TAR has no cuda/libggml-cuda.so"
