@@ -228,7 +228,7 @@ one() {
     say "loader and packages"
     loader
     for f in "$G"/one/libvulkan-dev_*.deb "$G"/one/libcjson*.deb; do dpkg -x "$f" "$WORK/dev"; done
-    xz -dc "$G/one/spv.tar.xz" | tar xf - -C "$WORK"
+    xz -dc "$G/one/spv.tar.xz" | tar xmf - -C "$WORK" # m: fresh times, so a kept build dir embeds them again
     cp "$G/one/llama.part1" "$G/one/llama-src.tar.xz" "$WORK/"
     [ -f "$G/two/llama.part2" ] && cp "$G/two/llama.part2" "$WORK/"
     unpack_llama || true # (a carried CUDA build is in the second half: with one alone it is built again)
