@@ -200,12 +200,14 @@ int dl_engine_profile_report(const DlEngine *e, char *buf, size_t cap);
 
 /* What a device engine issued since it was opened or last reset (summed over its device stages): forward
  * passes, tokens, commands (dispatches, copies, fills), barriers between them, the same inside the layers
- * (layer_steps: layers run, summed over passes), and the host's time issuing them (recording to submission,
- * waits excluded). Returns -1 when no stage runs on a device. */
+ * (layer_steps: layers run, summed over passes), and the host's time issuing them (the stream's begin to the
+ * submission, waits excluded); commands counts replayed recordings too, recorded only what the host recorded.
+ * Returns -1 when no stage runs on a device. */
 typedef struct DlDeviceCounts {
     uint64_t passes, tokens, dispatches, barriers;
     uint64_t layer_steps, layer_dispatches, layer_barriers;
     double host_s;
+    uint64_t recorded, replays; /* commands the host recorded; passes replayed from a recording */
 } DlDeviceCounts;
 int dl_engine_device_counts(DlEngine *e, DlDeviceCounts *out, bool reset);
 

@@ -2,9 +2,10 @@
  * decode pass"): barriers only where data flows (a read after an unsynchronised write, a write after an
  * unsynchronised read or write get one; independent commands none), the fused ops (the RMSNorm folded into
  * the products, residual add in their epilogue, two products of one input, gate + up + SwiGLU, dn_prep,
- * attn_prep, the attention's gate) giving the unfused ops' bits on whole models, and the
- * command counts per decoded token that --profile and `bench --json` report. Each test skips with one line
- * when no Vulkan device exists. */
+ * attn_prep, the attention's gate) giving the unfused ops' bits on whole models, the command counts per
+ * decoded token that --profile and `bench --json` report, and the decode pass recorded once and replayed
+ * (forward_graph.c: the same bits as recording every pass, nothing recorded after the first step, one
+ * recording per sequence and context bucket). Each test skips with one line when no Vulkan device exists. */
 #include "test.h"
 
 #include "deltallm.h"
@@ -147,4 +148,113 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
         }
         model_free(m);
     }
+}
+
+/* A decode pass recorded once and replayed (docs/VULKAN.md): the logits of every decode step bit for bit those
+ * of recording every pass (graph=0), on a dense bf16, a wide q8_0 and an MoE model; from the second step on
+ * nothing is recorded (every step a replay) and the same commands and barriers are counted; map=0 takes a
+ * discrete GPU's path (the inputs uploaded by copies submitted ahead of the graph, the logits copied out). */
+TEST(vk_stream, replay_bitwise_equal_to_recording) {
+    Backend *probe = vk_new(NULL);
+    if (!probe) return;
+    backend_destroy(probe);
+    static const char *const names[] = {"m3-qwen35-dense-bf16", "m7-qwen35-wide-q8_0", "m4-qwen35moe-q8_0"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "models/%s.gguf", names[i]);
+        Err err = {{0}};
+        Model *m = model_load(test_data(path), &err);
+        REQUIRE_MSG(m, "%s", err.msg);
+        enum { T = 10 };
+        int32_t ids[T];
+        for (int t = 0; t < T; t++) ids[t] = (int32_t)((t * 53 + 7) % m->cfg.n_vocab);
+        const size_t bytes = sizeof(float) * (size_t)T * (size_t)m->cfg.n_vocab;
+        DevCounts a = {0}, b = {0}, c = {0};
+        float *x = run(m, NULL, ids, T, 1, &a), *y = run(m, "graph=0", ids, T, 1, &b);
+        float *z = i == 0 ? run(m, "map=0", ids, T, 1, &c) : NULL;
+        if (x && y) {
+            CHECK_MSG(memcmp(x, y, bytes) == 0, "%s: replayed logits differ from the recorded ones", names[i]);
+            test_note("%s: steps 2..%d: %llu replays, %llu commands recorded (recording every pass: %llu); %.1f "
+                      "dispatches, %.1f barriers per token both ways",
+                      names[i], T, (unsigned long long)a.replays, (unsigned long long)a.recorded,
+                      (unsigned long long)b.recorded, (double)a.dispatches / (double)(T - 1),
+                      (double)a.barriers / (double)(T - 1));
+            CHECK(a.replays == T - 1 && a.recorded == 0);
+            CHECK(b.replays == 0 && b.recorded == b.dispatches && b.recorded > 0);
+            CHECK(a.dispatches == b.dispatches && a.barriers == b.barriers);
+            CHECK(a.layer_steps == b.layer_steps && a.layer_dispatches == b.layer_dispatches &&
+                  a.layer_barriers == b.layer_barriers);
+        }
+        if (z && y) {
+            CHECK_MSG(memcmp(z, y, bytes) == 0, "%s, map=0: replayed logits differ from the recorded ones", names[i]);
+            /* per step only the inputs' copies (ids, positions, cache rows) and the logits' copy are recorded */
+            CHECK(c.replays == T - 1 && c.recorded == 4 * (T - 1));
+        }
+        free(x), free(y), free(z);
+        model_free(m);
+    }
+}
+
+/* decode steps of n_seq sequences in turn after a prefill of pre tokens each (a different prompt per
+ * sequence); the passes that recorded something are counted into *recorded_passes */
+static float *run_turns(const Model *m, const char *tune, int pre, int dec, int n_seq, DevCounts *cnt, int *recorded_passes) {
+    Err err = {{0}};
+    const int V = m->cfg.n_vocab;
+    const ForwardOptions fo = {.max_batch = pre, .max_ctx = pre + dec + 8, .backend = {.name = "vulkan", .tune = tune}};
+    Forward *f = forward_new(m, &fo, &err);
+    SeqState *st[2] = {0};
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(pre + dec));
+    float *out = malloc(sizeof(float) * (size_t)dec * (size_t)n_seq * (size_t)V);
+    bool ok = f && ids && out;
+    for (int s = 0; ok && s < n_seq; s++) {
+        ok = (st[s] = seqstate_new(m, forward_backend(f), pre + dec + 8, 0, 0, &err)) != NULL;
+        for (int t = 0; ok && t < pre + dec; t++) ids[t] = (int32_t)((t * 29 + 5 + 101 * s) % V);
+        ok = ok && forward_run(f, st[s], ids, pre, NULL, 0, &err) == 0;
+    }
+    DevCounts c0, c1;
+    if (ok) forward_device_counts(f, &c0, true);
+    *recorded_passes = 0;
+    for (int d = 0; ok && d < dec; d++)
+        for (int s = 0; ok && s < n_seq; s++) {
+            forward_device_counts(f, &c0, false);
+            const int32_t tok = (int32_t)((d * 31 + 3 + 7 * s) % V);
+            ok = forward_run(f, st[s], &tok, 1, out + ((size_t)d * n_seq + s) * V, 1, &err) == 0;
+            forward_device_counts(f, &c1, false);
+            *recorded_passes += c1.recorded > c0.recorded;
+        }
+    if (ok) forward_device_counts(f, cnt, false);
+    if (!ok) {
+        test_check(false, __FILE__, __LINE__, "run_turns", "%s (%s): %s", m->cfg.name, tune ? tune : "default", err.msg);
+        free(out);
+        out = NULL;
+    }
+    for (int s = 0; s < 2; s++) seqstate_free(st[s]);
+    forward_free(f);
+    free(ids);
+    return out;
+}
+
+/* What decides that a replay is valid: each sequence (state) has its own recorded pass, and crossing a context
+ * bucket (256 cache rows) records once more; the bits stay those of recording every pass. */
+TEST(vk_stream, replay_per_state_and_context_bucket) {
+    Backend *probe = vk_new(NULL);
+    if (!probe) return;
+    backend_destroy(probe);
+    Err err = {{0}};
+    Model *m = model_load(test_data("models/m3-qwen35-dense-bf16.gguf"), &err);
+    REQUIRE_MSG(m, "%s", err.msg);
+    enum { PRE = 250, DEC = 10 }; /* the decode steps cross 256 cache rows at the 7th */
+    const size_t bytes = sizeof(float) * (size_t)DEC * 2 * (size_t)m->cfg.n_vocab;
+    DevCounts a = {0}, b = {0};
+    int rec_a = 0, rec_b = 0;
+    float *x = run_turns(m, NULL, PRE, DEC, 2, &a, &rec_a), *y = run_turns(m, "graph=0", PRE, DEC, 2, &b, &rec_b);
+    if (x && y) {
+        CHECK_MSG(memcmp(x, y, bytes) == 0, "replayed logits differ from the recorded ones");
+        test_note("2 sequences x %d steps across 256 rows: %d passes recorded, %llu replayed (recording every pass: %d)",
+                  DEC, rec_a, (unsigned long long)a.replays, rec_b);
+        CHECK(rec_a == 4 && a.replays == 2 * DEC - 4); /* per sequence: the first step, the first past 256 */
+        CHECK(rec_b == 2 * DEC && b.replays == 0);
+    }
+    free(x), free(y);
+    model_free(m);
 }

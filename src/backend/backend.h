@@ -138,11 +138,14 @@ typedef struct DeltaArgs {
 } DeltaArgs;
 
 /* Causal attention of T queries at positions pos0 … pos0+T−1 over the cache rows 0 … pos0+T−1
- * (kernels/ops.h AttnArgs, in views). */
+ * (kernels/ops.h AttnArgs, in views). rows_at, when set (a backend with graph ops), is int32 [T] on the device
+ * holding the same values pos0 … pos0+T−1: a device reads them there, so that a recorded pass replayed at a
+ * later position attends over the right rows (host backends read pos0). */
 typedef struct AttentionArgs {
     int T, pos0, n_head, n_head_kv, d;
     float scale;
     BView q, k, v, out;
+    BView rows_at;
 } AttentionArgs;
 
 /* The routed experts of an MoE layer in one op (optional: BackendVt.moe_ffn; a device's, the CPU's): for every row t
@@ -167,13 +170,16 @@ typedef struct RopeArgs {
 /* A gated-attention layer's q and k after the projections in one op (optional: BackendVt.attn_prep), with the
  * bits of rms_norm of each q head (the first d of its [q | gate] block in qg, rows 2·n_head·d) with q_norm into
  * qa, rms_norm of k (rows n_head_kv·d) with k_norm, rope on both at pos, and the kv_append of k and v into the
- * cache rows k_cache / v_cache (views at the first row) of one sequence; ka is not written. */
+ * cache rows k_cache / v_cache (views at the first row) of one sequence; ka is not written. With rows_at set
+ * (int32 [rows] on the device: each row's cache row), k_cache and v_cache are the caches' row 0 and row r goes
+ * to cache row rows_at[r] (a recorded pass replayed at later rows). */
 typedef struct AttnPrepArgs {
     int rows, n_head, n_head_kv, d;
     float eps;
     const Weight *q_norm, *k_norm;
     BView qg, qa, ka, va, pos, k_cache, v_cache;
     RopeArgs rope; /* rows, heads and row_stride are not read */
+    BView rows_at;
 } AttnPrepArgs;
 
 /* ---- the backend ---------------------------------------------------------------------------------------- */
@@ -264,6 +270,20 @@ typedef struct BackendVt {
 
     /* optional (NULL where a backend has no use for them; registry.c's check lists the required ones) */
     void (*moe_ffn)(Backend *be, const MoeArgs *a);
+    /* Recorded passes (a device's: record once, replay; docs/VULKAN.md "A decode pass recorded once").
+     * graph_capture, called after begin and the pass's input uploads and before its first op, keeps what is
+     * recorded from there to graph_end as graph `slot` (< BACKEND_GRAPHS), replacing what the slot held, and
+     * returns the capture's id (0: not kept, recording goes on as usual; Forwards sharing a backend each keep
+     * the ids of their own). graph_end closes it and says whether the graph is whole
+     * (nothing submitted, downloaded or timed in between; else the slot is left empty); the next submit hands
+     * over the commands recorded before the capture, then the graph. graph_replay, called where
+     * graph_capture would be, makes the next submit hand over what was recorded since begin (the inputs),
+     * then graph `slot`, recording nothing; false (nothing changes) when the slot does not hold capture `id`
+     * whole, or memory was allocated or freed since it was captured (its addresses may be stale). A captured pass must read every
+     * value that changes between replays from device memory (the inputs). Optional: NULL on host backends */
+    uint64_t (*graph_capture)(Backend *be, int slot);
+    bool (*graph_end)(Backend *be);
+    bool (*graph_replay)(Backend *be, int slot, uint64_t id);
     /* a timestamp into the stream (profiling on a device), and the marks recorded since the last call, oldest
      * first, in seconds of the device's clock; returns how many */
     void (*mark)(Backend *be, int tag);
@@ -274,6 +294,9 @@ typedef struct BackendVt {
     /* the layout this backend keeps the delta-net states in (a StateLayout); NULL: STATE_PLAIN */
     int (*state_layout)(const Backend *be);
 } BackendVt;
+
+/* graphs a backend with graph ops keeps (BackendVt.graph_capture's slots) */
+#define BACKEND_GRAPHS 4
 
 /* How a backend keeps a delta-net state (backend_state_layout): STATE_PLAIN, [n_v_head][d_v][d_k]; STATE_FUSED,
  * the fused form's (kernels/ops.h: a base state with the values in the lanes, the chunk's pending updates and a
@@ -365,7 +388,9 @@ struct BackendStats {
     size_t device_weight_bytes;    /* a device: weights it holds */
     bool f16_products;             /* a device: batched products round their inputs to f16 (tensor cores) */
     uint64_t dispatches, barriers; /* a device: kernels dispatched (copies and fills count too), barriers recorded */
-    uint64_t host_ns;              /* a device: host time issuing work (recording to submission, not waiting) */
+    uint64_t host_ns;              /* a device: host time issuing work (begin to submission, not waiting) */
+    uint64_t recorded;             /* a device: commands recorded by the host (dispatches counts replayed ones too) */
+    uint64_t replays;              /* a device: recorded passes replayed (graph_replay) */
 };
 void backend_stats(const Backend *be, BackendStats *out);
 

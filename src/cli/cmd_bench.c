@@ -43,7 +43,7 @@ typedef struct Result {
     int n_reps;
     double rep_tps[MAX_REPS], rep_disk[MAX_REPS], rep_hit[MAX_REPS], rep_stall[MAX_REPS]; /* each repetition */
     bool dev;           /* a device engine: its command counts per token (dl_engine_device_counts) */
-    double disp_tok, barr_tok, host_us_tok, disp_layer, barr_layer;
+    double disp_tok, barr_tok, host_us_tok, disp_layer, barr_layer, rec_tok, replayed; /* replayed: share of passes */
     DlStageStats *stages; /* over MPI: per stage during the test */
     int n_stages;
 } Result;
@@ -317,6 +317,8 @@ int cmd_bench(int argc, char **argv) {
                         R->host_us_tok = dc.host_s * 1e6 / tk;
                         R->disp_layer = (double)dc.layer_dispatches / ls * per_pass;
                         R->barr_layer = (double)dc.layer_barriers / ls * per_pass;
+                        R->rec_tok = (double)dc.recorded / tk;
+                        R->replayed = dc.passes ? (double)dc.replays / (double)dc.passes : 0;
                     }
                     if (cached && dl_engine_cache_stats(e, &cs, false) == 0) {
                         const double tok = cs.tokens ? (double)cs.tokens : 1;
@@ -383,8 +385,9 @@ int cmd_bench(int argc, char **argv) {
             }
             if (R->dev)
                 printf(", \"dispatches_per_token\": %.2f, \"barriers_per_token\": %.2f, \"host_us_per_token\": %.1f, "
-                       "\"dispatches_per_layer\": %.3f, \"barriers_per_layer\": %.3f",
-                       R->disp_tok, R->barr_tok, R->host_us_tok, R->disp_layer, R->barr_layer);
+                       "\"dispatches_per_layer\": %.3f, \"barriers_per_layer\": %.3f, \"recorded_per_token\": %.2f, "
+                       "\"replayed_passes\": %.3f",
+                       R->disp_tok, R->barr_tok, R->host_us_tok, R->disp_layer, R->barr_layer, R->rec_tok, R->replayed);
             if (R->n_stages) bench_stage_json(R->stages, R->n_stages, stdout);
             printf("}%s\n", i + 1 < n_res ? "," : "");
         }

@@ -150,6 +150,7 @@ int dl_engine_device_counts(DlEngine *e, DlDeviceCounts *out, bool reset) {
         out->dispatches += c.dispatches, out->barriers += c.barriers;
         out->layer_steps += c.layer_steps, out->layer_dispatches += c.layer_dispatches;
         out->layer_barriers += c.layer_barriers, out->host_s += c.host_s;
+        out->recorded += c.recorded, out->replays += c.replays;
     }
     return any ? 0 : -1;
 }

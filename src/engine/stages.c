@@ -82,6 +82,12 @@ static int stages_run(DlEngine *en, DlSession *const *sess, const BatchSeq *seqs
             if (!last) q[i].n_out = 0, q[i].logits = NULL;
         }
         if (forward_begin(st->fw, q, n, err)) return -1; /* the first stage's checks refuse before anything runs */
+        if (first && last && st->l0 == 0 && st->l1 == en->model->cfg.n_layer) { /* a device may replay a decode pass */
+            forward_model(st->fw);
+            if (en->n_spec) spec_capture(en, st->fw, sess, seqs, n);
+            if (forward_end(st->fw, err)) return -1;
+            continue;
+        }
         if (first) forward_embed(st->fw);
         else forward_hidden_write(st->fw, en->hidden);
         forward_layers(st->fw, st->l0, st->l1);

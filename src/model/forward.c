@@ -41,7 +41,7 @@ int deltanet_algo_parse(const char *s, DeltaNetAlgo *out, Err *err) {
 
 static int alloc_host_idx(Forward *f, size_t R, size_t kE, size_t nE, Err *err) {
     HostIdx *h = &f->hx;
-    const size_t ints = 6 * R + 2 * R * kE + 2 * R * kE + 3 * nE;
+    const size_t ints = 7 * R + 2 * R * kE + 2 * R * kE + 3 * nE;
     uint8_t *p = calloc(1, ints * sizeof(int32_t) + nE * sizeof *h->data + 64);
     if (!p) return err_set(err, "out of memory");
     f->host_mem = p;
@@ -50,6 +50,7 @@ static int alloc_host_idx(Forward *f, size_t R, size_t kE, size_t nE, Err *err) 
     h->ids = q, q += R;
     h->pos = q, q += R;
     h->hrows = q, q += R;
+    h->kvrow = q, q += R;
     h->thw = q, q += 3 * R;
     h->es = q, q += R * kE;
     h->pes = q, q += R * kE;
@@ -85,6 +86,8 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         }
     }
     f->max_batch = opt.max_batch;
+    f->graph_cap = -1;
+    f->rows_on = f->be->vt->graph_capture != NULL;
     f->max_seqs = opt.max_seqs;
     f->max_ctx = opt.max_ctx;
     f->algo = opt.algo;
@@ -133,6 +136,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         {&b->mg, fused_moe ? kE * Fe : 0, false, F},                {&b->mu, fused_moe ? kE * Fe : 0, false, F},
         {&b->mwork, moe_work, true, P},
         {&b->ids, 1, false, P},       {&b->pos, 1, false, P},       {&b->hrows, 1, false, P},
+        {&b->kvrow, 1, false, P},
     };
     const size_t n_specs = sizeof specs / sizeof specs[0];
     /* offsets: the pass's buffers first, then one region that each part's buffers take from its start */
@@ -310,6 +314,7 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
         for (int t = 0; t < seqs[s].n_tokens; t++, r++) {
             h->ids[r] = seqs[s].tokens ? seqs[s].tokens[t] : 0;
             h->pos[r] = seqs[s].state->n_past + seqs[s].state->pos_delta + t;
+            h->kvrow[r] = seqs[s].state->n_past + t;
         }
     f->thw_on = f->mm.pos_thw != NULL;
     if (f->thw_on) { /* multi-axis positions (images): the host rope of layer_attention.c reads them */
@@ -326,6 +331,7 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
     be->vt->begin(be);
     be->vt->upload(be, f->b.ids, h->ids, sizeof(int32_t) * (size_t)rows);
     be->vt->upload(be, f->b.pos, h->pos, sizeof(int32_t) * (size_t)rows);
+    if (f->rows_on) be->vt->upload(be, f->b.kvrow, h->kvrow, sizeof(int32_t) * (size_t)rows);
     if (f->dump && n_seqs == 1) dump_begin_ubatch(f->dump, seqs[0].state->n_past, rows);
     return 0;
 }
@@ -421,18 +427,23 @@ void fwd_head(Forward *f, const Weight *norm, const Weight *out, int v0, int v1)
             a.x = bv_f32(b->h, (int64_t)r0 * E);
             a.T = n - r0 < f->max_out ? n - r0 : f->max_out;
             f->be->vt->matmul(be, &a);
-            for (int s = 0, r = 0; s < f->n_seqs; s++) { /* rows [r, r + n_out) are sequence s's */
-                const BatchSeq *q = &f->seqs[s];
-                const int lo = r > r0 ? r : r0, hi = r + q->n_out < r0 + a.T ? r + q->n_out : r0 + (int)a.T;
-                if (lo < hi)
-                    be->vt->download(be, (float *)q->logits + (size_t)(lo - r) * V, bv_f32(b->head, (int64_t)(lo - r0) * V),
-                                     sizeof(float) * (size_t)(hi - lo) * V);
-                r += q->n_out;
-            }
+            if (r0 + a.T >= n) fwd_graph_end(f); /* a pass being recorded ends before the last downloads */
+            fwd_head_download(f, r0, (int)a.T, V);
         }
     }
     if (fwd_dumping(f, -1)) dump_tensor(f->dump, "result_output", -1, f->seqs[0].logits, V, n, 1, 1);
     fwd_phase(f, PH_HEAD, &t0);
+}
+
+void fwd_head_download(Forward *f, int r0, int T, int V) {
+    for (int s = 0, r = 0; s < f->n_seqs; s++) { /* rows [r, r + n_out) are sequence s's */
+        const BatchSeq *q = &f->seqs[s];
+        const int lo = r > r0 ? r : r0, hi = r + q->n_out < r0 + T ? r + q->n_out : r0 + T;
+        if (lo < hi)
+            f->be->vt->download(f->be, (float *)q->logits + (size_t)(lo - r) * V, bv_f32(f->b.head, (int64_t)(lo - r0) * V),
+                                sizeof(float) * (size_t)(hi - lo) * V);
+        r += q->n_out;
+    }
 }
 
 void forward_head(Forward *f) { fwd_head(f, f->m->output_norm, f->m->output, f->v0, f->v1); }
@@ -478,9 +489,7 @@ int forward_batch(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
     for (int s = 0; s < n_seqs; s++)
         if (!seqs[s].tokens) return err_set(err, "no tokens for sequence %d of the batch", s);
     if (forward_begin(f, seqs, n_seqs, err)) return -1;
-    forward_embed(f);
-    forward_layers(f, 0, f->m->cfg.n_layer);
-    forward_head(f);
+    forward_model(f);
     return forward_end(f, err);
 }
 

@@ -49,12 +49,13 @@ typedef struct Bufs {
     BView head;    /* [max_out][n_vocab] logits staging (several sequences, or a device: the head in chunks); its own buffer */
     BView ids;     /* int32 [R] token ids */
     BView pos;     /* int32 [R] positions */
+    BView kvrow;   /* int32 [R] cache rows (its sequence's n_past + t; a device reads them: forward_graph.c) */
     BView hrows;   /* int32 [R] rows that want logits */
 } Bufs;
 
 /* Host-side index work of a batch (no activations): token ids, positions, the expert grouping. */
 typedef struct HostIdx {
-    int32_t *ids, *pos, *hrows;      /* [R] */
+    int32_t *ids, *pos, *hrows, *kvrow; /* [R] */
     int32_t *thw;                    /* [R][3] multi-axis rotary positions, when a sequence gives them */
     int32_t *es;                     /* [R·kE] the selection, downloaded */
     int32_t *pes;                    /* [R·kE] a predicted selection, downloaded */
@@ -62,6 +63,25 @@ typedef struct HostIdx {
     int32_t *count, *start, *used;   /* [nE] */
     const void *(*data)[3];          /* [nE] provider answers */
 } HostIdx;
+
+/* A recorded pass (forward_graph.c): what decides that a batch may replay it. */
+typedef struct GraphKey {
+    const SeqState *st;
+    uint64_t segs;    /* where the state's segments are (a tentative batch swaps its delta-net states) */
+    int rows, n_out;  /* the batch's tokens and logit rows (one sequence) */
+    int bucket;       /* the cache rows the pass may reach, rounded up to a power of two ≥ 256 */
+    int v0, v1;       /* the head's columns */
+} GraphKey;
+
+typedef struct FwdGraph {
+    bool valid;
+    uint64_t id;      /* the backend's id of the capture (graph_capture) */
+    GraphKey key;
+    uint64_t used;    /* graph_tick at its last use: the least recently used slot is captured over */
+    uint64_t layer_steps, layer_dispatches, layer_barriers; /* its counts inside the layer loop (replays add them) */
+} FwdGraph;
+
+#define GRAPH_MAX_ROWS 8 /* batches of at most this many tokens of one sequence are recorded once */
 
 /* Profiling (model.h: forward_profile_*): phases of a forward pass and time per op. */
 typedef enum Phase { PH_EMBED, PH_ATTN, PH_DN_PRE, PH_DN_SCAN, PH_DN_POST, PH_FFN, PH_HEAD, PH_COUNT } Phase;
@@ -125,7 +145,16 @@ struct Forward {
     bool res_done;  /* the layer's mixer / FFN added its output to b->x itself (fwd_out_matmul) */
     const Weight *hn; /* set: b->h is not written, the products read rms_norm(b->x) with hn (fwd_fold) */
     float hn_eps;
-    uint64_t cnt_d0, cnt_b0, cnt_h0; /* at the pass's start */
+    uint64_t cnt_d0, cnt_b0, cnt_h0, cnt_r0, cnt_p0; /* at the pass's start */
+    /* recorded passes (forward_graph.c): the backend's slots, the one being captured (-1: none) and its key */
+    bool rows_on;     /* the backend reads cache rows on the device (b.kvrow is uploaded, AttentionArgs.rows_at) */
+    FwdGraph graphs[BACKEND_GRAPHS];
+    int graph_cap;
+    uint64_t graph_id;
+    bool graph_spoiled; /* an op of the pass being captured took a per-token value from the host */
+    GraphKey graph_key;
+    DevCounts graph_c0;
+    uint64_t graph_tick;
 };
 
 /* Ops through these wrappers are timed when profiling is on (name: a static label such as "ssm_out"). */
@@ -158,6 +187,13 @@ void fwd_count_begin(Forward *f);
 void fwd_count_end(Forward *f);
 void fwd_count_layers(Forward *f, uint64_t *d0, uint64_t *b0, int n);
 void fwd_prof_end(Forward *f);
+
+/* Recorded passes (forward_graph.c): the capture of the current pass ends (before the head's downloads); an op
+ * that takes a value changing per token from the host (not from b.kvrow / b.pos) spoils the capture. */
+void fwd_graph_end(Forward *f);
+static inline void fwd_graph_spoil(Forward *f) { f->graph_spoiled = true; }
+/* The logit rows of the batch, from the staging rows [r0, r0 + T) of b.head, into each sequence's logits. */
+void fwd_head_download(Forward *f, int r0, int T, int V);
 
 /* The head over the rows that want logits: gathered into b->h, normed with norm (they stay there, normed),
  * multiplied by out for vocabulary columns [v0, v1) (0, 0: all) into each sequence's logits. forward_head

@@ -199,6 +199,7 @@ void fwd_count_begin(Forward *f) {
     BackendStats st;
     backend_stats(f->be, &st);
     f->cnt_d0 = st.dispatches, f->cnt_b0 = st.barriers, f->cnt_h0 = st.host_ns;
+    f->cnt_r0 = st.recorded, f->cnt_p0 = st.replays;
 }
 
 void fwd_count_end(Forward *f) {
@@ -210,6 +211,8 @@ void fwd_count_end(Forward *f) {
     f->cnt.dispatches += st.dispatches - f->cnt_d0;
     f->cnt.barriers += st.barriers - f->cnt_b0;
     f->cnt.host_s += (double)(st.host_ns - f->cnt_h0) * 1e-9;
+    f->cnt.recorded += st.recorded - f->cnt_r0;
+    f->cnt.replays += st.replays - f->cnt_p0;
 }
 
 void fwd_count_layers(Forward *f, uint64_t *d0, uint64_t *b0, int n) {

@@ -51,10 +51,12 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     const bool fused = !fwd_dumping(f, il) && !f->thw_on; /* images: their positions go through the host rope */
     bool prepared = false;
     if (fused && be->vt->attn_prep && f->n_seqs == 1) {
+        /* the cache rows from b->kvrow on a device that reads them there (a recorded pass replays at later rows) */
         const SeqState *st = f->seqs[0].state;
+        const int64_t row0 = f->rows_on ? 0 : (int64_t)st->n_past * KVD;
         const AttnPrepArgs pa = {R, H, Hkv, D, c->rms_eps, l->q_norm, l->k_norm, b->qg, b->qa, b->ka, b->va, b->pos,
-                                 bv_f32(st->segs[st->seg_k[il]].view, (int64_t)st->n_past * KVD),
-                                 bv_f32(st->segs[st->seg_v[il]].view, (int64_t)st->n_past * KVD), rq};
+                                 bv_f32(st->segs[st->seg_k[il]].view, row0), bv_f32(st->segs[st->seg_v[il]].view, row0), rq,
+                                 f->rows_on ? b->kvrow : (BView){0}};
         prepared = be->vt->attn_prep(be, &pa);
     }
     if (!prepared) be->vt->rms_norm(be, b->qg, b->qa, l->q_norm, &qs, c->rms_eps);
@@ -70,6 +72,7 @@ void layer_attention(Forward *f, Bufs *b, int il) {
         be->vt->rope(be, b->ka, b->pos, &rk);
     }
     for (int s = 0; s < f->n_seqs && !prepared; s++) {
+        fwd_graph_spoil(f); /* the row from the host: this pass cannot be replayed at another */
         SeqState *st = f->seqs[s].state;
         const int64_t r0 = f->row0[s];
         be->vt->kv_append(be, st->segs[st->seg_k[il]].view, st->n_past, bv_f32(b->ka, r0 * KVD), f->seqs[s].n_tokens, KVD, false);
@@ -90,7 +93,8 @@ void layer_attention(Forward *f, Bufs *b, int il) {
         for (int t = 0; t < T; t += by_row ? 1 : T) {
             const AttentionArgs a = {by_row ? 1 : T, st->n_past + t, H, Hkv, D, 1.0f / sqrtf((float)D),
                                      bv_f32(b->qa, (r0 + t) * HD), st->segs[st->seg_k[il]].view,
-                                     st->segs[st->seg_v[il]].view, bv_f32(b->ao, (r0 + t) * HD)};
+                                     st->segs[st->seg_v[il]].view, bv_f32(b->ao, (r0 + t) * HD),
+                                     f->rows_on ? bv_f32(b->kvrow, r0 + t) : (BView){0}};
             if (fused && be->vt->attention_gated) { /* the output gate in the attention's epilogue */
                 const BView gate = bv_f32(b->qg, (r0 + t) * 2 * HD + D);
                 fwd_attention_gated(f, &a, gate, 2 * HD, 2 * D);

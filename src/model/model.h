@@ -249,6 +249,10 @@ void forward_layers(Forward *f, int l0, int l1);
 /* Logits of the rows that want them, for vocabulary columns [v0, v1) (forward_set_head_range; all by
  * default): the final norm, then the output matrix. */
 void forward_head(Forward *f);
+/* embed, every trunk layer and head in a row — or, on a device that keeps recorded passes, for a decode-shaped
+ * batch (one sequence of at most 8 tokens, nothing dumped, profiled, provided or injected), the replay of the pass
+ * recorded for its shape (forward_graph.c; docs/VULKAN.md "A decode pass recorded once"): the same bits */
+void forward_model(Forward *f);
 int forward_end(Forward *f, Err *err); /* waits for the backend; fails if the device did */
 int forward_rows(const Forward *f);
 BView forward_hidden(const Forward *f);
@@ -292,6 +296,7 @@ typedef struct DevCounts {
     uint64_t passes, tokens, dispatches, barriers;
     uint64_t layer_steps, layer_dispatches, layer_barriers;
     double host_s;
+    uint64_t recorded, replays; /* commands the host recorded; passes replayed (dispatches count both) */
 } DevCounts;
 /* A device backend's command counts since the last reset; false when the
  * backend is not a device. Counted on every pass (two stats reads per pass and per layer range). */

@@ -26,6 +26,7 @@
 static BBuf *v_alloc(Backend *be, size_t bytes, Err *err) {
     VkBackend *b = vkb(be);
     BBuf *buf = vk_buf_new(b->d, bytes ? bytes : 4, false, true, err);
+    b->epoch++; /* recorded passes hold addresses: a new buffer may reuse a freed one's */
     if (buf && !buf->map) vks_fill(b, (BView){buf, 0}, 0, ((bytes + 255) & ~(size_t)255) + 256);
     return buf;
 }
@@ -36,6 +37,7 @@ static void v_free(Backend *be, BBuf *buf) {
     Err e = {{0}};
     if (b->recording || b->in_flight) vks_flush(b, &e); /* commands may still use it */
     vk_buf_free(b->d, buf);
+    b->epoch++;
 }
 
 static bool v_wrap_host(Backend *be, void *host, size_t bytes, BView *out) {
@@ -51,6 +53,7 @@ BView vk_scratch(VkBackend *b, size_t bytes) {
             vk_buf_free(b->d, b->scratch);
         }
         const size_t want = bytes + bytes / 4;
+        b->epoch++;
         b->scratch = vk_buf_new(b->d, want, false, false, &e);
         b->scratch_bytes = b->scratch ? want : 0;
         if (!b->scratch) {
@@ -259,6 +262,8 @@ static void v_stats(const Backend *be, BackendStats *out) {
     out->dispatches = b->n_dispatch;
     out->barriers = b->n_barrier;
     out->host_ns = b->host_ns;
+    out->recorded = b->n_recorded;
+    out->replays = b->n_replays;
 }
 
 static void v_mark(Backend *be, int tag) { vks_mark(vkb(be), tag); }
@@ -371,20 +376,25 @@ static void build_vt(void) {
 }
 
 /* BackendOptions.tune: "key=value,..." with coop, tile, chunk, dep (0: a barrier before every command), fuse
- * (0: the unfused ops, for comparisons) */
+ * (0: the unfused ops), graph (0: no recorded passes kept, every pass recorded) — the last three for comparisons —
+ * and map (0: uploads and downloads through the staging ring even on host-visible memory: a discrete GPU's path) */
 static int parse_tune(VkBackend *b, const char *s, Err *err) {
     while (s && *s) {
         char key[16];
         long v;
         int used = 0;
         if (sscanf(s, "%15[a-z]=%ld%n", key, &v, &used) != 2 || v < 0 || v > (1 << 20))
-            return err_set(err, "Vulkan tuning '%s': expected key=value pairs (coop=0|1, tile=N, chunk=N, dep=0|1, fuse=0|1)", s);
+            return err_set(err, "Vulkan tuning '%s': expected key=value pairs (coop=0|1, tile=N, chunk=N, dep=0|1, fuse=0|1, "
+                                "graph=0|1, map=0|1)", s);
         if (!strcmp(key, "coop")) b->coop = b->coop && v != 0;
         else if (!strcmp(key, "tile") && v >= 2) b->tile_min_rows = (int)v;
         else if (!strcmp(key, "chunk") && v >= 1) b->be.dn_chunk_min = (int)v;
         else if (!strcmp(key, "dep") && v <= 1) b->dep_off = v == 0;
         else if (!strcmp(key, "fuse") && v <= 1) b->fuse_off = v == 0;
-        else return err_set(err, "Vulkan tuning: unknown or out-of-range '%s=%ld' (coop=0|1, tile>=2, chunk>=1, dep=0|1, fuse=0|1)", key, v);
+        else if (!strcmp(key, "graph") && v <= 1) b->graph_off = v == 0;
+        else if (!strcmp(key, "map") && v <= 1) b->map_off = v == 0;
+        else return err_set(err, "Vulkan tuning: unknown or out-of-range '%s=%ld' (coop=0|1, tile>=2, chunk>=1, dep=0|1, fuse=0|1, "
+                            "graph=0|1, map=0|1)", key, v);
         s += used;
         if (*s == ',') s++;
         else if (*s) return err_set(err, "Vulkan tuning: unexpected '%s'", s);

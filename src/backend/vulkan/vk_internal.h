@@ -151,6 +151,20 @@ typedef struct VkMark {
     uint64_t ticks;
 } VkMark;
 
+/* A recorded pass kept for replay (BackendVt.graph_capture / graph_replay). Uploads recorded inside it read
+ * from its own staging (constants of the pass: the ring is rewritten by every submission). */
+typedef struct VkGraph {
+    VkCommandBuffer cmd;
+    BBuf *stage;
+    size_t stage_at;
+    bool kept;            /* whole, replayable while epoch holds */
+    bool broken;          /* a submission, timestamp or staging overflow inside the capture */
+    uint64_t epoch;       /* VkBackend.epoch at the capture */
+    uint64_t id;          /* the capture's id (graph_capture's answer) */
+    uint64_t n_cmds, n_barriers, d0, b0; /* its commands and barriers (counted again at each replay) */
+} VkGraph;
+#define VK_GRAPH_STAGE ((size_t)64 << 10)
+
 typedef struct VkBackend {
     Backend be;
     VkDev *d;
@@ -158,7 +172,18 @@ typedef struct VkBackend {
     VkCommandBuffer cmd;
     VkFence fence;
     bool recording, in_flight;
-    int n_cmds;          /* commands recorded since the last submission */
+    int n_cmds;          /* commands recorded into cmd since the last submission */
+    /* recorded passes: cur is where commands go (cmd, or the graph being captured); pend_graph is submitted
+     * after cmd by the next submission (captured or replayed); epoch counts allocations and frees (a graph
+     * records addresses: it is replayed only in the epoch it was captured in) */
+    VkCommandBuffer cur;
+    VkGraph graphs[BACKEND_GRAPHS];
+    VkGraph *cap, *pend_graph;
+    int n_cur;           /* commands recorded into cur */
+    uint64_t epoch, graph_ids;
+    bool graph_off;      /* tune graph=0: no graphs kept (record every pass, for comparisons) */
+    bool map_off;        /* tune map=0: uploads and downloads through the staging ring even where the device
+                            memory is the host's (a discrete GPU's path, tested on lavapipe) */
     /* the accesses of the commands recorded since the last barrier (vks_cmd): a command that reads what one
      * of them wrote, or writes what one of them read or wrote, gets a barrier first */
     VkAcc pend[VK_PEND_MAX];
@@ -190,8 +215,9 @@ typedef struct VkBackend {
     int n_marks;
     /* statistics */
     uint64_t h2d, d2h, n_submits;
-    uint64_t n_dispatch, n_barrier; /* commands recorded (dispatches, copies, fills), barriers before them */
-    uint64_t host_ns, rec_t0;       /* host time recording (from the first command after a begin to the submit) */
+    uint64_t n_dispatch, n_barrier; /* commands run (dispatches, copies, fills; replayed ones too), barriers */
+    uint64_t n_recorded, n_replays; /* commands recorded by the host; graphs replayed */
+    uint64_t host_ns, rec_t0;       /* host time issuing (from a begin to the submit, waits excluded) */
     bool failed;
     char fail_msg[300];
     bool coop;           /* use the cooperative-matrix GEMM (device has it, not turned off) */
@@ -218,6 +244,10 @@ void vks_download(VkBackend *b, void *dst, BView src, size_t bytes);
 void vks_copy(VkBackend *b, BView dst, BView src, size_t bytes);
 void vks_fill(VkBackend *b, BView dst, uint8_t byte, size_t bytes);
 void vks_mark(VkBackend *b, int tag);
+/* the graph ops (BackendVt.graph_capture, graph_end, graph_replay) */
+uint64_t vks_graph_capture(Backend *be, int slot);
+bool vks_graph_end(Backend *be);
+bool vks_graph_replay(Backend *be, int slot, uint64_t id);
 int vks_init(VkBackend *b, Err *err);
 void vks_install(BackendVt *vt); /* memory copies and the stream calls */
 void vks_destroy(VkBackend *b);

@@ -52,6 +52,7 @@ static BView provided(VkBackend *b, const void *data, size_t bytes) {
             vks_flush(b, &e);
             vk_buf_free(b->d, b->pscratch);
         }
+        b->epoch++;
         b->pscratch = vk_buf_new(b->d, bytes, false, false, &e);
         b->pscratch_bytes = b->pscratch ? bytes : 0;
         if (!b->pscratch) {

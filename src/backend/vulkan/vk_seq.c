@@ -120,6 +120,7 @@ typedef struct AttnPush {
     float scale;
     uint64_t gate;
     uint32_t g_row, g_head;
+    uint64_t rows_at;
 } AttnPush;
 
 /* attention, with the sigmoid output gate in its epilogue when gate.buf is set */
@@ -131,12 +132,17 @@ static void attention(VkBackend *b, const AttentionArgs *a, BView gate, int64_t 
     }
     const AttnPush p = {va(a->q), va(a->k), va(a->v), va(a->out), (uint32_t)a->T, (uint32_t)a->pos0, (uint32_t)a->n_head,
                         (uint32_t)a->n_head_kv, (uint32_t)a->d, a->scale, gate.buf ? va(gate) : 0, (uint32_t)g_row,
-                        (uint32_t)g_head};
+                        (uint32_t)g_head, a->rows_at.buf ? va(a->rows_at) : 0};
     const uint64_t qb = 4 * (uint64_t)a->T * (uint64_t)a->n_head * (uint64_t)a->d;
+    /* the keys read: rows [0, pos0 + T), or with rows_at (rows read on the device, replayed at later ones) the
+     * caches to their buffers' ends */
     const uint64_t kvb = 4 * (uint64_t)(a->pos0 + a->T) * (uint64_t)a->n_head_kv * (uint64_t)a->d;
-    VkAcc acc[5] = {acc_r(a->q, qb), acc_r(a->k, kvb), acc_r(a->v, kvb), acc_w(a->out, qb)};
-    if (gate.buf) acc[4] = acc_r(gate, 4 * ((uint64_t)(a->T - 1) * (uint64_t)g_row + (uint64_t)a->n_head * (uint64_t)g_head));
-    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTENTION), &p, sizeof p, (uint32_t)a->n_head, (uint32_t)a->T, 1, acc, gate.buf ? 5 : 4);
+    const uint64_t kb = a->rows_at.buf ? a->k.buf->bytes - a->k.off : kvb, vb = a->rows_at.buf ? a->v.buf->bytes - a->v.off : kvb;
+    VkAcc acc[6] = {acc_r(a->q, qb), acc_r(a->k, kb), acc_r(a->v, vb), acc_w(a->out, qb)};
+    int n = 4;
+    if (gate.buf) acc[n++] = acc_r(gate, 4 * ((uint64_t)(a->T - 1) * (uint64_t)g_row + (uint64_t)a->n_head * (uint64_t)g_head));
+    if (a->rows_at.buf) acc[n++] = acc_r(a->rows_at, 4 * (uint64_t)a->T);
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTENTION), &p, sizeof p, (uint32_t)a->n_head, (uint32_t)a->T, 1, acc, n);
 }
 
 static void v_attention(Backend *be, const AttentionArgs *a) { attention(vkb(be), a, (BView){0}, 0, 0); }
@@ -147,10 +153,12 @@ static void v_attention_gated(Backend *be, const AttentionArgs *a, BView gate, i
 
 typedef struct AttnPrepPush {
     uint64_t qg, qa, ka, va, kc, vc, qn, kn, pos;
-    uint32_t rows, H, Hkv, D, n_rot, imrope;
+    uint32_t rows, H, Hkv, D, n_rot, flags; /* flags: 1 IMROPE, 2 cache rows at pos + rows_rel */
     int32_t s[4];
     float theta_scale, freq_scale, eps;
+    int32_t rows_rel;
 } AttnPrepPush;
+_Static_assert(sizeof(AttnPrepPush) <= VK_PUSH_BYTES && sizeof(AttnPush) <= VK_PUSH_BYTES, "push constants");
 
 static bool v_attn_prep(Backend *be, const AttnPrepArgs *a) {
     VkBackend *b = vkb(be);
@@ -159,13 +167,20 @@ static bool v_attn_prep(Backend *be, const AttnPrepArgs *a) {
     AttnPrepPush p = {va(a->qg), va(a->qa), va(a->ka), va(a->va), va(a->k_cache), va(a->v_cache),
                       va(vk_weight(b, a->q_norm, -1)), va(vk_weight(b, a->k_norm, -1)), va(a->pos), (uint32_t)a->rows,
                       (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)a->d, (uint32_t)r->n_rot, r->sections != NULL,
-                      {0, 0, 0, 0}, powf(r->base, -2.0f / (float)r->n_rot), r->freq_scale, a->eps};
+                      {0, 0, 0, 0}, powf(r->base, -2.0f / (float)r->n_rot), r->freq_scale, a->eps, 0};
     for (int i = 0; r->sections && i < 4; i++) p.s[i] = r->sections[i];
+    if (a->rows_at.buf) {
+        if (!rel(a->pos, a->rows_at, &p.rows_rel)) return false;
+        p.flags |= 2;
+    }
     const uint64_t R = (uint64_t)a->rows, HD = 4 * (uint64_t)a->n_head * (uint64_t)a->d, KVD = 4 * (uint64_t)a->n_head_kv * (uint64_t)a->d;
-    const VkAcc acc[7] = {acc_r(a->qg, 2 * R * HD), acc_w(a->qa, R * HD),  acc_r(a->ka, R * KVD), acc_r(a->va, R * KVD),
-                          acc_w(a->k_cache, R * KVD), acc_w(a->v_cache, R * KVD), acc_r(a->pos, 4 * R)};
+    /* the cache rows written: R from the views, or with rows_at (read on the device) anywhere after row 0 */
+    const uint64_t kb = a->rows_at.buf ? a->k_cache.buf->bytes - a->k_cache.off : R * KVD;
+    const uint64_t vb = a->rows_at.buf ? a->v_cache.buf->bytes - a->v_cache.off : R * KVD;
+    const VkAcc acc[8] = {acc_r(a->qg, 2 * R * HD), acc_w(a->qa, R * HD),    acc_r(a->ka, R * KVD), acc_r(a->va, R * KVD),
+                          acc_w(a->k_cache, kb),     acc_w(a->v_cache, vb), acc_r(a->pos, 4 * R),  acc_r(a->rows_at, 4 * R)};
     vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTN_PREP), &p, sizeof p, (uint32_t)(a->n_head + a->n_head_kv),
-                     R > 65535 ? 65535 : (uint32_t)R, 1, acc, 7);
+                     R > 65535 ? 65535 : (uint32_t)R, 1, acc, a->rows_at.buf ? 8 : 7);
     return true;
 }
 

@@ -1,7 +1,9 @@
 // attention.comp — causal attention with online softmax: one workgroup per (query token, head). Keys go
 // by blocks of 128: each thread scores one key (q held in shared memory), the block's maximum and sum
 // update the running ones, and the output dims (threads over dims) accumulate the block's weighted V rows.
-// GQA maps head h to KV head h / (H / Hkv). The caller applies the sigmoid output gate (mul_sigmoid).
+// GQA maps head h to KV head h / (H / Hkv). The sigmoid output gate optionally in the epilogue. Query t is at
+// cache row pos0 + t, or rows_at[t] when rows_at is set (a recorded pass replayed at later rows: the value comes
+// from the device, the dispatch does not change).
 #version 450
 #include "common.glsl"
 
@@ -13,6 +15,7 @@ layout(push_constant) uniform Push {
     float scale;
     uint64_t gate; // 0, or the sigmoid output gate fused (mul_sigmoid's bits): out *= σ(gate[t·g_row + h·g_head + d])
     uint g_row, g_head;
+    uint64_t rows_at; // 0, or int32 [T] on the device: each query's cache row (instead of pos0 + t)
 } p;
 layout(local_size_x = 128) in;
 shared float qs[MAX_D];
@@ -26,7 +29,7 @@ void main() {
     const uint qo = (t * p.H + h) * D;
     for (uint d = tid; d < D; d += BLOCK) qs[d] = Q.v[qo + d];
     barrier();
-    const uint n_keys = p.pos0 + t + 1u;
+    const uint n_keys = (p.rows_at != 0ul ? uint(I32(p.rows_at).v[t]) : p.pos0 + t) + 1u;
     float m = -1.0 / 0.0, l = 0.0;
     float acc[MAX_D / BLOCK];
     for (uint i = 0u; i < MAX_D / BLOCK; i++) acc[i] = 0.0;

@@ -3,15 +3,18 @@
 // of its [q | gate] block) and k head with their weights (norm.comp's reduction: the same 128 threads and
 // order), RoPE on both (rope.comp's angle and rotation), q to qa, k and v straight into their cache rows
 // (the kv_append copies). One workgroup per (row, head): heads [0, H) are q's, [H, H + Hkv) k's (with v).
+// flags bit 0: IMROPE sections; bit 1: kc and vc are the caches' row 0 and row r goes to cache row
+// pos[r + rows_rel] (int32 beside the positions: a recorded pass replayed at later rows).
 #version 450
 #include "common.glsl"
 
 #define MAX_D 512u
 layout(push_constant) uniform Push {
     uint64_t qg, qa, ka, va, kc, vc, qn, kn, pos;
-    uint rows, H, Hkv, D, n_rot, imrope;
+    uint rows, H, Hkv, D, n_rot, flags;
     int s0, s1, s2, s3;
     float theta_scale, freq_scale, eps;
+    int rows_rel;
 } p;
 layout(local_size_x = 128) in;
 shared float part[128];
@@ -49,12 +52,20 @@ void main() {
         barrier();
         const uint half_ = p.n_rot / 2u;
         const int pos = I32(p.pos).v[r];
-        F32 O = F32(is_q ? p.qa : p.kc);
-        const uint oo = is_q ? r * p.H * D + h * D : r * KVD + h * D;
+        uint64_t kc = p.kc, vc = p.vc;
+        uint co = r * KVD + h * D; // the element of the cache rows' views
+        if ((p.flags & 2u) != 0u) {
+            const uint row = uint(I32(p.pos + uint64_t(int64_t(p.rows_rel) * 4l)).v[r]);
+            kc += uint64_t(row) * uint64_t(KVD) * 4ul;
+            vc += uint64_t(row) * uint64_t(KVD) * 4ul;
+            co = h * D;
+        }
+        F32 O = F32(is_q ? p.qa : kc);
+        const uint oo = is_q ? r * p.H * D + h * D : co;
         for (uint i = tid; i < half_; i += 128u) {
             float theta = float(pos);
             for (uint j = 0u; j < i; j++) theta *= p.theta_scale;
-            if (p.imrope != 0u) {
+            if ((p.flags & 1u) != 0u) {
                 const int sect = p.s0 + p.s1 + p.s2 + p.s3;
                 if (sect > 0) {
                     const int s = int(i) % sect;
@@ -71,7 +82,7 @@ void main() {
         }
         for (uint i = p.n_rot + tid; i < D; i += 128u) O.v[oo + i] = xs[i];
         if (!is_q)
-            for (uint i = tid; i < D; i += 128u) F32(p.vc).v[r * KVD + h * D + i] = F32(p.va).v[r * KVD + h * D + i];
+            for (uint i = tid; i < D; i += 128u) F32(vc).v[co + i] = F32(p.va).v[r * KVD + h * D + i];
         barrier();
     }
 }
