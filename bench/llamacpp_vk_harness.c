@@ -1,10 +1,14 @@
 /* llamacpp_vk_harness.c — llama.cpp's side of the GPU comparison (bench/vulkan_h200.sh): pp and tg in
  * llama-bench's manner (ppN: N random tokens in one llama_decode from an empty context; tgN: N one-token
  * decodes from an empty context; a warm-up first; mean ± sd over --reps) with every layer offloaded, against
- * the prebuilt libraries of an npm build of llama.cpp v0.4.0 (@node-llama-cpp/linux-x64-vulkan), one JSON
- * line per test. Built only by the bench script (it needs llama.h), not by `make bench`.
+ * the libraries of llama.cpp v0.4.0: the npm prebuilt Vulkan build (@node-llama-cpp/linux-x64-vulkan) or the
+ * CUDA build the bench script makes from the same release's source; one JSON line per test. Built only by the
+ * bench script (it needs llama.h), not by `make bench`.
  *
  *   llamacpp_vk_harness -m MODEL.gguf [-p 512] [-n 128] [-r 3] [-ngl 999] [--backend-dir DIR] [--fa auto|on|off]
+ *                       [--require NAME] [--engine LABEL]
+ * --require NAME: refuse to measure (exit 3) unless a GPU device whose name starts with NAME ("Vulkan", "CUDA")
+ * was loaded, so a backend that did not load cannot pass its CPU numbers off as the GPU's.
  */
 #include "llama.h"
 #include "ggml-backend.h"
@@ -35,7 +39,8 @@ static void stats(const double *v, int n, double *mean, double *sd) {
 }
 
 int main(int argc, char **argv) {
-    const char *model_path = NULL, *backend_dir = NULL, *fa = "auto";
+    const char *model_path = NULL, *backend_dir = NULL, *fa = "auto", *require = NULL;
+    const char *engine = "llama.cpp v0.4.0 (npm vulkan build)";
     int n_pp = 512, n_tg = 128, reps = 3, ngl = 999;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -50,6 +55,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-ngl")) ngl = atoi(v);
         else if (!strcmp(a, "--backend-dir")) backend_dir = v;
         else if (!strcmp(a, "--fa")) fa = v;
+        else if (!strcmp(a, "--require")) require = v;
+        else if (!strcmp(a, "--engine")) engine = v;
         else {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;
@@ -64,9 +71,17 @@ int main(int argc, char **argv) {
     llama_backend_init();
     if (backend_dir) ggml_backend_load_all_from_path(backend_dir);
     else ggml_backend_load_all();
+    int found = 0;
     for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
         ggml_backend_dev_t d = ggml_backend_dev_get(i);
         fprintf(stderr, "llama.cpp device %zu: %s (%s)\n", i, ggml_backend_dev_name(d), ggml_backend_dev_description(d));
+        if (require && ggml_backend_dev_type(d) != GGML_BACKEND_DEVICE_TYPE_CPU &&
+            !strncmp(ggml_backend_dev_name(d), require, strlen(require)))
+            found = 1;
+    }
+    if (require && !found) {
+        fprintf(stderr, "llama.cpp: no %s device was loaded (see the device lines above)\n", require);
+        return 3;
     }
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = ngl;
@@ -117,9 +132,9 @@ int main(int argc, char **argv) {
         }
         double m, sd;
         stats(tps, reps, &m, &sd);
-        printf("{\"engine\": \"llama.cpp v0.4.0 (npm vulkan build)\", \"model\": \"%s\", \"desc\": \"%s\", \"ngl\": %d, \"test\": \"%s%d\", "
+        printf("{\"engine\": \"%s\", \"model\": \"%s\", \"desc\": \"%s\", \"ngl\": %d, \"test\": \"%s%d\", "
                "\"tps_mean\": %.3f, \"tps_sd\": %.3f}\n",
-               model_path, desc, ngl, kind ? "tg" : "pp", n, m, sd);
+               engine, model_path, desc, ngl, kind ? "tg" : "pp", n, m, sd);
         fflush(stdout);
     }
     free(tps);

@@ -3,14 +3,18 @@
  * unsynchronised read or write get one; independent commands none), the fused ops (the RMSNorm folded into
  * the products, residual add in their epilogue, two products of one input, gate + up + SwiGLU, dn_prep,
  * attn_prep, the attention's gate) giving the unfused ops' bits on whole models, the command counts per
- * decoded token that --profile and `bench --json` report, and the decode pass recorded once and replayed
+ * decoded token that --profile and `bench --json` report, the decode pass recorded once and replayed
  * (forward_graph.c: the same bits as recording every pass, nothing recorded after the first step, one
- * recording per sequence and context bucket). Each test skips with one line when no Vulkan device exists. */
+ * recording per sequence and context bucket), and decode's attention split over the keys (flash-decoding)
+ * against the scalar reference. Each test skips with one line when no Vulkan device exists. */
 #include "test.h"
+#include "test_rand.h"
 
 #include "deltallm.h"
+#include "kernels/cpu/isa.h"
 #include "model/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,4 +274,120 @@ TEST(vk_stream, replay_per_state_and_context_bucket) {
     }
     free(x), free(y);
     model_free(m);
+}
+
+/* ---- attention split over the keys (flash-decoding: attention.comp with S > 1, then attn_combine.comp) ---- */
+
+typedef struct AttnCase {
+    int T, pos0, H, Hkv, d;
+    int rec; /* > 0: on the device, a pass recorded at pos0 = rec replayed at pos0 (the rows read from rows_at) */
+} AttnCase;
+
+/* out [T][H][d] of attention (gated when gate is set: attention_gated, the gate rows [T][H·d]) on be; the
+ * commands it recorded in *disp and *barr */
+static float *attn_run(Backend *be, const AttnCase *c, const float *q, const float *kv, const float *gate, uint64_t *disp,
+                       uint64_t *barr, bool device) {
+    Err err = {{0}};
+    const int n = c->pos0 + c->T;
+    const size_t nq = (size_t)c->T * c->H * c->d, nkv = (size_t)n * c->Hkv * c->d;
+    BBuf *buf = be->vt->alloc(be, 4 * (3 * nq + 2 * nkv) + 4096, &err);
+    if (!buf) {
+        test_check(false, __FILE__, __LINE__, "alloc", "%s", err.msg);
+        return NULL;
+    }
+    const BView bq = {buf, 0}, bk = {buf, 4 * nq}, bvv = {buf, 4 * (nq + nkv)}, bo = {buf, 4 * (nq + 2 * nkv)},
+                bg = {buf, 4 * (2 * nq + 2 * nkv)};
+    be->vt->upload(be, bq, q, 4 * nq);
+    be->vt->upload(be, bk, kv, 4 * nkv);
+    be->vt->upload(be, bvv, kv + nkv, 4 * nkv);
+    if (gate) be->vt->upload(be, bg, gate, 4 * nq);
+    AttentionArgs a = {c->T, c->pos0, c->H, c->Hkv, c->d, 1.0f / sqrtf((float)c->d), bq, bk, bvv, bo, {0}};
+    if (device && c->rec > 0) { /* as forward_graph.c replays: the dispatch sized at rec, the rows from the device */
+        int32_t rows[8];
+        for (int t = 0; t < c->T; t++) rows[t] = c->pos0 + t;
+        a.rows_at = (BView){buf, 4 * (3 * nq + 2 * nkv)};
+        be->vt->upload(be, a.rows_at, rows, 4 * (size_t)c->T);
+        a.pos0 = c->rec;
+    }
+    be->vt->begin(be);
+    BackendStats s0, s1;
+    backend_stats(be, &s0);
+    if (gate) be->vt->attention_gated(be, &a, bg, (int64_t)c->H * c->d, c->d);
+    else be->vt->attention(be, &a);
+    backend_stats(be, &s1);
+    *disp = s1.dispatches - s0.dispatches, *barr = s1.barriers - s0.barriers;
+    CHECK(be->vt->submit(be, &err) == 0 && be->vt->wait(be, &err) == 0);
+    float *out = malloc(4 * nq);
+    be->vt->download(be, out, bo, 4 * nq);
+    be->vt->free(be, buf);
+    return out;
+}
+
+static double nmse(const float *ref, const float *x, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]), den += (double)ref[i] * ref[i];
+    return den > 0 ? num / den : num;
+}
+
+/* Split over the keys against the scalar reference backend (NMSE ≤ 1e-10, attention's device bound): contexts
+ * shorter than, equal to and longer than a 128-key block and than a split, GQA, odd head dims, a few queries,
+ * the gate in the combine's epilogue; `split=1` forces the split at any length (S ≥ 2, some splits empty), the
+ * default splits from 513 keys on. Dispatches: 1 unsplit, 2 split with one barrier between them. */
+TEST(vk_stream, attention_split_over_keys) {
+    Backend *dflt = vk_new(NULL);
+    if (!dflt) return;
+    Err err = {{0}};
+    Backend *forced = backend_create(&(BackendOptions){.name = "vulkan", .tune = "split=1"}, &err);
+    Backend *never = backend_create(&(BackendOptions){.name = "vulkan", .tune = "split=0"}, &err);
+    Backend *ref = backend_create(&(BackendOptions){.name = "ref", .cpu.isa = ISA_REF, .n_threads = 1, .mode = MATMUL_EXACT}, &err);
+    REQUIRE_MSG(forced && never && ref, "%s", err.msg);
+    const BackendSizes sz = {.max_rows = 8, .max_cols = 4096, .max_ctx = 2048, .head_dim = 512, .gqa_group = 4, .d_k = 64, .d_v = 64};
+    Backend *all[4] = {dflt, forced, never, ref};
+    for (int i = 0; i < 4; i++) REQUIRE_MSG(all[i]->vt->reserve(all[i], &sz, &err) == 0, "%s", err.msg);
+    static const AttnCase cases[] = {
+        {1, 49, 4, 2, 64, 0},   /* 50 keys: shorter than a block (the second split empty) */
+        {1, 127, 6, 3, 72, 0},  /* 128 keys: one block, odd head dim */
+        {1, 128, 6, 3, 72, 0},  /* 129: a block and one key */
+        {3, 600, 8, 2, 128, 0}, /* 601..603 keys, 3 queries, GQA 4 */
+        {1, 511, 2, 2, 40, 0},  /* 512: the default does not split */
+        {1, 512, 2, 2, 40, 0},  /* 513: the default splits */
+        {2, 1499, 2, 1, 256, 0}, {1, 700, 2, 2, 512, 0}, /* 6 splits; the widest head */
+        {5, 700, 4, 2, 32, 0},  /* 5 queries: never split (VK_ATTN_SPLIT_T) */
+        {1, 1200, 4, 2, 64, 600}, {2, 900, 8, 2, 128, 513}, /* replayed later: S sized at 601 / 515 keys */
+    };
+    double worst = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const AttnCase *c = &cases[i];
+        const int n = c->pos0 + c->T;
+        const size_t nq = (size_t)c->T * c->H * c->d, nkv = (size_t)n * c->Hkv * c->d;
+        float *q = malloc(4 * nq), *kv = malloc(4 * 2 * nkv), *gate = malloc(4 * nq);
+        for (size_t j = 0; j < nq; j++) q[j] = 2.0f * trand_f(), gate[j] = 3.0f * trand_f();
+        for (size_t j = 0; j < 2 * nkv; j++) kv[j] = trand_f();
+        uint64_t dr, br, df, bf, dd, bd, dn, bn, dg, bgt; /* dispatches, barriers */
+        float *r = attn_run(ref, c, q, kv, NULL, &dr, &br, false), *f = attn_run(forced, c, q, kv, NULL, &df, &bf, true);
+        float *dfl = attn_run(dflt, c, q, kv, NULL, &dd, &bd, true), *nv = attn_run(never, c, q, kv, NULL, &dn, &bn, true);
+        float *g = attn_run(forced, c, q, kv, gate, &dg, &bgt, true);
+        if (r && f && dfl && nv && g) {
+            const double ef = nmse(r, f, nq), ed = nmse(r, dfl, nq), en = nmse(r, nv, nq);
+            for (size_t j = 0; j < nq; j++) r[j] *= 1.0f / (1.0f + expf(-gate[j]));
+            const double eg = nmse(r, g, nq);
+            const bool split_f = c->T <= 4, split_d = c->T <= 4 && (c->rec > 0 ? c->rec + c->T : n) > 512;
+            test_note("T=%d keys=%d%s H=%d Hkv=%d d=%d: NMSE forced split %.1e (%llu dispatches), gated %.1e, default %.1e "
+                      "(%llu), unsplit %.1e",
+                      c->T, n, c->rec > 0 ? " (replayed)" : "", c->H, c->Hkv, c->d, ef, (unsigned long long)df, eg, ed, (unsigned long long)dd, en);
+            CHECK_MSG(ef <= 1e-10 && eg <= 1e-10 && ed <= 1e-10 && en <= 1e-10, "case %zu: NMSE %.2e %.2e %.2e %.2e", i, ef,
+                      eg, ed, en);
+            worst = fmax(worst, fmax(fmax(ef, eg), fmax(ed, en)));
+            CHECK_MSG(df == (split_f ? 2u : 1u) && dg == df && dd == (split_d ? 2u : 1u) && dn == 1, "case %zu: dispatches %llu %llu %llu %llu",
+                      i, (unsigned long long)df, (unsigned long long)dg, (unsigned long long)dd, (unsigned long long)dn);
+            CHECK_MSG(bf == bn + (split_f ? 1u : 0u) && bd == bn + (split_d ? 1u : 0u), "case %zu: barriers %llu %llu, unsplit %llu",
+                      i, (unsigned long long)bf, (unsigned long long)bd, (unsigned long long)bn);
+        }
+        free(q), free(kv), free(gate), free(r), free(f), free(dfl), free(nv), free(g);
+    }
+    test_note("attention split over the keys: worst NMSE %.1e against the reference", worst);
+    backend_destroy(ref);
+    backend_destroy(never);
+    backend_destroy(forced);
+    backend_destroy(dflt);
 }

@@ -75,8 +75,14 @@ static int v_reserve(Backend *be, const BackendSizes *s, Err *err) {
     if (s->d_k != s->d_v || s->d_k > 32 * (int)b->d->subgroup_min)
         return err_set(err, "delta-net heads of %d x %d: the Vulkan backend takes square heads of at most %u on %s", s->d_k,
                        s->d_v, 32 * b->d->subgroup_min, b->d->name);
-    /* the chunked delta rule keeps U and W of a chunk per head: 2 · 64 · (Hv·d) floats, Hv·d ≤ max_cols */
-    const size_t need = (size_t)2 * 64 * (size_t)s->max_cols * 4 + 4096;
+    /* the chunked delta rule keeps U and W of a chunk per head: 2 · 64 · (Hv·d) floats, Hv·d ≤ max_cols; the
+     * attention split over the keys its partials, T·S ≤ VK_ATTN_SPLIT_ROWS rows of H·(d + 2) floats, H·d ≤ max_cols */
+    size_t need = (size_t)2 * 64 * (size_t)s->max_cols * 4 + 4096;
+    if (s->head_dim > 0 && b->attn_split_min > 0) {
+        const size_t heads = (size_t)s->max_cols / (size_t)s->head_dim + 1;
+        const size_t attn = (size_t)VK_ATTN_SPLIT_ROWS * heads * ((size_t)s->head_dim + 2) * 4;
+        if (attn > need) need = attn;
+    }
     vk_scratch(b, need);
     if (b->failed) {
         b->failed = false;
@@ -376,8 +382,9 @@ static void build_vt(void) {
 }
 
 /* BackendOptions.tune: "key=value,..." with coop, tile, chunk, dep (0: a barrier before every command), fuse
- * (0: the unfused ops), graph (0: no recorded passes kept, every pass recorded) — the last three for comparisons —
- * and map (0: uploads and downloads through the staging ring even on host-visible memory: a discrete GPU's path) */
+ * (0: the unfused ops), graph (0: no recorded passes kept, every pass recorded) — the last three for comparisons —,
+ * map (0: uploads and downloads through the staging ring even on host-visible memory: a discrete GPU's path) and
+ * split (the keys above which decode's attention is split over the keys; 0: never) */
 static int parse_tune(VkBackend *b, const char *s, Err *err) {
     while (s && *s) {
         char key[16];
@@ -385,7 +392,7 @@ static int parse_tune(VkBackend *b, const char *s, Err *err) {
         int used = 0;
         if (sscanf(s, "%15[a-z]=%ld%n", key, &v, &used) != 2 || v < 0 || v > (1 << 20))
             return err_set(err, "Vulkan tuning '%s': expected key=value pairs (coop=0|1, tile=N, chunk=N, dep=0|1, fuse=0|1, "
-                                "graph=0|1, map=0|1)", s);
+                                "graph=0|1, map=0|1, split=N)", s);
         if (!strcmp(key, "coop")) b->coop = b->coop && v != 0;
         else if (!strcmp(key, "tile") && v >= 2) b->tile_min_rows = (int)v;
         else if (!strcmp(key, "chunk") && v >= 1) b->be.dn_chunk_min = (int)v;
@@ -393,8 +400,9 @@ static int parse_tune(VkBackend *b, const char *s, Err *err) {
         else if (!strcmp(key, "fuse") && v <= 1) b->fuse_off = v == 0;
         else if (!strcmp(key, "graph") && v <= 1) b->graph_off = v == 0;
         else if (!strcmp(key, "map") && v <= 1) b->map_off = v == 0;
+        else if (!strcmp(key, "split")) b->attn_split_min = (int)v;
         else return err_set(err, "Vulkan tuning: unknown or out-of-range '%s=%ld' (coop=0|1, tile>=2, chunk>=1, dep=0|1, fuse=0|1, "
-                            "graph=0|1, map=0|1)", key, v);
+                            "graph=0|1, map=0|1, split>=0)", key, v);
         s += used;
         if (*s == ',') s++;
         else if (*s) return err_set(err, "Vulkan tuning: unexpected '%s'", s);
@@ -425,6 +433,7 @@ Backend *vk_backend_create(const BackendOptions *o, int index, Err *err) {
     b->coop = d->coopmat;
     b->tile_min_rows = VK_VEC_TOKENS + 1;
     b->be.dn_chunk_min = VK_DN_CHUNK_MIN;
+    b->attn_split_min = VK_ATTN_SPLIT_MIN;
     if (parse_tune(b, o->tune, err) || vks_init(b, err) || upload_tables(b, err)) {
         v_destroy(&b->be);
         return NULL;

@@ -77,7 +77,7 @@ typedef enum VkFmtKernel { VKF_MM_VEC, VKF_MM_MAT, VKF_MM_COOP, VKF_GET_ROWS, VK
 /* Kernels without format variants, in the order of vk_kernel_names (vk_device.c). */
 typedef enum VkKernel {
     VK_ELTWISE, VK_NORM, VK_ROPE, VK_DN_GATES, VK_MOE_ROUTE, VK_MOE_GROUP, VK_CONV_SILU, VK_DN_RECURRENT,
-    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_DN_PREP, VK_ATTN_PREP, VK_KERNEL_COUNT
+    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_DN_PREP, VK_ATTN_PREP, VK_ATTN_COMBINE, VK_KERNEL_COUNT
 } VkKernel;
 
 #define VK_PUSH_BYTES 128 /* push-constant block of every kernel */
@@ -222,6 +222,8 @@ typedef struct VkBackend {
     char fail_msg[300];
     bool coop;           /* use the cooperative-matrix GEMM (device has it, not turned off) */
     int tile_min_rows;   /* batches of at least this many rows take the tiled GEMM */
+    int attn_split_min;  /* attention of at most VK_ATTN_SPLIT_T queries over more keys than this is split over
+                            the keys (flash-decoding); 0: never */
 } VkBackend;
 
 static inline VkBackend *vkb(Backend *be) { return (VkBackend *)be; }
@@ -270,5 +272,12 @@ BView vk_weight(VkBackend *b, const Weight *w, int expert);
 #define VK_VEC_TOKENS 8
 /* sequence length from which the chunked delta rule is used (docs/VULKAN.md, "Delta rule: the choice") */
 #define VK_DN_CHUNK_MIN 128
+/* Attention split over the keys (flash-decoding, docs/VULKAN.md): for at most VK_ATTN_SPLIT_T queries over more
+ * than VK_ATTN_SPLIT_MIN keys (tune split=N), S = ceil(keys / VK_ATTN_SPLIT_KEYS) workgroups per (query, head),
+ * at least 2 and at most VK_ATTN_SPLIT_ROWS / T (attn_combine.comp's MAX_S), then one combine dispatch. */
+#define VK_ATTN_SPLIT_MIN 512
+#define VK_ATTN_SPLIT_KEYS 256
+#define VK_ATTN_SPLIT_T 4
+#define VK_ATTN_SPLIT_ROWS 128
 
 #endif

@@ -121,7 +121,26 @@ typedef struct AttnPush {
     uint64_t gate;
     uint32_t g_row, g_head;
     uint64_t rows_at;
+    uint64_t part;
+    uint32_t S;
 } AttnPush;
+
+typedef struct AttnCombinePush {
+    uint64_t part, out, gate;
+    uint32_t T, H, D, S, g_row, g_head;
+} AttnCombinePush;
+
+/* The splits over the keys of attention for T queries over n_keys keys (1: one workgroup per query and head walks
+ * them all). One workgroup walking 128-key blocks one after another leaves a GPU idle in decode (T·H workgroups:
+ * 16 for a 9B model); split, each (query, head) gets S workgroups of VK_ATTN_SPLIT_KEYS keys at least, and a
+ * combine dispatch merges their partials: from VK_ATTN_SPLIT_MIN keys (4 blocks) on, where the saved walk is worth
+ * more than the second dispatch, its barrier and the partials' round trip. Chosen from the keys when the pass is
+ * recorded: the kernel takes its key range from each query's own count, so a later one is covered all the same. */
+static int vk_attn_splits(const VkBackend *b, int T, int n_keys) {
+    if (b->attn_split_min <= 0 || T > VK_ATTN_SPLIT_T || n_keys <= b->attn_split_min) return 1;
+    const int s = (n_keys + VK_ATTN_SPLIT_KEYS - 1) / VK_ATTN_SPLIT_KEYS, smax = VK_ATTN_SPLIT_ROWS / T;
+    return s < 2 ? 2 : s > smax ? smax : s;
+}
 
 /* attention, with the sigmoid output gate in its epilogue when gate.buf is set */
 static void attention(VkBackend *b, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head) {
@@ -130,19 +149,34 @@ static void attention(VkBackend *b, const AttentionArgs *a, BView gate, int64_t 
         vks_fail(b, "attention head dim %d: the Vulkan backend takes at most 512", a->d);
         return;
     }
-    const AttnPush p = {va(a->q), va(a->k), va(a->v), va(a->out), (uint32_t)a->T, (uint32_t)a->pos0, (uint32_t)a->n_head,
-                        (uint32_t)a->n_head_kv, (uint32_t)a->d, a->scale, gate.buf ? va(gate) : 0, (uint32_t)g_row,
-                        (uint32_t)g_head, a->rows_at.buf ? va(a->rows_at) : 0};
+    const int S = vk_attn_splits(b, a->T, a->pos0 + a->T);
     const uint64_t qb = 4 * (uint64_t)a->T * (uint64_t)a->n_head * (uint64_t)a->d;
     /* the keys read: rows [0, pos0 + T), or with rows_at (rows read on the device, replayed at later ones) the
      * caches to their buffers' ends */
     const uint64_t kvb = 4 * (uint64_t)(a->pos0 + a->T) * (uint64_t)a->n_head_kv * (uint64_t)a->d;
     const uint64_t kb = a->rows_at.buf ? a->k.buf->bytes - a->k.off : kvb, vb = a->rows_at.buf ? a->v.buf->bytes - a->v.off : kvb;
-    VkAcc acc[6] = {acc_r(a->q, qb), acc_r(a->k, kb), acc_r(a->v, vb), acc_w(a->out, qb)};
+    const VkAcc gacc = gate.buf ? acc_r(gate, 4 * ((uint64_t)(a->T - 1) * (uint64_t)g_row + (uint64_t)a->n_head * (uint64_t)g_head))
+                                : (VkAcc){0};
+    BView part = {0};
+    uint64_t pb = 0;
+    if (S > 1) {
+        pb = 4 * (uint64_t)a->T * (uint64_t)a->n_head * (uint64_t)S * ((uint64_t)a->d + 2);
+        part = vk_scratch(b, pb);
+    }
+    const AttnPush p = {va(a->q), va(a->k), va(a->v), va(a->out), (uint32_t)a->T, (uint32_t)a->pos0, (uint32_t)a->n_head,
+                        (uint32_t)a->n_head_kv, (uint32_t)a->d, a->scale, gate.buf && S == 1 ? va(gate) : 0, (uint32_t)g_row,
+                        (uint32_t)g_head, a->rows_at.buf ? va(a->rows_at) : 0, S > 1 ? va(part) : 0, (uint32_t)S};
+    VkAcc acc[6] = {acc_r(a->q, qb), acc_r(a->k, kb), acc_r(a->v, vb), S > 1 ? acc_w(part, pb) : acc_w(a->out, qb)};
     int n = 4;
-    if (gate.buf) acc[n++] = acc_r(gate, 4 * ((uint64_t)(a->T - 1) * (uint64_t)g_row + (uint64_t)a->n_head * (uint64_t)g_head));
+    if (gate.buf && S == 1) acc[n++] = gacc;
     if (a->rows_at.buf) acc[n++] = acc_r(a->rows_at, 4 * (uint64_t)a->T);
-    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTENTION), &p, sizeof p, (uint32_t)a->n_head, (uint32_t)a->T, 1, acc, n);
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTENTION), &p, sizeof p, (uint32_t)a->n_head, (uint32_t)a->T, (uint32_t)S, acc, n);
+    if (S == 1) return;
+    const AttnCombinePush c = {va(part), va(a->out), gate.buf ? va(gate) : 0, (uint32_t)a->T, (uint32_t)a->n_head,
+                               (uint32_t)a->d, (uint32_t)S, (uint32_t)g_row, (uint32_t)g_head};
+    const VkAcc cacc[3] = {acc_r(part, pb), acc_w(a->out, qb), gacc};
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTN_COMBINE), &c, sizeof c, (uint32_t)a->n_head, (uint32_t)a->T, 1, cacc,
+                     gate.buf ? 3 : 2);
 }
 
 static void v_attention(Backend *be, const AttentionArgs *a) { attention(vkb(be), a, (BView){0}, 0, 0); }

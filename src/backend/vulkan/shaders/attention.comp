@@ -4,6 +4,10 @@
 // GQA maps head h to KV head h / (H / Hkv). The sigmoid output gate optionally in the epilogue. Query t is at
 // cache row pos0 + t, or rows_at[t] when rows_at is set (a recorded pass replayed at later rows: the value comes
 // from the device, the dispatch does not change).
+// Split over the keys (flash-decoding, p.S > 1): workgroup z = s of S takes the keys [s·c, (s+1)·c) of its query,
+// c = ceil(n_keys / S) rounded up to a block (from the query's key count, read as above, so a pass replayed at a
+// later row still covers every key), and writes its running maximum, sum and unnormalised output to part
+// [T][H][S][2 + D]; attn_combine.comp merges them. With S = 1 the loop is the one over all keys, as before.
 #version 450
 #include "common.glsl"
 
@@ -16,6 +20,8 @@ layout(push_constant) uniform Push {
     uint64_t gate; // 0, or the sigmoid output gate fused (mul_sigmoid's bits): out *= σ(gate[t·g_row + h·g_head + d])
     uint g_row, g_head;
     uint64_t rows_at; // 0, or int32 [T] on the device: each query's cache row (instead of pos0 + t)
+    uint64_t part;    // S > 1: the partials, [T][H][S][2 + D] floats (m, l, then the D sums)
+    uint S;
 } p;
 layout(local_size_x = 128) in;
 shared float qs[MAX_D];
@@ -23,20 +29,22 @@ shared float pr[BLOCK];
 shared float red[BLOCK];
 
 void main() {
-    const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+    const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, sp = gl_WorkGroupID.z;
     const uint D = p.D, kvs = p.Hkv * D, hk = h / (p.H / p.Hkv);
     F32 Q = F32(p.q), K = F32(p.k), V = F32(p.v), O = F32(p.out_);
     const uint qo = (t * p.H + h) * D;
     for (uint d = tid; d < D; d += BLOCK) qs[d] = Q.v[qo + d];
     barrier();
     const uint n_keys = (p.rows_at != 0ul ? uint(I32(p.rows_at).v[t]) : p.pos0 + t) + 1u;
+    const uint chunk = p.S == 1u ? n_keys : ((n_keys + p.S - 1u) / p.S + BLOCK - 1u) / BLOCK * BLOCK;
+    const uint k_beg = min(sp * chunk, n_keys), k_end = min(k_beg + chunk, n_keys);
     float m = -1.0 / 0.0, l = 0.0;
     float acc[MAX_D / BLOCK];
     for (uint i = 0u; i < MAX_D / BLOCK; i++) acc[i] = 0.0;
-    for (uint k0 = 0u; k0 < n_keys; k0 += BLOCK) {
+    for (uint k0 = k_beg; k0 < k_end; k0 += BLOCK) {
         const uint key = k0 + tid;
         float s = -1.0 / 0.0;
-        if (key < n_keys) {
+        if (key < k_end) {
             s = 0.0;
             const uint ko = key * kvs + hk * D;
             for (uint d = 0u; d < D; d++) s += qs[d] * K.v[ko + d];
@@ -50,7 +58,7 @@ void main() {
         }
         const float mn = max(m, red[0]);
         barrier();
-        const float e = key < n_keys ? exp(s - mn) : 0.0;
+        const float e = key < k_end ? exp(s - mn) : 0.0;
         pr[tid] = e;
         red[tid] = e;
         barrier();
@@ -61,7 +69,7 @@ void main() {
         const float corr = exp(m - mn);
         l = l * corr + red[0];
         m = mn;
-        const uint nb = min(BLOCK, n_keys - k0);
+        const uint nb = min(BLOCK, k_end - k0);
         for (uint i = 0u; i < MAX_D / BLOCK; i++) {
             const uint d = tid + i * BLOCK;
             if (d >= D) break;
@@ -70,6 +78,19 @@ void main() {
             acc[i] = a;
         }
         barrier();
+    }
+    if (p.S > 1u) { // a partial: an empty split (k_beg = n_keys) writes m = -inf, l = 0, zeros
+        F32 P = F32(p.part);
+        const uint po = ((t * p.H + h) * p.S + sp) * (2u + D);
+        if (tid == 0u) {
+            P.v[po] = m;
+            P.v[po + 1u] = l;
+        }
+        for (uint i = 0u; i < MAX_D / BLOCK; i++) {
+            const uint d = tid + i * BLOCK;
+            if (d < D) P.v[po + 2u + d] = acc[i];
+        }
+        return;
     }
     for (uint i = 0u; i < MAX_D / BLOCK; i++) {
         const uint d = tid + i * BLOCK;
