@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
             const BView q = {buf[i], 0}, k = bv_f32(q, (int64_t)nq), v = bv_f32(k, (int64_t)ns[ci] * hkv * d);
             const BView o = bv_f32(q, (int64_t)(nq + 2 * nkv));
             /* the cache rows 0 … n−1 of K then of V (v follows the first n rows of k) */
-            const AttentionArgs a = {1, ns[ci] - 1, h, hkv, d, 1.0f / sqrtf((float)d), q, k, v, o, {0}};
+            const AttentionArgs a = {1, ns[ci] - 1, h, hkv, d, 1.0f / sqrtf((float)d), q, k, v, o, {0}, 0};
             for (int r = 0; r < reps + 1; r++) { /* the first call warms up (pipelines, caches) */
                 const double t0 = now_s();
                 be[i]->vt->begin(be[i]);

@@ -605,7 +605,7 @@ static void run_seq(Env *e, const void *ctx, float *out) {
         const size_t nq = (size_t)c->T * c->H * c->d, nkv = (size_t)n * Hkv * c->d;
         const BView q = put(e, c->x, nq * 4), k = put(e, c->x + nq, nkv * 4), v = put(e, c->x + nq + nkv, nkv * 4);
         const BView o = put(e, NULL, nq * 4);
-        const AttentionArgs a = {c->T, pos0, c->H, Hkv, c->d, 1.0f / sqrtf((float)c->d), q, k, v, o, {0}};
+        const AttentionArgs a = {c->T, pos0, c->H, Hkv, c->d, 1.0f / sqrtf((float)c->d), q, k, v, o, {0}, 0};
         be->vt->attention(be, &a);
         float *ho = get(e, o, nq);
         memcpy(out, ho, nq * 4);

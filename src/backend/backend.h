@@ -146,6 +146,9 @@ typedef struct AttentionArgs {
     float scale;
     BView q, k, v, out;
     BView rows_at;
+    int keys_max; /* with rows_at: the most keys a query may have when the op is replayed (the recorded pass's context
+                     bucket, forward_graph.c); a device that sizes its work by the keys (the split over them) sizes it
+                     by this, so a replay and a fresh recording pick the same form. 0: pos0 + T */
 } AttentionArgs;
 
 /* The routed experts of an MoE layer in one op (optional: BackendVt.moe_ffn; a device's, the CPU's): for every row t

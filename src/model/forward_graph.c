@@ -41,9 +41,7 @@ static bool graph_key(const Forward *f, GraphKey *k) {
     k->segs = seg_hash(st);
     k->rows = f->rows;
     k->n_out = q->n_out;
-    int bucket = 256;
-    while (bucket < st->n_past + f->rows) bucket *= 2;
-    k->bucket = bucket;
+    k->bucket = fwd_bucket(st->n_past + f->rows);
     k->v0 = f->v0, k->v1 = f->v1;
     return true;
 }

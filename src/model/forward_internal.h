@@ -83,6 +83,14 @@ typedef struct FwdGraph {
 
 #define GRAPH_MAX_ROWS 8 /* batches of at most this many tokens of one sequence are recorded once */
 
+/* The context bucket of a pass that reaches n cache rows: a power of two from 256 (GraphKey.bucket,
+ * AttentionArgs.keys_max) */
+static inline int fwd_bucket(int n) {
+    int b = 256;
+    while (b < n) b *= 2;
+    return b;
+}
+
 /* Profiling (model.h: forward_profile_*): phases of a forward pass and time per op. */
 typedef enum Phase { PH_EMBED, PH_ATTN, PH_DN_PRE, PH_DN_SCAN, PH_DN_POST, PH_FFN, PH_HEAD, PH_COUNT } Phase;
 

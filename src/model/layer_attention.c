@@ -94,7 +94,8 @@ void layer_attention(Forward *f, Bufs *b, int il) {
             const AttentionArgs a = {by_row ? 1 : T, st->n_past + t, H, Hkv, D, 1.0f / sqrtf((float)D),
                                      bv_f32(b->qa, (r0 + t) * HD), st->segs[st->seg_k[il]].view,
                                      st->segs[st->seg_v[il]].view, bv_f32(b->ao, (r0 + t) * HD),
-                                     f->rows_on ? bv_f32(b->kvrow, r0 + t) : (BView){0}};
+                                     f->rows_on ? bv_f32(b->kvrow, r0 + t) : (BView){0},
+                                     f->rows_on ? fwd_bucket(st->n_past + T) : 0};
             if (fused && be->vt->attention_gated) { /* the output gate in the attention's epilogue */
                 const BView gate = bv_f32(b->qg, (r0 + t) * 2 * HD + D);
                 fwd_attention_gated(f, &a, gate, 2 * HD, 2 * D);

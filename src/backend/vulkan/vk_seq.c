@@ -149,7 +149,7 @@ static void attention(VkBackend *b, const AttentionArgs *a, BView gate, int64_t 
         vks_fail(b, "attention head dim %d: the Vulkan backend takes at most 512", a->d);
         return;
     }
-    const int S = vk_attn_splits(b, a->T, a->pos0 + a->T);
+    const int S = vk_attn_splits(b, a->T, a->rows_at.buf && a->keys_max > 0 ? a->keys_max : a->pos0 + a->T);
     const uint64_t qb = 4 * (uint64_t)a->T * (uint64_t)a->n_head * (uint64_t)a->d;
     /* the keys read: rows [0, pos0 + T), or with rows_at (rows read on the device, replayed at later ones) the
      * caches to their buffers' ends */
