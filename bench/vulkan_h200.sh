@@ -316,6 +316,7 @@ llama_runs() { # $1: vulkan or cuda; appends JSON lines to $WORK/llama.json; a f
     kind=$1
     [ "$kind" = vulkan ] && req=Vulkan label="llama.cpp v0.4.0 Vulkan (npm prebuilt)"
     [ "$kind" = cuda ] && req=CUDA label="llama.cpp v0.4.0 CUDA (built for sm_90a)"
+    [ "$DRY" = 1 ] && [ "$kind" = vulkan ] && export GGML_VK_VISIBLE_DEVICES=0 # lavapipe, a CPU-type device it skips
     harness "$kind" 2>>"$LOG/llama.err" || { echo "llama.cpp $kind: the harness did not build"; return 0; }
     for m in $MODELS; do
         [ -f "$WORK/$m.gguf" ] || continue
