@@ -1,12 +1,16 @@
 /* seq_bench.c — micro-benchmark of the sequence kernels at real shapes (docs/KERNELS.md has the numbers).
  *
- *   seq_bench [deltanet|conv|attn|all] [--threads N] [--isa ref|avx2|avx512] [--quick]
+ *   seq_bench [deltanet|conv|attn|attnkv|all] [--threads N] [--isa ref|avx2|avx512] [--quick]
  *
  * deltanet: recurrent (llama.cpp's order), fused (the fast arithmetic's) and chunked, Hk = 16, Hv = 16 and 32, d = 128, T = 1 … 4096: µs per token.
  * conv:     C = 8192 channels, 4 taps, T = 1 … 4096: µs per token.
  * attn:     16 query heads over 2 KV heads of 256 dims: decode (T = 1) at contexts 64 … 16384, and prefill
  *           (pos0 = 0, T = n): µs per call, mirroring (bit-identical) vs tiled (online softmax), the tiled kernel
- *           also as the fast arithmetic runs it (the scores always through the GEMM: batch-invariant). */
+ *           also as the fast arithmetic runs it (the scores always through the GEMM: batch-invariant).
+ * attnkv:   the op as the fast arithmetic runs it (attention_cpu_select: mirroring up to ATTN_TILED_MIN_CTX, tiled
+ *           after), decode (T = 1) at contexts 2048 … 32768 (--quick: … 8192) with the cache in F32, F16, Q8_0 and
+ *           Q4_0 (K and V alike): µs per call per layer, and the cache's bytes read per call. */
+#include "backend/backend.h"
 #include "base/pool.h"
 #include "gguf/format.h"
 #include "kernels/cpu/kernels_cpu.h"
@@ -198,6 +202,51 @@ static void bench_attn(Pool *pool, Isa isa) {
     free(q), free(k), free(v), free(o), free(scratch);
 }
 
+/* ---- attention over the cache types of the fast arithmetic ---- */
+static void bench_attnkv(Pool *pool, Isa isa) {
+    static const int Ns[] = {2048, 4096, 8192, 16384, 32768};
+    static const uint32_t fmts[] = {FMT_F32, FMT_F16, FMT_Q8_0, FMT_Q4_0};
+    static const char *const names[] = {"f32", "f16", "q8_0", "q4_0"};
+    const int H = 16, Hkv = 2, d = 256, Nmax = quick ? 8192 : 32768, row = Hkv * d;
+    const int nth = pool_size(pool);
+    AttentionFn op = attention_cpu_select(isa);
+    float *q = frandn((size_t)H * d, 1), *kf = frandn((size_t)Nmax * row, 1), *vf = frandn((size_t)Nmax * row, 1);
+    float *o = falloc((size_t)H * d);
+    void *kq = malloc((size_t)Nmax * row * 4), *vq = malloc((size_t)Nmax * row * 4);
+    size_t sb = attention_fast_scratch_bytes(Nmax, d, H / Hkv, nth);
+    if (sb < attention_scratch_bytes(Nmax, nth)) sb = attention_scratch_bytes(Nmax, nth);
+    void *scratch = NULL;
+    if (!kq || !vq || posix_memalign(&scratch, 64, sb) != 0) abort();
+    printf("attention decode by KV cache type, %s, H=%d Hkv=%d d=%d, %d thread(s), the fast arithmetic's op:\n"
+           "  us/call (one layer, one token), and the cache read per call\n", isa_name(isa), H, Hkv, d, nth);
+    printf("  %-6s", "n");
+    for (int f = 0; f < 4; f++) printf(" %12s %9s", names[f], "MiB");
+    printf("\n");
+    for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0] && Ns[ni] <= Nmax; ni++) {
+        const int n = Ns[ni];
+        printf("  %-6d", n);
+        for (int f = 0; f < 4; f++) {
+            const Format *ff = format_get(fmts[f]);
+            const FormatFromFloat qz = ff->quantize ? ff->quantize : ff->from_float;
+            const void *k = kf, *v = vf;
+            if (fmts[f] != FMT_F32) { /* the cache's rows as kv_append writes them: whole rows of the format */
+                const size_t rb = kv_row_bytes(fmts[f], row);
+                for (int t = 0; t < n; t++) {
+                    qz(kf + (size_t)t * row, (uint8_t *)kq + (size_t)t * rb, row);
+                    qz(vf + (size_t)t * row, (uint8_t *)vq + (size_t)t * rb, row);
+                }
+                k = kq, v = vq;
+            }
+            AttnBench b = {op, {MATMUL_FAST, pool, scratch, sb}, {1, n - 1, H, Hkv, d, 1.0f / 16.0f, q, k, v, o, fmts[f], fmts[f]}};
+            const double t = timeit(attn_call, &b, 0.3) * 1e6;
+            printf(" %12.1f %9.1f", t, 2.0 * (double)n * (double)kv_row_bytes(fmts[f], row) / (1 << 20));
+            fflush(stdout);
+        }
+        printf("\n");
+    }
+    free(q), free(kf), free(vf), free(o), free(kq), free(vq), free(scratch);
+}
+
 int main(int argc, char **argv) {
     const char *what = "all";
     int threads = 1;
@@ -224,6 +273,7 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "all") || !strcmp(what, "deltanet")) bench_deltanet(pool, isa);
     if (!strcmp(what, "all") || !strcmp(what, "conv")) bench_conv(pool, isa);
     if ((!strcmp(what, "all") || !strcmp(what, "attn")) && isa != ISA_REF) bench_attn(pool, isa);
+    if ((!strcmp(what, "all") || !strcmp(what, "attnkv")) && isa != ISA_REF) bench_attnkv(pool, isa);
     pool_destroy(pool);
     return 0;
 }

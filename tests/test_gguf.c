@@ -1480,6 +1480,9 @@ TEST(gguf, inspect_test_model) {
         "conv channels 128, Q 32, K 32, V 64, value head dim 16",
         "ffn                  MoE: 8 experts, 2 used, expert ff 32, shared expert ff 64",
         "== memory ==", "weights (mapped)", "recurrent state", "KV cache (F32)",
+        /* the state table: K + V of 2 heads x 32 values in 1 attention layer, per token */
+        "one session's state (seqstate_bytes)", "f32              512 B", "f16              256 B",
+        "q8_0             136 B", "q4_0              72 B",
         "== tensors ==", "name", "type", "shape", "offset", "bytes",
         "token_embd.weight", "{64, 1003}", "blk.0.ffn_gate_exps.weight", "{64, 32, 8}",
         "== totals per type ==", "q8_0", "f32", "total        76 tensors"};

@@ -169,7 +169,7 @@ TEST(server_vision, image_url_matches_the_cli_path) {
     const int n_srv = logprobs_of(choice0(r), lp_srv);
     CHECK_MSG(n_srv == 6, "%d logprobs", n_srv);
     /* the same prompt through the CLI's functions */
-    char *tb = malloc(strlen(um) + 64);
+    char *tb = malloc(strlen(um) + 128);
     sprintf(tb, "{\"messages\":[%s],\"chat_template_kwargs\":{\"enable_thinking\":false}}", um);
     cJSON *t = post(port, "/apply-template", tb, &st);
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(t, "prompt");

@@ -145,6 +145,8 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
                         CHECK_MSG(a.layer_dispatches <= 8 * a.layer_steps, "%s: %.2f dispatches per layer", names[i],
                                   (double)a.layer_dispatches / ls);
                     CHECK(b.passes == T - 1 && a.passes == T - 1);
+                    /* without attn_prep the cache row comes from the host (kv_append): never replayed */
+                    CHECK(b.replays == 0 && b.recorded == b.dispatches);
                 }
             }
             free(x);
@@ -200,8 +202,10 @@ TEST(vk_stream, replay_bitwise_equal_to_recording) {
 }
 
 /* decode steps of n_seq sequences in turn after a prefill of pre tokens each (a different prompt per
- * sequence); the passes that recorded something are counted into *recorded_passes */
-static float *run_turns(const Model *m, const char *tune, int pre, int dec, int n_seq, DevCounts *cnt, int *recorded_passes) {
+ * sequence), with a buffer allocated and freed on the backend before step `alloc_at`; the passes that recorded
+ * something are counted into *recorded_passes */
+static float *run_turns(const Model *m, const char *tune, int pre, int dec, int n_seq, int alloc_at, DevCounts *cnt,
+                        int *recorded_passes) {
     Err err = {{0}};
     const int V = m->cfg.n_vocab;
     const ForwardOptions fo = {.max_batch = pre, .max_ctx = pre + dec + 8, .backend = {.name = "vulkan", .tune = tune}};
@@ -220,6 +224,12 @@ static float *run_turns(const Model *m, const char *tune, int pre, int dec, int 
     *recorded_passes = 0;
     for (int d = 0; ok && d < dec; d++)
         for (int s = 0; ok && s < n_seq; s++) {
+            if (d == alloc_at && s == 0) {
+                Backend *be = forward_backend(f);
+                BBuf *tmp = be->vt->alloc(be, 4096, &err);
+                ok = tmp != NULL;
+                be->vt->free(be, tmp);
+            }
             forward_device_counts(f, &c0, false);
             const int32_t tok = (int32_t)((d * 31 + 3 + 7 * s) % V);
             ok = forward_run(f, st[s], &tok, 1, out + ((size_t)d * n_seq + s) * V, 1, &err) == 0;
@@ -238,8 +248,9 @@ static float *run_turns(const Model *m, const char *tune, int pre, int dec, int 
     return out;
 }
 
-/* What decides that a replay is valid: each sequence (state) has its own recorded pass, and crossing a context
- * bucket (256 cache rows) records once more; the bits stay those of recording every pass. */
+/* What decides that a replay is valid: each sequence (state) has its own recorded pass, crossing a context
+ * bucket (256 cache rows) records once more, and so does an allocation on the backend (the recorded addresses
+ * may be stale); the bits stay those of recording every pass. */
 TEST(vk_stream, replay_per_state_and_context_bucket) {
     Backend *probe = vk_new(NULL);
     if (!probe) return;
@@ -247,16 +258,18 @@ TEST(vk_stream, replay_per_state_and_context_bucket) {
     Err err = {{0}};
     Model *m = model_load(test_data("models/m3-qwen35-dense-bf16.gguf"), &err);
     REQUIRE_MSG(m, "%s", err.msg);
-    enum { PRE = 250, DEC = 10 }; /* the decode steps cross 256 cache rows at the 7th */
+    enum { PRE = 250, DEC = 10, ALLOC = 3 }; /* the decode steps cross 256 cache rows at the 7th */
     const size_t bytes = sizeof(float) * (size_t)DEC * 2 * (size_t)m->cfg.n_vocab;
     DevCounts a = {0}, b = {0};
     int rec_a = 0, rec_b = 0;
-    float *x = run_turns(m, NULL, PRE, DEC, 2, &a, &rec_a), *y = run_turns(m, "graph=0", PRE, DEC, 2, &b, &rec_b);
+    float *x = run_turns(m, NULL, PRE, DEC, 2, ALLOC, &a, &rec_a), *y = run_turns(m, "graph=0", PRE, DEC, 2, ALLOC, &b, &rec_b);
     if (x && y) {
         CHECK_MSG(memcmp(x, y, bytes) == 0, "replayed logits differ from the recorded ones");
-        test_note("2 sequences x %d steps across 256 rows: %d passes recorded, %llu replayed (recording every pass: %d)",
-                  DEC, rec_a, (unsigned long long)a.replays, rec_b);
-        CHECK(rec_a == 4 && a.replays == 2 * DEC - 4); /* per sequence: the first step, the first past 256 */
+        test_note("2 sequences x %d steps across 256 rows, an allocation before step %d: %d passes recorded, %llu "
+                  "replayed (recording every pass: %d)",
+                  DEC, ALLOC + 1, rec_a, (unsigned long long)a.replays, rec_b);
+        /* per sequence: the first step, the first after the allocation, the first past 256 */
+        CHECK(rec_a == 6 && a.replays == 2 * DEC - 6);
         CHECK(rec_b == 2 * DEC && b.replays == 0);
     }
     free(x), free(y);

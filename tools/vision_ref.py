@@ -11,7 +11,7 @@ PIXELS.f32: the pre-processed image, float32 [3][NY][NX] (planar, normalised). O
 Reads F32 and F16 tensors only (what the synthetic test files hold).
 
   patches  x[y, x] = W0 . patch + W1 . patch + b + pos(y, x)   (pos: the learned grid, bilinearly resized,
-           half-pixel centres, edge-clamped)
+           corners aligned)
   blocks   x += out(attn(rope2d(qkv(LN1 x))))  ;  x += down(gelu(up(LN2 x)))
            rope2d: head of d, pairs (k, k + d/2), freq_k = 10000^(-4k/d) for k < d/4 (angle row * freq_k),
                    and freq_{k - d/4} for k >= d/4 (angle col * freq)
@@ -92,15 +92,17 @@ def gelu(x):
 
 
 def resize_pos(table, side, px, py):
-    """table [side*side][E] -> [py][px][E], bilinear with half-pixel centres, clamped at the edges"""
+    """table [side*side][E] -> [py][px][E], bilinear with aligned corners (output i at input
+    i * (side - 1) / (n_out - 1): the grid's corners map onto each other, as torch.linspace(0, side - 1, n)
+    in the Hugging Face model and ggml_interpolate's ALIGN_CORNERS flag in llama.cpp)"""
     g = table.reshape(side, side, -1)
     if px == side and py == side:
         return g
     def axis(n_out):
-        f = (np.arange(n_out) + 0.5) * side / n_out - 0.5
-        i0 = np.floor(f).astype(int)
-        a = f - i0
-        return np.clip(i0, 0, side - 1), np.clip(i0 + 1, 0, side - 1), a
+        f = np.arange(n_out) * ((side - 1) / (n_out - 1) if n_out > 1 and side > 1 else side / n_out)
+        i0 = np.clip(np.floor(f).astype(int), 0, side - 1)
+        a = np.clip(f - i0, 0.0, 1.0)
+        return i0, np.clip(i0 + 1, 0, side - 1), a
     y0, y1, ay = axis(py)
     x0, x1, ax = axis(px)
     ax = ax[None, :, None]

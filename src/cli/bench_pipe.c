@@ -8,10 +8,14 @@
 #include <string.h>
 #include <time.h>
 
-double bench_decode_sessions(DlEngine *e, DlSession **s, int n, const int32_t *toks, int steps, DlError *err) {
+double bench_decode_sessions(DlEngine *e, DlSession **s, int n, const void *at, size_t at_size, const int32_t *toks,
+                             int steps, DlError *err) {
     int32_t t[256];
     if (n < 1 || n > 256) return snprintf(err->msg, sizeof err->msg, "1 to 256 sessions"), -1;
-    for (int i = 0; i < n; i++) dl_session_reset(s[i]);
+    for (int i = 0; i < n; i++) {
+        if (!at) dl_session_reset(s[i]);
+        else if (dl_session_restore(s[i], at, at_size, err)) return -1;
+    }
     int depth = dl_engine_pipeline_depth(e);
     if (depth > n) depth = n;
     const double t0 = now_s();

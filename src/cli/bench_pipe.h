@@ -9,9 +9,11 @@
 
 #include "deltallm.h"
 
-/* steps decode steps of each of n sessions (reset first) on the tokens toks[0..steps); returns the seconds
- * taken, or -1 with err. */
-double bench_decode_sessions(DlEngine *e, DlSession **s, int n, const int32_t *toks, int steps, DlError *err);
+/* steps decode steps of each of n sessions on the tokens toks[0..steps), each session first reset (at NULL)
+ * or restored from the snapshot at (a context of -d tokens, not timed); returns the seconds taken, or -1 with
+ * err. */
+double bench_decode_sessions(DlEngine *e, DlSession **s, int n, const void *at, size_t at_size, const int32_t *toks,
+                             int steps, DlError *err);
 /* Markdown: the header, then one row per stage of a test (compute, bubble = wall − compute, share of the
  * wall time computing, bytes sent per token passing through); JSON: a "stages" member. */
 void bench_stage_header(FILE *out);

@@ -93,6 +93,8 @@ int cmd_bench(int argc, char **argv) {
     const char *models[MAX_LIST];
     int n_models = 0, n_pp = 1, n_tg = 1, n_thr = 1;
     long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512, slots = 1, depth = 0;
+    long long slot_list[MAX_LIST] = {1};
+    int n_sl = 1;
     bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false, draft = false, n_given = false;
     const char *prompt = NULL;
     double accept[MAX_LIST];
@@ -111,14 +113,15 @@ int cmd_bench(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: deltallm bench -m MODEL.gguf [-m ...] [-p 512[,..]] [-n 128[,..]] [-t 1,2] [-r 3] [-b 512]\n"
-                   "                      [-d DEPTH] [--json] [--profile] [--mlock] [--no-prefetch] [--exact] [--slots N]\n"
+                   "                      [-d DEPTH] [--json] [--profile] [--mlock] [--no-prefetch] [--exact] [--slots N[,..]]\n"
                    "       deltallm bench -m MODEL.gguf --draft N [--draft-p-min P] [--model-draft F] [--prompt TEXT]\n"
                    "                      [--draft-accept A[,A..]] [--draft-vocab N]\n"
                    "                      [-n 128] [-t 1,2] [-r 3] [--json]\n"
                    "  -p 0 or -n 0 skips that test. -d N: every test after a context of N tokens (llama-bench's depth).\n"
                    "  Weights are read into memory first (--no-prefetch: not);\n"
-                   "  --mlock also locks them. --slots N: tgN decodes N sessions at once (t/s counts all of them;\n"
-                   "  with --mpi in groups kept in flight, as the server does). With --mpi a table per stage follows.\n"
+                   "  --mlock also locks them. --slots N[,..]: tgN decodes N sessions at once (t/s counts all of them;\n"
+                   "  with --mpi in groups kept in flight, as the server does; with -d each from the depth's context);\n"
+                   "  a row per count. With --mpi a table per stage follows.\n"
                    "  --draft N: speculative decoding against plain decoding, greedy, n tokens after the prompt\n"
                    "  (default: 32 random tokens): tokens/s of both, acceptance per draft position, the cost of a\n"
                    "  drafter pass, the verify and the rollback next to a decode step of the same run (not with\n"
@@ -160,7 +163,9 @@ int cmd_bench(int argc, char **argv) {
         } else if ((!strcmp(a, "-d") || !strcmp(a, "--depth")) && v) {
             if (cli_parse_int("bench", a, argv[++i], 0, 1 << 20, &depth)) return 2;
         } else if (!strcmp(a, "--slots") && v) {
-            if (cli_parse_int("bench", a, argv[++i], 1, 256, &slots)) return 2;
+            if (parse_list(argv[++i], 1, 256, slot_list, &n_sl)) return cli_usage_error("bench", "bad --slots list '%s' (1 to 256)", v);
+            slots = 1;
+            for (int k = 0; k < n_sl; k++) slots = slot_list[k] > slots ? slot_list[k] : slots;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--profile")) {
@@ -191,9 +196,10 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < n_pp; i++) max_tok = pp[i] > max_tok ? pp[i] : max_tok;
     for (int i = 0; i < n_tg; i++) max_tok = tg[i] > max_tok ? tg[i] : max_tok;
     if (max_tok == 0) return cli_usage_error("bench", "nothing to run (-p 0 -n 0)");
-    if (depth && slots > 1) return cli_usage_error("bench", "-d and --slots: one session at a depth (not several)");
 
     Result res[MAX_LIST * MAX_LIST * 2 * 4];
+    if ((long long)n_models * n_thr * (n_pp + n_tg * n_sl) > (long long)(sizeof res / sizeof res[0]))
+        return cli_usage_error("bench", "too many rows (models x threads x tests x slot counts)");
     int n_res = 0, rc = 0;
     double probe_cache[1025] = {0}, device_probe = 0;
     char *report = profile ? malloc(1 << 16) : NULL;
@@ -246,8 +252,11 @@ int cmd_bench(int argc, char **argv) {
             const int nthreads = rc ? 1 : info->n_threads;
             for (int kind = 0; kind < 2 && rc == 0; kind++) {
                 const long long *list = kind == 0 ? pp : tg;
-                for (int li = 0; li < (kind == 0 ? n_pp : n_tg) && rc == 0; li++) {
-                    const int n = (int)list[li];
+                /* decode: a row per count of tokens and count of sessions (--slots) */
+                const int n_sc = kind == 1 ? n_sl : 1;
+                for (int li = 0; li < (kind == 0 ? n_pp : n_tg * n_sc) && rc == 0; li++) {
+                    const int n = (int)list[li / n_sc];
+                    const long long nsl = kind == 1 ? slot_list[li % n_sc] : 1;
                     if (n == 0) continue;
                     if (run_once_at(s, at, at_size, toks, n < 8 ? n : 8, kind == 0, &err) < 0) rc = 1; /* warm-up */
                     if (profile) dl_engine_profile(e, true);
@@ -264,13 +273,13 @@ int cmd_bench(int argc, char **argv) {
                         const int32_t *tk = has_cache ? toks + max_tok * (1 + r % (n_seqs - 1)) : toks;
                         DlCacheStats c0, c1;
                         if (cached) dl_engine_cache_stats(e, &c0, false);
-                        double t = many ? bench_decode_sessions(e, ss, (int)slots, tk, n, &err)
+                        double t = many ? bench_decode_sessions(e, ss, (int)nsl, at, at_size, tk, n, &err)
                                         : run_once_at(s, at, at_size, tk, n, kind == 0, &err);
                         if (t < 0) {
                             rc = 1;
                             break;
                         }
-                        double tps = (many ? (double)slots : 1.0) * n / t;
+                        double tps = (many ? (double)nsl : 1.0) * n / t;
                         sum += tps, sum2 += tps * tps, secs += t;
                         if (r < MAX_REPS) {
                             Result *R = &res[n_res];
@@ -305,7 +314,10 @@ int cmd_bench(int argc, char **argv) {
                     const int n_st = dl_engine_stage_stats(e, false, stages, 64, &err);
                     if (n_st > 0 && (R->stages = malloc(sizeof stages[0] * (size_t)n_st)))
                         memcpy(R->stages, stages, sizeof stages[0] * (size_t)n_st), R->n_stages = n_st;
-                    if (many) snprintf(R->test, sizeof R->test, "tg%d x%lld", n, slots);
+                    if (many) {
+                        snprintf(R->test, sizeof R->test, "tg%d x%lld", n, nsl);
+                        if (depth > 0) snprintf(R->test + strlen(R->test), sizeof R->test - strlen(R->test), " @ d%lld", depth);
+                    }
                     R->mean = sum / (double)reps;
                     R->sd = reps > 1 ? sqrt(fmax(0, (sum2 - sum * sum / (double)reps) / (double)(reps - 1))) : 0;
                     R->majflt = majflt_now() - f0;
@@ -337,7 +349,7 @@ int cmd_bench(int argc, char **argv) {
                         rc = 1;
                     }
                     if (kind == 1) {
-                        R->weights_gbs = (double)info->decode_bytes * R->mean / 1e9;
+                        R->weights_gbs = (double)info->decode_bytes * R->mean / (many ? (double)nsl : 1.0) / 1e9; /* per step */
                         if (strncmp(info->ops, "vulkan", 6) == 0) { /* a device: its copy kernel's bandwidth */
                             Err pe = {{0}};
                             if (device_probe == 0 && backend_copy_probe(info->ops, (size_t)1 << 30, &device_probe, &pe))

@@ -6,10 +6,13 @@
 #include "cli/cli.h"
 #include "gguf/format.h"
 #include "gguf/gguf.h"
+#include "backend/backend.h"
 #include "model/config.h"
+#include "model/model.h"
 #include "vision/mmproj.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -108,6 +111,29 @@ static void print_config(FILE *f, const ModelConfig *c, uint64_t weight_bytes) {
     fprintf(f, " at 4096 tokens\n  total, 1 sequence   ");
     print_bytes(f, (double)weight_bytes + rec + kv_tok * 4096);
     fprintf(f, " at 4096 tokens of context\n");
+
+    /* a session's whole state by the engine's own accounting (model/state.c seqstate_bytes: what a session
+     * allocates, the fused delta-net layout included) for each K/V cache type of the fast arithmetic */
+    Model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = *c;
+    fprintf(f, "\n  one session's state (seqstate_bytes), by KV cache type (-ctk/-ctv):\n"
+               "  %-10s %12s %12s %14s %14s   %s\n", "K/V", "per token", "at 32768", "at 131072", "at 262144",
+            "most tokens with the weights in 24 GiB");
+    static const int types[4] = {KV_F32, KV_F16, KV_Q8_0, KV_Q4_0};
+    for (int i = 0; i < 4; i++) {
+        uint32_t fmt;
+        Err e = {{0}};
+        if (kv_type_format(types[i], MATMUL_FAST, &fmt, &e) || seqstate_check_kv(&m, fmt, fmt, &e)) continue;
+        const double s0 = (double)seqstate_bytes(&m, 1, fmt, fmt), s1 = (double)seqstate_bytes(&m, 2, fmt, fmt);
+        const double tok = s1 - s0, fixed = s0 - tok, room = 24.0 * (1u << 30) - (double)weight_bytes - fixed;
+        fprintf(f, "  %-10s %9.0f B  ", kv_format_name(fmt), tok);
+        const int ctx[3] = {32768, 131072, 262144};
+        for (int k = 0; k < 3; k++) fprintf(f, " %10.2f GiB", (double)seqstate_bytes(&m, ctx[k], fmt, fmt) / (1u << 30));
+        if (tok > 0 && room > 0 && room / tok > (double)(1 << 24)) fprintf(f, "   over %d (the engine's context limit)\n", 1 << 24);
+        else if (tok > 0 && room > 0) fprintf(f, "   %.0f\n", floor(room / tok));
+        else fprintf(f, "   -\n");
+    }
 }
 
 int cmd_inspect(int argc, char **argv) {

@@ -6,19 +6,28 @@
  *   post LayerNorm → 2×2 merge → mm.0 → GELU → mm.2 (→ deepstack features appended where the file has them).
  * Patches are kept in merge order from the start (each 2×2 group's four patches adjacent), as llama.cpp does.
  * Matmuls go through an Ops table (MATMUL_EXACT: F32 activations, weights widened — the exact mode the
- * float64 reference tools/vision_ref.py checks); the rest is scalar here. */
+ * float64 reference tools/vision_ref.py checks; MATMUL_FAST: the fast GEMM kernels, activations rounded as
+ * ggml rounds them, plus the fast attention (vattn.h) and GELU table). */
 #ifndef DL_VISION_ENCODER_H
 #define DL_VISION_ENCODER_H
 
 #include "base/err.h"
 #include "base/pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 #include "vision/mmproj.h"
 
+/* Seconds spent per stage, added to by vision_encode when VisionRun.prof is set. */
+typedef struct VisionProfile {
+    double matmul, attention, other;
+} VisionProfile;
+
 typedef struct VisionRun {
     const Ops *ops; /* NULL: ops_ref */
-    MatMode mode;   /* MATMUL_EXACT unless told */
+    MatMode mode;   /* MATMUL_EXACT unless told; any other mode also takes the fast attention and GELU */
     Pool *pool;     /* NULL: the caller's thread */
+    Isa isa;        /* the fast attention's ISA level (ISA_REF, the zero value: the scalar attention) */
+    VisionProfile *prof; /* NULL, or where the stage times are added */
 } VisionRun;
 
 /* Tokens an nx × ny pre-processed image gives (nx, ny multiples of 2·patch): (nx/2p)·(ny/2p). */
@@ -27,7 +36,11 @@ int vision_n_tokens(const Mmproj *m, int nx, int ny);
  * raster order of the merged grid. 0, or -1 with one line in err (sizes that do not fit, out of memory). */
 int vision_encode(const Mmproj *m, const float *pix, int nx, int ny, const VisionRun *run, float *out, Err *err);
 
-/* The GELU the tower uses (ggml_gelu's tanh form, in float). */
+/* The GELU the tower uses (ggml_gelu's tanh form, in float): exact mode. */
 float vision_gelu(float x);
+/* The fast mode's GELU, as ggml-cpu computes ggml_gelu (GGML_GELU_FP16): 0 at x ≤ −10, x at x ≥ 10, otherwise
+ * vision_gelu of x rounded to F16, read from a 65,536-entry table (filled once). Unlike ggml, the result is
+ * not rounded to F16 again. */
+float vision_gelu_fast(float x);
 
 #endif

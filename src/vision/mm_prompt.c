@@ -36,7 +36,8 @@ int mm_image_encode(const Mmproj *m, const uint8_t *rgb, int w, int h, Pool *poo
     if (!out->embd) {
         err_set(err, "out of memory for %d image embeddings", out->n_tokens);
     } else {
-        const VisionRun run = {ops_cpu(isa_best()), MATMUL_EXACT, pool};
+        /* the fast arithmetic (GEMM kernels, vattn, the GELU table): within llama.cpp's own distance (docs/VISION.md) */
+        const VisionRun run = {ops_cpu(isa_best()), MATMUL_FAST, pool, isa_best(), NULL};
         rc = vision_encode(m, pix, nx, ny, &run, out->embd, err);
     }
     free(pix);

@@ -156,9 +156,27 @@ async function main() {
         const n = m ? (m.querySelector('.content').textContent + m.querySelector('.reasoning-text').textContent).length : 0;
         if (n && window.lengths[window.lengths.length - 1] !== n) window.lengths.push(n);
       }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true}); 1`);
+    // The page must render while the reply streams. A tiny model on a loaded machine can send all 600
+    // tokens between two frames, so the reply's body is held once, after its 10th chunk, until the page has
+    // had two animation frames (or 500 ms): what is on screen then must be a part of the reply.
+    await page.eval(`window.realFetch = window.fetch; window.fetch = async (url, opts) => {
+        const res = await window.realFetch(url, opts);
+        if (!String(url).includes('/v1/chat/completions') || !res.body) return res;
+        const reader = res.body.getReader();
+        let n = 0;
+        const body = new ReadableStream({ async pull(ctl) {
+          const { done, value } = await reader.read();
+          if (done) return ctl.close();
+          ctl.enqueue(value);
+          if (++n === 10) await new Promise((r) => { setTimeout(r, 500);
+            requestAnimationFrame(() => requestAnimationFrame(r)); });
+        } });
+        return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+      }; 1`);
     const t0 = Date.now();
     const got = await sendMessage(page, 'Hello there');
     const ms = Date.now() - t0;
+    await page.eval('window.fetch = window.realFetch; 1');
     const lengths = await page.eval('window.lengths');
     const want = await api(server.base, '/v1/chat/completions', {
       messages: [{ role: 'user', content: 'Hello there' }], max_tokens: N_FIRST, temperature: 0, logit_bias: NO_EOG,
@@ -172,8 +190,7 @@ async function main() {
     check(got.reasoning === (wm.reasoning_content || '') && words(got.content) === words(wm.content) &&
       got.reasoningOpen === false && (wm.reasoning_content ? got.reasoningHidden === false : true),
       'web: shown with the reasoning folded', JSON.stringify(got));
-    // two lengths at least: one shown before the last (at ~10,000 tokens/s on a quiet machine the 600 tokens
-    // arrive within 3-4 frames, and a run saw [1078, 1621] — streamed, but only one frame before the end)
+    // two lengths at least: one shown before the last (the hold above makes this independent of the speed)
     check(lengths.length >= 2 && got.meta.includes(`${N_FIRST} tokens`), 'web: streamed into the page',
       `lengths on screen ${JSON.stringify(lengths)}, meta '${got.meta}'`);
     ok('web: reply time', `${N_FIRST} tokens in ${ms} ms, shown at ${lengths.length} lengths`);
@@ -342,8 +359,16 @@ async function main() {
     await page.click('#new-chat');
     await page.fill('#input', 'Tell me another long story');
     await page.press('Enter');
+    // long enough, and on screen at three lengths at least: the server sends what a poll found as one chunk
+    // (on a loaded machine the first chunk alone can pass 40 characters), and a speed needs two chunks
+    await page.eval(`window.lengths = []; new MutationObserver(() => {
+        const m = [...document.querySelectorAll('#messages .msg.assistant')].pop();
+        const n = m ? (m.querySelector('.content').textContent + m.querySelector('.reasoning-text').textContent).length : 0;
+        if (n && window.lengths[window.lengths.length - 1] !== n) window.lengths.push(n);
+      }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true}); 1`);
     await page.waitFor(`(() => { const m = document.querySelector('#messages .msg.assistant');
-      return m && (m.querySelector('.content').textContent + m.querySelector('.reasoning-text').textContent).length > 40; })()`,
+      return m && (m.querySelector('.content').textContent + m.querySelector('.reasoning-text').textContent).length > 40 &&
+        window.lengths.length >= 3; })()`,
       20000, 'the long reply to stream');
     await page.click('#stop');
     await page.waitFor(`document.body.dataset.state === 'idle'`, 5000, 'the stop');
