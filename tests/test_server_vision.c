@@ -419,6 +419,15 @@ TEST(server_vision, refusals) {
     CHECK_MSG(m.body && strstr(m.body, "\"multimodal\""), "%s", m.body ? m.body : "");
     http_free(&p), http_free(&m);
     server_stop(s);
+    { /* a projector beside a model without the vision tokens (m1): refused at start, in one line */
+        ServerConfig c;
+        test_server_config(&c);
+        c.mmproj = f->mmproj;
+        Err err = {{0}};
+        Server *bad = server_start(&c, &err);
+        CHECK_MSG(!bad && strstr(err.msg, "no <|vision_start|> / <|image_pad|> tokens"), "%s", err.msg);
+        server_stop(bad);
+    }
     /* without --mmproj: one line, and /props says no vision */
     s = start_vision(f, false);
     REQUIRE(s);

@@ -181,7 +181,7 @@ static void check_against_ref(int n_deepstack, int nx, int ny) {
     const int T = vision_n_tokens(m, nx, ny), W = mmproj_out_width(m);
     REQUIRE(T > 0);
     float *out = malloc(sizeof(float) * (size_t)T * W);
-    VisionRun run = {NULL, MATMUL_EXACT, NULL};
+    VisionRun run = {.mode = MATMUL_EXACT};
     REQUIRE_MSG(vision_encode(m, pix, nx, ny, &run, out, &err) == 0, "%s", err.msg);
     snprintf(cmd, sizeof cmd, "%s tools/vision_ref.py %s %s %d %d %s", access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3",
              mp, pp, nx, ny, op);

@@ -27,6 +27,10 @@ struct ServerVision {
 };
 
 ServerVision *sv_open(const char *mmproj, const DlEngine *e, int n_threads, Err *err) {
+    if (dl_token_id(e, "<|image_pad|>") < 0 || dl_token_id(e, "<|vision_start|>") < 0)
+        return err_set(err, "--mmproj: the model's vocabulary has no <|vision_start|> / <|image_pad|> tokens (not a "
+                            "Qwen3.5 vision model)"),
+               NULL;
     ServerVision *v = calloc(1, sizeof *v);
     if (!v) return err_set(err, "out of memory"), NULL;
     if (!(v->m = mmproj_open(mmproj, err)) || mm_projector_check(v->m, mmproj, dl_engine_info(e)->n_embd, err) ||
