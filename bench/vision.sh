@@ -2,7 +2,10 @@
 # vision.sh — the vision encoder's CPU speed, deltallm against llama.cpp v0.4.0's mtmd, same projector, same
 # pixels, same thread count, alternating in one run (the machine is shared: compare the ratios).
 #
-#   bench/vision.sh [--preset qwen3.5-small] [--sizes 448,1024] [--threads 1,2] [--reps 2] [--out bench/vision.json]
+#   bench/vision.sh [--preset qwen3.5-small] [--sizes 448,1024] [--threads 1,2] [--reps 2] [--cold] [--out F]
+#
+# Each engine: one untimed encode, then the best of --reps timed ones; --cold: a single first encode each
+# (what a one-shot `run --image` pays: the weights' pages touched for the first time included), to save time.
 #
 # Needs: build/deltallm and build/vision_bench (make all bench), llama.cpp's mtmd and our harness
 # ($MTMD_REF, default ~/.cache/mtmd/mtmd_ref: tools/build-mtmd.sh), /usr/bin/python3 with numpy, and
@@ -12,15 +15,16 @@
 # Prints a table; writes one JSON object per measurement (list) to --out.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PRESET=qwen3.5-small SIZES=448,1024 THREADS=1,2 REPS=2 OUT="$ROOT/bench/vision.json"
+PRESET=qwen3.5-small SIZES=448,1024 THREADS=1,2 REPS=2 COLD=0 OUT="$ROOT/bench/vision.json"
 while [ $# -gt 0 ]; do
     case "$1" in
     --preset) PRESET="$2"; shift 2 ;;
     --sizes) SIZES="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
     --reps) REPS="$2"; shift 2 ;;
+    --cold) COLD=1; shift ;;
     --out) OUT="$2"; shift 2 ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,16p' "$0"; exit 2 ;;
     esac
 done
 WORK="${WORK:-$HOME/.cache/dl-vision-bench}"
@@ -50,18 +54,18 @@ np.clip(img, 0, 255).astype(np.uint8).tofile(sys.argv[2])
 EOF
     for T in ${THREADS//,/ }; do
         echo "== ${S}x${S}, $T thread(s)" >&2
-        # --reps 1: one cold encode each (mtmd's first encode; vision_bench without its warm-up), to save time
-        MB=$REPS; WU=""; [ "$REPS" = 1 ] && MB=0 && WU=--no-warmup
+        # --cold: one first encode each (mtmd's first encode; vision_bench without its warm-up)
+        MB=$REPS; WU=""; [ "$COLD" = 1 ] && MB=0 && WU="--no-warmup --reps 1"
         "$MTMD_REF" -m "$TM" --vocab-only --mmproj "$MP" --image "$IMG" --rgb "${S}x${S}" -t "$T" --bench "$MB" \
             --json "$WORK/mtmd.json" >&2
         $PY -c "import json,sys; j=json.load(open('$WORK/mtmd.json')); k='first_encode_ms' if $MB == 0 else 'bench_min_ms'; print(json.dumps({'engine':'llama.cpp-mtmd','size':'${S}x${S}','tokens':j['n_img_tokens'],'threads':$T,'min_ms':j[k],'mean_ms':j[k] if $MB == 0 else j['bench_mean_ms'],'reps':$REPS}))" >> "$RES"
-        "$ROOT/build/vision_bench" --mmproj "$MP" --rgb "$IMG" --size "${S}x${S}" --threads "$T" --reps "$REPS" --profile $WU | tee -a "$RES" >&2
+        "$ROOT/build/vision_bench" --mmproj "$MP" --rgb "$IMG" --size "${S}x${S}" --threads "$T" --reps "$REPS" $WU --profile | tee -a "$RES" >&2
     done
 done
-$PY - "$RES" "$OUT" "$PRESET" <<'EOF'
+$PY - "$RES" "$OUT" "$PRESET" "$COLD" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-json.dump({"preset": sys.argv[3], "results": rows}, open(sys.argv[2], "w"), indent=1)
+json.dump({"preset": sys.argv[3], "cold": sys.argv[4] == "1", "results": rows}, open(sys.argv[2], "w"), indent=1)
 print("| image | tokens | threads | llama.cpp mtmd (ms) | deltallm (ms) | deltallm / llama.cpp speed |")
 print("|---|---|---|---|---|---|")
 for r in rows:

@@ -1,7 +1,7 @@
 /* vision_bench.c — the vision encoder's speed on the CPU (bench/vision.sh runs it beside llama.cpp's mtmd on
  * the same files and writes the table).
  *
- *   vision_bench --mmproj F --rgb FILE --size WxH [--threads 1,2] [--reps N] [--arith fast|exact] [--profile]
+ *   vision_bench --mmproj F --rgb FILE --size WxH [--threads 1,2] [--reps N] [--arith fast|llama|exact] [--profile]
  *                [--no-warmup]
  *
  * FILE: raw RGB bytes, W·H·3 (what bench/vision.sh writes for both engines). Per thread count: the image
@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--profile")) profile = 1;
         else if (!strcmp(a, "--no-warmup")) warm = 0;
         else {
-            fprintf(stderr, "usage: vision_bench --mmproj F --rgb FILE --size WxH [--threads 1,2] [--reps N] [--arith fast|exact] [--profile]\n");
+            fprintf(stderr, "usage: vision_bench --mmproj F --rgb FILE --size WxH [--threads 1,2] [--reps N] [--arith fast|llama|exact] [--profile]\n");
             return 2;
         }
     }
@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         VisionProfile prof;
-        VisionRun run = {ops_cpu(isa_best()), strcmp(arith, "exact") ? MATMUL_FAST : MATMUL_EXACT, pool, isa_best(), NULL};
+        VisionRun run = {ops_cpu(isa_best()), !strcmp(arith, "exact") ? MATMUL_EXACT : !strcmp(arith, "llama") ? MATMUL_GGML : MATMUL_FAST, pool, isa_best(), NULL};
         if (warm && vision_encode(m, pix, nx, ny, &run, out, &err)) {
             fprintf(stderr, "vision_bench: %s\n", err.msg);
             return 1;

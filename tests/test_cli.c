@@ -181,6 +181,21 @@ TEST(cli, kv_cache_types) {
     }
 }
 
+/* bench --slots takes a list (a decode row per count of sessions) and, with -d, starts every session from the
+ * depth's context; a bad list is one line */
+TEST(cli, bench_slots_list_at_depth) {
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: skipped");
+    char args[1024], *o = NULL, *e = NULL;
+    snprintf(args, sizeof args, "bench -m assets/tinybible-f16.gguf -p 0 -n 3 -d 5 --slots 1,3 -r 1 -t 1 --no-prefetch");
+    CHECK_MSG(cli_run(args, NULL, &o, &e) == 0 && o && strstr(o, "| tg3 x1 @ d5 |") && strstr(o, "| tg3 x3 @ d5 |"),
+              "stdout '%s', stderr '%s'", o ? o : "", e ? e : "");
+    free(o), free(e);
+    o = e = NULL;
+    snprintf(args, sizeof args, "bench -m assets/tinybible-f16.gguf -p 0 -n 3 --slots 2,0");
+    CHECK_MSG(cli_run(args, NULL, &o, &e) == 2 && empty(o) && e && strstr(e, "bad --slots list '2,0'"), "stderr '%s'", e ? e : "");
+    free(o), free(e);
+}
+
 /* ------------------------------------------------------------------------------------------ progress */
 
 typedef struct Seen {
