@@ -1,7 +1,9 @@
 /* attention_device_bench.c — decode's attention on a device per context length: one query over N cached keys,
  * one workgroup per head walking all of them (tune split=0) against the split over the keys (flash-decoding,
  * the default from 513 keys: docs/VULKAN.md), time per call (best of --reps, each a whole submission waited
- * for). qwen3.5-9B's attention shape by default (16 heads, 4 KV heads, d = 256).
+ * for). qwen3.5-9B's attention shape by default (16 heads, 4 KV heads, d = 256). The last column is the
+ * dispatches of the default's call: 1 where it does not split (up to 512 keys: the same kernel twice, the
+ * ratio is the noise), 2 where it does.
  *
  *   make bench && build/attention_device_bench [--device vulkan] [--h 16] [--hkv 4] [--d 256] [--reps 5]
  *                                              [--ctx 512,1024,4096,16384,32768] [--json]
@@ -75,9 +77,10 @@ int main(int argc, char **argv) {
     }
     int bad = 0;
     if (json) printf("[\n");
-    else printf("| keys | one workgroup per head ms | split over the keys ms | split / one |\n|---:|---:|---:|---:|\n");
+    else printf("| keys | one workgroup per head ms | split over the keys ms | split / one | dispatches |\n|---:|---:|---:|---:|---:|\n");
     for (int ci = 0; ci < nn; ci++) {
         double best[2] = {1e30, 1e30};
+        uint64_t disp = 0;
         for (int i = 0; i < 2; i++) {
             const BView q = {buf[i], 0}, k = bv_f32(q, (int64_t)nq), v = bv_f32(k, (int64_t)ns[ci] * hkv * d);
             const BView o = bv_f32(q, (int64_t)(nq + 2 * nkv));
@@ -86,7 +89,11 @@ int main(int argc, char **argv) {
             for (int r = 0; r < reps + 1; r++) { /* the first call warms up (pipelines, caches) */
                 const double t0 = now_s();
                 be[i]->vt->begin(be[i]);
+                BackendStats s0, s1;
+                backend_stats(be[i], &s0);
                 be[i]->vt->attention(be[i], &a);
+                backend_stats(be[i], &s1);
+                disp = s1.dispatches - s0.dispatches;
                 if (be[i]->vt->submit(be[i], &err) || be[i]->vt->wait(be[i], &err)) {
                     fprintf(stderr, "%s\n", err.msg);
                     return 1;
@@ -103,9 +110,11 @@ int main(int argc, char **argv) {
             bad = 1;
         }
         if (json)
-            printf("  {\"device\": \"%s\", \"keys\": %d, \"h\": %d, \"hkv\": %d, \"d\": %d, \"one_ms\": %.4f, \"split_ms\": %.4f}%s\n",
-                   be[0]->name, ns[ci], h, hkv, d, best[0] * 1e3, best[1] * 1e3, ci + 1 < nn ? "," : "");
-        else printf("| %d | %.3f | %.3f | %.2f |\n", ns[ci], best[0] * 1e3, best[1] * 1e3, best[1] / best[0]);
+            printf("  {\"device\": \"%s\", \"keys\": %d, \"h\": %d, \"hkv\": %d, \"d\": %d, \"one_ms\": %.4f, \"split_ms\": %.4f, "
+                   "\"dispatches\": %llu}%s\n",
+                   be[0]->name, ns[ci], h, hkv, d, best[0] * 1e3, best[1] * 1e3, (unsigned long long)disp, ci + 1 < nn ? "," : "");
+        else printf("| %d | %.3f | %.3f | %.2f | %llu |\n", ns[ci], best[0] * 1e3, best[1] * 1e3, best[1] / best[0],
+                    (unsigned long long)disp);
         fflush(stdout);
     }
     if (json) printf("]\n");
