@@ -32,16 +32,6 @@ static int block_text(const cJSON *c, const char *where, SBuf *out, ApiError *e)
     return 0;
 }
 
-/* Adds the text of out since *mark to parts as a text part. */
-static void flush_text(cJSON *parts, const SBuf *out, size_t *mark) {
-    if (out->n == *mark) return;
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddStringToObject(t, "type", "text");
-    json_add_string_n(t, "text", out->p + *mark, out->n - *mark);
-    cJSON_AddItemToArray(parts, t);
-    *mark = out->n;
-}
-
 /* An image block with a base64 source → an image_url part (a data URL) at the end of *parts. */
 static int image_part(const cJSON *b, const char *bw, cJSON **parts, const SBuf *text, size_t *mark, ApiError *e) {
     const cJSON *src = get(b, "source");
@@ -57,7 +47,7 @@ static int image_part(const cJSON *b, const char *bw, cJSON **parts, const SBuf 
     sbuf_puts(&url, data->valuestring);
     if (url.oom) return sbuf_free(&url), api_error(e, 500, "server_error", NULL, NULL, "out of memory");
     if (!*parts) *parts = cJSON_CreateArray();
-    flush_text(*parts, text, mark);
+    json_flush_text_part(*parts, text, mark);
     cJSON *im = cJSON_CreateObject();
     cJSON_AddStringToObject(im, "type", "image_url");
     cJSON_AddStringToObject(cJSON_AddObjectToObject(im, "image_url"), "url", url.p);
@@ -146,7 +136,7 @@ static int convert_message(const cJSON *m, int i, cJSON *msgs, ApiError *e) {
     if (!rc && (text.n || thinking.n || calls || parts || (cJSON_IsString(content)))) {
         cJSON *cm = cJSON_CreateObject();
         cJSON_AddStringToObject(cm, "role", role->valuestring);
-        if (parts) flush_text(parts, &text, &mark), cJSON_AddItemToObject(cm, "content", parts), parts = NULL;
+        if (parts) json_flush_text_part(parts, &text, &mark), cJSON_AddItemToObject(cm, "content", parts), parts = NULL;
         else if (text.n || !calls) json_add_string_n(cm, "content", text.p ? text.p : "", text.n);
         else cJSON_AddNullToObject(cm, "content");
         if (thinking.n) json_add_string_n(cm, "reasoning_content", thinking.p, thinking.n);

@@ -266,3 +266,12 @@ cJSON *json_parse_body(const char *body, size_t len, bool exact_numbers, char *m
     }
     return doc;
 }
+
+void json_flush_text_part(cJSON *parts, const SBuf *out, size_t *mark) {
+    if (out->n == *mark) return;
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "type", "text");
+    json_add_string_n(t, "text", out->p + *mark, out->n - *mark);
+    cJSON_AddItemToArray(parts, t);
+    *mark = out->n;
+}

@@ -32,6 +32,10 @@ void json_nul_encode(SBuf *out, const char *s, size_t n);
 cJSON *json_string_n(const char *s, size_t n);
 cJSON *json_add_string_n(cJSON *obj, const char *key, const char *s, size_t n);
 
+/* Adds the text of out since *mark to parts as a {"type": "text", "text"} part (none when there is no new
+ * text) and moves *mark to the end (the request converters gather text between images this way). */
+void json_flush_text_part(cJSON *parts, const SBuf *out, size_t *mark);
+
 /* A member of an object that is present and not null, or NULL. */
 const cJSON *json_member(const cJSON *obj, const char *key);
 

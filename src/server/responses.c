@@ -142,16 +142,6 @@ static void copy_json_member(cJSON *to, const cJSON *from, const char *k, const 
     if (v) cJSON_AddItemToObject(to, as ? as : k, cJSON_Duplicate(v, true));
 }
 
-/* Adds the text of out since *mark to parts as a text part. */
-static void flush_text(cJSON *parts, const SBuf *out, size_t *mark) {
-    if (out->n == *mark) return;
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddStringToObject(t, "type", "text");
-    json_add_string_n(t, "text", out->p + *mark, out->n - *mark);
-    cJSON_AddItemToArray(parts, t);
-    *mark = out->n;
-}
-
 /* The text of a content value: a string, or parts of the given text types joined. With parts (user messages),
  * input_image parts are taken: *parts becomes the chat content array (text and image_url parts in order). */
 static int content_text(const cJSON *c, const char *where, bool assistant, SBuf *out, cJSON **parts, ApiError *e) {
@@ -172,7 +162,7 @@ static int content_text(const cJSON *c, const char *where, bool assistant, SBuf 
                 return BAD(where, "%s: content[%d]: an input_image needs 'image_url' (a data URL; file_id is not "
                                   "supported)", where, k);
             if (!*parts) *parts = cJSON_CreateArray();
-            flush_text(*parts, out, &mark);
+            json_flush_text_part(*parts, out, &mark);
             cJSON *im = cJSON_CreateObject();
             cJSON_AddStringToObject(im, "type", "image_url");
             cJSON_AddStringToObject(cJSON_AddObjectToObject(im, "image_url"), "url", url->valuestring);
@@ -189,7 +179,7 @@ static int content_text(const cJSON *c, const char *where, bool assistant, SBuf 
         if (!cJSON_IsString(text)) return BAD(where, "%s: content[%d] needs '%s' (a string)", where, k, field);
         sbuf_puts(out, text->valuestring);
     }
-    if (parts && *parts) flush_text(*parts, out, &mark);
+    if (parts && *parts) json_flush_text_part(*parts, out, &mark);
     return 0;
 }
 
