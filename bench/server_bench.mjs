@@ -6,13 +6,17 @@
 // Prints a Markdown summary. Needs only Node (fetch; SSE reading from tests/server/lib.mjs, which has no
 // dependencies). env: DELTALLM_URL; TARGET_TOKENS (size of the 2nd
 // turn's prompt, default 4000); REPS (2nd-turn measurements each way, default 3); GEN_TOKENS (per request
-// in the throughput runs, default 64); PER_CLIENT (requests each client sends, default 3).
+// in the throughput runs, default 64); PER_CLIENT (requests each client sends, default 3); CLIENTS (the parallel
+// client counts of the throughput runs, default "1 2 4"); THROUGHPUT_ONLY=1 skips the conversation part (any
+// llama-server-compatible server: bench/server_vs_ik.sh points it at ik_llama.cpp's llama-server too).
 import { BASE, readSSE } from '../tests/server/lib.mjs';
 
 const TARGET = +(process.env.TARGET_TOKENS || 4000);
 const REPS = +(process.env.REPS || 3);
 const GEN = +(process.env.GEN_TOKENS || 64);
 const PER_CLIENT = +(process.env.PER_CLIENT || 3);
+const CLIENTS = (process.env.CLIENTS || '1 2 4').trim().split(/\s+/).map(Number);
+const THROUGHPUT_ONLY = process.env.THROUGHPUT_ONLY === '1';
 const headers = { 'Content-Type': 'application/json' };
 
 function words(n, seed) {
@@ -96,7 +100,7 @@ async function throughput(clients, perClient) {
       const j = await post('/v1/completions', { prompt: `Client ${c}, request ${i}: ${words(20, 1000 + c * 97 + i)}`,
         max_tokens: GEN, temperature: 0.8, seed: c * 1000 + i, ignore_eos: true, cache_prompt: false });
       tokens += j.usage.completion_tokens;
-      decodeRates.push(j.timings.predicted_per_second);
+      decodeRates.push(j.timings?.predicted_per_second ?? NaN);
     }
   }));
   const secs = (performance.now() - t0) / 1000;
@@ -106,7 +110,18 @@ async function throughput(clients, perClient) {
 async function main() {
   const health = await (await fetch(BASE + '/health')).json();
   const models = await (await fetch(BASE + '/v1/models')).json();
-  console.log(`model ${models.data[0].id}, ${health.slots.total} slots`);
+  console.log(`model ${models.data[0].id}${health.slots ? `, ${health.slots.total} slots` : ''}`);
+  if (!THROUGHPUT_ONLY) await conversation();
+  console.log(`\n### Throughput (${GEN} generated tokens per request, ignore_eos)\n`);
+  console.log('| parallel clients | requests | generated tokens | wall (s) | aggregate tok/s | median per-request tok/s |');
+  console.log('|---|---|---|---|---|---|');
+  for (const c of CLIENTS) {
+    const t = await throughput(c, PER_CLIENT);
+    console.log(`| ${t.clients} | ${t.requests} | ${t.tokens} | ${t.secs.toFixed(2)} | ${t.tps.toFixed(1)} | ${t.perReq.toFixed(1)} |`);
+  }
+}
+
+async function conversation() {
   const conv = await conversationTTFT();
   const mw = median(conv.warm), mc = median(conv.cold);
   console.log('\n### TTFT, 2nd turn of a conversation\n');
@@ -117,13 +132,6 @@ async function main() {
   console.log(`| with prefix reuse | ${mw.toFixed(0)} | ${conv.warm.map((x) => x.toFixed(0)).join(', ')} |`);
   console.log(`| without (cache_prompt: false) | ${mc.toFixed(0)} | ${conv.cold.map((x) => x.toFixed(0)).join(', ')} |`);
   console.log(`\nTTFT ratio without / with reuse: **${(mc / mw).toFixed(1)}x**`);
-  console.log(`\n### Throughput (${GEN} generated tokens per request, ignore_eos)\n`);
-  console.log('| parallel clients | requests | generated tokens | wall (s) | aggregate tok/s | median per-request tok/s |');
-  console.log('|---|---|---|---|---|---|');
-  for (const c of [1, 2, 4]) {
-    const t = await throughput(c, PER_CLIENT);
-    console.log(`| ${t.clients} | ${t.requests} | ${t.tokens} | ${t.secs.toFixed(2)} | ${t.tps.toFixed(1)} | ${t.perReq.toFixed(1)} |`);
-  }
 }
 
 main().catch((e) => {

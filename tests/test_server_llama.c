@@ -397,3 +397,70 @@ TEST(server_llama, server_sampler_defaults) {
     free(ref);
     server_stop(s);
 }
+
+/* Scans an SSE body: the data objects' "timings" — how many chunks had one, whether predicted_n never went
+ * down, the last predicted_n and the largest prompt_n seen. */
+typedef struct TimingScan {
+    int chunks, with_timings, last_n, prompt_n;
+    bool monotonic;
+} TimingScan;
+
+static TimingScan scan_timings(const char *body) {
+    TimingScan s = {.monotonic = true, .last_n = -1};
+    for (const char *line = body ? strstr(body, "data: {") : NULL; line; line = strstr(line + 1, "data: {")) {
+        const char *end = strchr(line, '\n');
+        cJSON *j = cJSON_ParseWithLength(line + 6, end ? (size_t)(end - line - 6) : strlen(line + 6));
+        s.chunks++;
+        const cJSON *t = cJSON_GetObjectItem(j, "timings");
+        const cJSON *n = cJSON_GetObjectItem(t, "predicted_n"), *p = cJSON_GetObjectItem(t, "prompt_n");
+        if (cJSON_IsNumber(n)) {
+            s.with_timings++;
+            if (n->valueint < s.last_n) s.monotonic = false;
+            s.last_n = n->valueint;
+            if (cJSON_IsNumber(p) && p->valueint > s.prompt_n) s.prompt_n = p->valueint;
+        }
+        cJSON_Delete(j);
+    }
+    return s;
+}
+
+/* timings_per_token (llama.cpp's web UI sends it): every streamed chunk carries the counts so far, on chat and
+ * /completion; without it only the last does; a non-boolean is a 400 naming it. */
+TEST(server_llama, timings_per_token) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    const char *bodies[][2] = {
+        {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 6, "
+                                 "\"stream\": true, \"ignore_eos\": true, \"temperature\": 0, \"timings_per_token\": %s}"},
+        {"/completion", "{\"prompt\": \"Once upon\", \"n_predict\": 6, \"stream\": true, \"ignore_eos\": true, "
+                        "\"temperature\": 0, \"timings_per_token\": %s}"},
+    };
+    for (int k = 0; k < 2; k++) {
+        char body[512];
+        snprintf(body, sizeof body, bodies[k][1], "true");
+        HttpResp r = http(port, "POST", bodies[k][0], NULL, body);
+        TimingScan on = scan_timings(r.body);
+        CHECK_MSG(r.status == 200 && on.chunks >= 2 && on.with_timings == on.chunks && on.monotonic &&
+                      on.last_n == 6 && on.prompt_n > 0,
+                  "%s with timings_per_token: status %d, %d chunks, %d with timings, monotonic %d, last %d, prompt %d",
+                  bodies[k][0], r.status, on.chunks, on.with_timings, on.monotonic, on.last_n, on.prompt_n);
+        http_free(&r);
+        snprintf(body, sizeof body, bodies[k][1], "false");
+        r = http(port, "POST", bodies[k][0], NULL, body);
+        TimingScan off = scan_timings(r.body);
+        CHECK_MSG(r.status == 200 && off.chunks >= 2 && off.with_timings == 1 && off.last_n == 6,
+                  "%s without: status %d, %d chunks, %d with timings, last %d", bodies[k][0], r.status, off.chunks,
+                  off.with_timings, off.last_n);
+        http_free(&r);
+        snprintf(body, sizeof body, bodies[k][1], "1");
+        int st;
+        cJSON *bad = post(port, bodies[k][0], body, &st);
+        CHECK_MSG(st == 400 && error_param(bad) && !strcmp(error_param(bad), "timings_per_token"), "%s: %d",
+                  bodies[k][0], st);
+        cJSON_Delete(bad);
+    }
+    server_stop(s);
+}

@@ -82,6 +82,7 @@ typedef struct Taken {
     SBuf text;
     TokenLogprob *lp;
     size_t n_lp, cap_lp;
+    JobResult now; /* the counts and times so far (timings_per_token) */
 } Taken;
 
 /* Takes the job's new text, logprobs and state. Waits up to wait_ms when there is nothing new (a
@@ -107,6 +108,15 @@ static bool take_output(Job *j, Taken *t, JobResult *res, int wait_ms) {
         j->lp = p, j->n_lp = 0, j->cap_lp = cap;
     }
     bool done = j->done;
+    if (!done) { /* the job so far: its counts, and the times up to now */
+        double now = now_s(), tp = j->t_prompt_done > 0 ? j->t_prompt_done : now;
+        t->now.n_prompt = (int)j->n_prompt;
+        t->now.n_cached = j->n_cached;
+        t->now.n_gen = j->n_gen;
+        t->now.queue_ms = j->t_admit > 0 ? (j->t_admit - j->t_submit) * 1000.0 : (now - j->t_submit) * 1000.0;
+        t->now.prompt_ms = j->t_admit > 0 ? (tp - j->t_admit) * 1000.0 : 0;
+        t->now.gen_ms = j->t_prompt_done > 0 ? (now - j->t_prompt_done) * 1000.0 : 0;
+    }
     if (done) {
         res->finish = j->finish;
         res->slot = j->slot_ran;
@@ -161,6 +171,7 @@ static int pump(Gen *g, Taken *t, int wait_ms) {
         if (g->finished[i]) continue;
         taken_reset(t);
         bool done = take_output(g->jobs[i], t, &g->res[i], i == wait_on ? wait_ms : 0);
+        g->resp[i].now = done ? g->res[i] : t->now;
         if (resp_stream_text(&g->resp[i], t->text.p, t->text.n, t->lp, t->n_lp, &g->out, &err)) goto fail;
         if (!done) continue;
         const JobResult *res = &g->res[i];

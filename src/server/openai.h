@@ -67,6 +67,7 @@ typedef struct ApiLlama {
     bool include_stop; /* include_stop_str_in_output: the matched stop string ends the text */
     bool keep_special; /* skip_special_tokens: false renders control tokens as text */
     bool reasoning_raw; /* reasoning_format "none": chat text is returned unparsed, <think> included */
+    bool timings_per_token; /* every streamed chunk carries the "timings" so far (llama.cpp's web UI asks) */
 } ApiLlama;
 
 typedef struct ApiRequest {

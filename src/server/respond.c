@@ -22,6 +22,7 @@ int resp_init(Responder *r, const ApiRequest *req, RespKind kind, int index, Cha
     r->model = model;
     r->engine = engine;
     r->logprobs = req->logprobs;
+    r->timings_per_token = req->stream && req->llama.timings_per_token;
     r->created = (long)time(NULL);
     if (id) {
         snprintf(r->id, sizeof r->id, "%s", id);
@@ -225,6 +226,7 @@ static cJSON *chunk(Responder *r, cJSON **delta_or_choice, const char *finish) {
     else cJSON_AddNullToObject(c, "logprobs");
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
+    if (r->timings_per_token && !finish) cJSON_AddItemToObject(o, "timings", resp_timings_object(&r->now));
     return o;
 }
 

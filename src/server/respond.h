@@ -58,6 +58,8 @@ typedef struct Responder {
     ResponsesState *rs; /* RESP_RESPONSES */
     struct AnthropicState *as; /* RESP_ANTHROPIC */
     int n_prompt;       /* the job's prompt tokens (the Anthropic stream reports them first) */
+    bool timings_per_token; /* streamed chunks carry "timings": the counts and times in `now` */
+    JobResult now;          /* the job so far (set by the stream's pump before each resp_stream_text) */
 } Responder;
 
 /* chat: fmt, starts_in_reasoning and the request's tools configure the parser. id: shared by the choices of

@@ -44,6 +44,7 @@ int llama_stream_text(Responder *r, const char *text, size_t n, SBuf *out, Err *
     cJSON *o = piece(r, text, n);
     cJSON_AddBoolToObject(o, "stop", false);
     cJSON_AddNumberToObject(o, "id_slot", -1);
+    if (r->timings_per_token) cJSON_AddItemToObject(o, "timings", resp_timings_object(&r->now));
     resp_sse(out, NULL, o);
     return out->oom ? err_set(err, "out of memory") : 0;
 }

@@ -258,6 +258,10 @@ async function main() {
     }
     check(stopped.stored.stopped === true && /stopped/.test(stopped.meta) && busy === 0,
       'web: Stop ends the reply and frees the server\'s slot', `${JSON.stringify(stopped.meta)} busy slots ${busy}`);
+    // its count is the server's (timings_per_token: each chunk carries the tokens so far), not the chunks'
+    const shown = +(/(\d+) tokens/.exec(stopped.meta) || [])[1];
+    check(shown > 0 && shown === stopped.stored.timings?.predicted_n,
+      'web: a stopped reply shows the server\'s token count', `${JSON.stringify(stopped.meta)}, timings ${JSON.stringify(stopped.stored.timings)}`);
 
     // 7. the screenshot: the Markdown conversation with one more streamed turn
     await settingsSave(page, { extra: '', max_tokens: '40', thinking: false });

@@ -91,7 +91,7 @@ function formatMeta(m) {
     if (t.predicted_per_second > 0) parts.push(`${t.predicted_per_second.toFixed(1)} t/s`);
     if (t.prompt_n !== undefined) parts.push(`prompt ${t.prompt_n + (t.cache_n || 0)} (${t.cache_n || 0} cached)`);
   } else if (m.counted && m.counted.n) {
-    // no timings from the server (the reply was stopped): what the page counted as it streamed
+    // no timings from the server (one without timings_per_token, stopped): what the page counted as it streamed
     const c = m.counted;
     parts.push(`${c.n} tokens`);
     if (c.t1 > c.t0 && c.n > 1) parts.push(`${((c.n - 1) / ((c.t1 - c.t0) / 1000)).toFixed(1)} t/s`);
@@ -410,6 +410,7 @@ function requestBody(conv) {
     messages,
     stream: true,
     stream_options: { include_usage: true },
+    timings_per_token: true, // every chunk carries the counts so far: a stopped reply still shows its tokens
   };
   if (settings.thinking !== null && settings.thinking !== undefined)
     body.chat_template_kwargs = { enable_thinking: !!settings.thinking };
