@@ -440,6 +440,8 @@ typedef struct DlSamplerExtra {
     int min_tokens;          /* end-of-generation tokens are not drawn before this many were accepted */
     const char *samplers;    /* the order: names separated by ';' (top_k;top_p;...) or llama.cpp's letters
                                 ("edkypmxt"); NULL: the default above */
+    float dynatemp_range;    /* dynamic temperature: > 0 draws at t ± range, by the candidates' entropy (0: off) */
+    float dynatemp_exponent; /* the temperature = lo + (hi − lo) · (entropy / its maximum)^exponent (1) */
 } DlSamplerExtra;
 
 void dl_sampler_extra_init(DlSamplerExtra *x); /* all off, llama.cpp's defaults for the rest */

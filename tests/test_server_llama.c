@@ -464,3 +464,42 @@ TEST(server_llama, timings_per_token) {
     }
     server_stop(s);
 }
+
+/* What llama.cpp's own web UI sends with its default settings (tools/server/webui's chat service): every field
+ * accepted — max_tokens -1 (no limit), typ_p, dynatemp_*, return_progress, backend_sampling, a null
+ * tool_calls on a user message — and the reply streams (the end tokens banned: until the 1024-token context
+ * is full); max_tokens 0 and a bad dynatemp_range are 400s. */
+TEST(server_llama, llama_web_ui_request) {
+    ServerConfig c;
+    test_server_config(&c);
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    HttpResp r = http(port, "POST", "/v1/chat/completions", NULL,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\", \"tool_calls\": null}], \"stream\": true, "
+                      "\"return_progress\": true, \"reasoning_format\": \"auto\", \"temperature\": 0.8, \"max_tokens\": -1, "
+                      "\"dynatemp_range\": 0.5, \"dynatemp_exponent\": 1, \"top_k\": 40, \"top_p\": 0.95, \"min_p\": 0.05, "
+                      "\"xtc_probability\": 0, \"xtc_threshold\": 0.1, \"typ_p\": 1, \"repeat_last_n\": 64, "
+                      "\"repeat_penalty\": 1, \"presence_penalty\": 0, \"frequency_penalty\": 0, \"dry_multiplier\": 0, "
+                      "\"dry_base\": 1.75, \"dry_allowed_length\": 2, \"dry_penalty_last_n\": -1, \"samplers\": "
+                      "[\"penalties\", \"dry\", \"top_n_sigma\", \"top_k\", \"typ_p\", \"top_p\", \"min_p\", \"xtc\", "
+                      "\"temperature\"], \"backend_sampling\": false, \"timings_per_token\": true, \"seed\": 3, "
+                      "\"logit_bias\": {\"1000\": -100, \"1001\": -100, \"1002\": -100}}");
+    TimingScan t = scan_timings(r.body);
+    CHECK_MSG(r.status == 200 && strstr(r.body, "[DONE]") && t.last_n > 900 && t.with_timings == t.chunks,
+              "status %d, last predicted_n %d, %d of %d chunks with timings: %.300s", r.status, t.last_n,
+              t.with_timings, t.chunks, r.body ? r.body : "-");
+    http_free(&r);
+    const char *bad[][2] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 0}", "max_tokens"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"dynatemp_range\": -1}", "dynatemp_range"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"return_progress\": 1}", "return_progress"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        int st;
+        cJSON *j = post(port, "/v1/chat/completions", bad[k][0], &st);
+        CHECK_MSG(st == 400 && error_param(j) && !strcmp(error_param(j), bad[k][1]), "%s: %d", bad[k][1], st);
+        cJSON_Delete(j);
+    }
+    server_stop(s);
+}

@@ -11,5 +11,6 @@ void dl_sampler_extra_init(DlSamplerExtra *x) {
                           .dry_penalty_last_n = -1,
                           .n_dry_breakers = 0,
                           .xtc_threshold = 0.1f,
-                          .top_n_sigma = -1.0f};
+                          .top_n_sigma = -1.0f,
+                          .dynatemp_exponent = 1.0f};
 }

@@ -102,7 +102,7 @@ static int parse_order(const char *spec, int *order, int *n_order, DlError *err)
 
 static bool wants_chain(const DlSamplerExtra *x) {
     return x->typical_p < 1.0f || x->mirostat || x->dry_multiplier > 0.0f || x->xtc_probability > 0.0f ||
-           x->top_n_sigma > 0.0f || x->min_tokens > 0 || x->samplers;
+           x->top_n_sigma > 0.0f || x->min_tokens > 0 || x->samplers || x->dynatemp_range > 0.0f;
 }
 
 SamplerLlama *sampler_llama_new(const DlEngine *e, const DlSamplerExtra *x, const DlSamplingParams *p, DlError *err) {
@@ -119,6 +119,10 @@ SamplerLlama *sampler_llama_new(const DlEngine *e, const DlSamplerExtra *x, cons
     if (x->dry_allowed_length < 0) return BAD("dry_allowed_length must be ≥ 0, got %d", x->dry_allowed_length);
     if (x->dry_penalty_last_n < -1 || x->dry_penalty_last_n > (1 << 20))
         return BAD("dry_penalty_last_n must be -1 or in [0, 1048576], got %d", x->dry_penalty_last_n);
+    if (!(x->dynatemp_range >= 0.0f && x->dynatemp_range < 1e4f))
+        return BAD("dynatemp_range must be ≥ 0, got %g", x->dynatemp_range);
+    if (!(x->dynatemp_exponent >= 0.0f && x->dynatemp_exponent < 1e4f))
+        return BAD("dynatemp_exponent must be ≥ 0, got %g", x->dynatemp_exponent);
     if (!(x->xtc_probability >= 0.0f && x->xtc_probability <= 1.0f))
         return BAD("xtc_probability must be in [0, 1], got %g", x->xtc_probability);
     if (!(x->xtc_threshold >= 0.0f && x->xtc_threshold <= 1.0f))
@@ -474,8 +478,23 @@ static void st_xtc(DlSampler *s, Chain *ch) {
     ch->n -= last;
 }
 
+/* Dynamic temperature (llama.cpp's dynatemp_range / dynatemp_exponent): the candidates' entropy H over its
+ * maximum log n sets the temperature between max(0, t − range) and t + range, as (H / log n)^exponent; a flat
+ * distribution gets the hottest, a peaked one the coldest. */
+static float dynamic_temperature(DlSampler *s, Chain *ch, float t) {
+    const DlSamplerExtra *x = &s->llama->x;
+    if (!(x->dynatemp_range > 0.0f) || ch->n <= 1) return t;
+    softmax(ch);
+    double h = 0;
+    for (int i = 0; i < ch->n; i++)
+        if (ch->c[i].p > 0.0f) h -= (double)ch->c[i].p * log((double)ch->c[i].p);
+    const double lo = t - x->dynatemp_range > 0.0f ? (double)(t - x->dynatemp_range) : 0.0, hi = (double)t + x->dynatemp_range;
+    return (float)(lo + (hi - lo) * pow(h / log((double)ch->n), (double)x->dynatemp_exponent));
+}
+
 static void st_temp(DlSampler *s, Chain *ch) {
-    const float t = s->p.temperature;
+    float t = s->p.temperature;
+    if (t > 0.0f) t = dynamic_temperature(s, ch, t);
     if (t <= 0.0f) { /* greedy: the best candidate alone */
         int b = 0;
         for (int i = 1; i < ch->n; i++)

@@ -175,6 +175,9 @@ int llama_params_parse(const cJSON *root, const DlSamplerExtra *defaults, DlSamp
         int *i;
     } fields[] = {
         {"typical_p", 0, 1, false, &q->typical_p, NULL},
+        {"typ_p", 0, 1, false, &q->typical_p, NULL}, /* llama.cpp's web UI's name for it */
+        {"dynatemp_range", 0, 100, false, &q->dynatemp_range, NULL},
+        {"dynatemp_exponent", 0, 100, false, &q->dynatemp_exponent, NULL},
         {"mirostat", 0, 2, true, NULL, &q->mirostat},
         {"mirostat_tau", 0, 100, false, &q->mirostat_tau, NULL},
         {"mirostat_eta", 0, 1, false, &q->mirostat_eta, NULL},

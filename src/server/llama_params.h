@@ -22,7 +22,8 @@ typedef struct SamplerSpec {
 #define LLAMA_SAMPLING_KEYS                                                                                       \
     "typical_p", "mirostat", "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base", "dry_allowed_length",    \
         "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold", "top_n_sigma",          \
-        "repetition_penalty", "repeat_last_n", "min_tokens", "samplers", "n_probs"
+        "repetition_penalty", "repeat_last_n", "min_tokens", "samplers", "n_probs", "dynatemp_range",                \
+        "dynatemp_exponent", "typ_p"
 
 /* Reads the fields from root: *spec (malloc'd) when any extra sampler is asked for, else NULL; repetition_penalty
  * and repeat_last_n go to *sp; n_probs (≥ 0) to *n_probs (-1 when absent). 0, or -1 with *e set (400). */

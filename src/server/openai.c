@@ -224,8 +224,9 @@ static int parse_common(const cJSON *root, const ApiDefaults *d, ApiRequest *r, 
     if (get_number(root, "seed", -9.2e18, 1.8e19, true, &x, &given, e)) return -1;
     r->seed_given = given;
     r->sp.seed = given ? (x < 0 ? (uint64_t)(int64_t)x : (uint64_t)x) : random_u64();
-    if (get_number(root, "max_tokens", 1, 1e9, true, &x, &given, e)) return -1;
-    if (given) r->max_tokens = (int)x, r->max_tokens_given = true;
+    if (get_number(root, "max_tokens", -1, 1e9, true, &x, &given, e)) return -1;
+    if (given && x == 0) return BAD("max_tokens", "'max_tokens' must be -1 (no limit, as llama-server takes it) or ≥ 1");
+    if (given) r->max_tokens = (int)x, r->max_tokens_given = true; /* -1: until the context is full */
     if (r->chat) {
         if (get_number(root, "max_completion_tokens", 1, 1e9, true, &x, &given, e)) return -1;
         if (given) r->max_tokens = (int)x, r->max_tokens_given = true;

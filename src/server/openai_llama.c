@@ -1,6 +1,6 @@
 /* openai_llama.c — the request fields llama-server accepts beyond OpenAI's, on /v1/chat/completions,
  * /v1/completions and /completion: n_predict, id_slot, include_stop_str_in_output, skip_special_tokens,
- * reasoning_format, timings_per_token. They are taken out of the request document before the OpenAI fields are checked (so the
+ * reasoning_format, timings_per_token (and return_progress, backend_sampling: accepted, no effect). They are taken out of the request document before the OpenAI fields are checked (so the
  * strict unknown-field check stays as it is), and applied after them. The samplers llama-server has
  * (typical_p, mirostat, dry_*, ...) are parsed with the OpenAI ones in openai.c, not here. */
 #include <math.h>
@@ -58,6 +58,11 @@ int api_llama_take(ApiRequest *r, ApiError *e) {
     if (take_bool(r->doc, "skip_special_tokens", &skip, e)) return -1;
     l->keep_special = !skip;
     if (take_bool(r->doc, "timings_per_token", &l->timings_per_token, e)) return -1;
+    /* llama.cpp's web UI sends these two: accepted, and they change nothing here (no prompt-progress events;
+     * sampling runs on the CPU whatever the device) */
+    bool ignored = false;
+    if (take_bool(r->doc, "return_progress", &ignored, e)) return -1;
+    if (take_bool(r->doc, "backend_sampling", &ignored, e)) return -1;
     cJSON *rf = take(r->doc, "reasoning_format");
     if (rf) {
         const char *name = cJSON_IsString(rf) ? rf->valuestring : NULL;
