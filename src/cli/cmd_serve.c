@@ -60,7 +60,8 @@ static void usage(void) {
            "                           the CLI's and the page's; GET /props shows them)\n"
            "  --typical P --mirostat N --mirostat-lr ETA --mirostat-ent TAU --dry-multiplier M --dry-base B\n"
            "  --dry-allowed-length N --dry-penalty-last-n N --xtc-probability P --xtc-threshold T\n"
-           "  --top-n-sigma N --samplers a;b;..  llama.cpp's samplers, defaults for requests\n"
+           "  --top-n-sigma N --dynatemp-range R --dynatemp-exp E --samplers a;b;..\n"
+           "                           llama.cpp's samplers, defaults for requests\n"
            "  -n, --n-predict N        default max_tokens for chat completions (default -1: until the context ends)\n"
            "  --no-webui               no chat page at / (by default http://HOST:PORT/ is a chat in the browser)\n"
            "  -v, --verbose            debug log\n%s%s", draft_options_help, cli_engine_help);
@@ -192,6 +193,8 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--xtc-probability")) FLOAT_OPT(0, 1, c.sampling_extra.xtc_probability);
         else if (!strcmp(a, "--xtc-threshold")) FLOAT_OPT(0, 1, c.sampling_extra.xtc_threshold);
         else if (!strcmp(a, "--top-n-sigma")) FLOAT_OPT(-1, 1000, c.sampling_extra.top_n_sigma);
+        else if (!strcmp(a, "--dynatemp-range")) FLOAT_OPT(0, 100, c.sampling_extra.dynatemp_range);
+        else if (!strcmp(a, "--dynatemp-exp")) FLOAT_OPT(0, 100, c.sampling_extra.dynatemp_exponent);
         else if (!strcmp(a, "--samplers") || !strcmp(a, "--sampling-seq")) {
             NEEDV;
             c.sampling_extra.samplers = val;

@@ -26,6 +26,7 @@ void gen_options_init(GenOptions *o, long long n_gen_default) {
     o->typical = x.typical_p, o->mirostat_lr = x.mirostat_eta, o->mirostat_ent = x.mirostat_tau;
     o->dry_base = x.dry_base, o->dry_allowed_length = x.dry_allowed_length, o->dry_penalty_last_n = x.dry_penalty_last_n;
     o->xtc_threshold = x.xtc_threshold, o->top_n_sigma = x.top_n_sigma;
+    o->dynatemp_range = x.dynatemp_range, o->dynatemp_exp = x.dynatemp_exponent;
     o->think = true;
     cli_engine_init(&o->engine);
 }
@@ -47,6 +48,7 @@ const char gen_options_help[] =
     "  --typical P --mirostat 0|1|2 --mirostat-lr ETA --mirostat-ent TAU\n"
     "  --dry-multiplier M --dry-base B --dry-allowed-length N --dry-penalty-last-n N\n"
     "  --dry-sequence-breaker S (repeatable) --xtc-probability P --xtc-threshold T --top-n-sigma N\n"
+    "  --dynatemp-range R --dynatemp-exp E  dynamic temperature: temp ± R by the entropy^E (R 0: off)\n"
     "  --samplers a;b;..         the chain's order (llama.cpp's names; --sampling-seq: its letters)\n"
     "  --grammar G, --grammar-file F  constrain the output to a GBNF grammar (run)\n"
     "  --seed S                 sampling seed (default -1: random; -v prints it)\n"
@@ -92,6 +94,8 @@ int gen_options_parse(GenOptions *o, const char *cmd, int argc, char **argv, int
     else if (IS("--xtc-probability")) fp = &o->xtc_probability, flo = 0, fhi = 1;
     else if (IS("--xtc-threshold")) fp = &o->xtc_threshold, flo = 0, fhi = 1;
     else if (IS("--top-n-sigma")) fp = &o->top_n_sigma, flo = -1, fhi = 1000;
+    else if (IS("--dynatemp-range")) fp = &o->dynatemp_range, flo = 0, fhi = 100;
+    else if (IS("--dynatemp-exp")) fp = &o->dynatemp_exp, flo = 0, fhi = 100;
     else if (IS("--samplers") || IS("--sampling-seq")) sp = &o->samplers;
     else if (IS("--grammar")) sp = &o->grammar;
     else if (IS("--grammar-file")) sp = &o->grammar_file;
@@ -184,6 +188,7 @@ DlSampler *gen_new_sampler(const GenOptions *o, const DlEngine *e, DlError *err)
     if (o->n_dry_breakers) x.dry_breakers = o->dry_breakers, x.n_dry_breakers = o->n_dry_breakers;
     x.xtc_probability = (float)o->xtc_probability, x.xtc_threshold = (float)o->xtc_threshold;
     x.top_n_sigma = (float)o->top_n_sigma;
+    x.dynatemp_range = (float)o->dynatemp_range, x.dynatemp_exponent = (float)o->dynatemp_exp;
     x.samplers = o->samplers;
     sp.seed = o->seed < 0 ? cli_random_seed() % 4294967296u : (uint64_t)o->seed; /* 32 bits: easy to type back */
     if (o->verbose) fprintf(stderr, "seed: %llu\n", (unsigned long long)sp.seed);

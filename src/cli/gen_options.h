@@ -15,6 +15,7 @@ typedef struct GenOptions {
     double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     /* llama.cpp's further samplers (--typical, --mirostat*, --dry-*, --xtc-*, --top-n-sigma, --samplers) */
     double typical, mirostat_lr, mirostat_ent, dry_multiplier, dry_base, xtc_probability, xtc_threshold, top_n_sigma;
+    double dynatemp_range, dynatemp_exp; /* --dynatemp-range, --dynatemp-exp */
     long long mirostat, dry_allowed_length, dry_penalty_last_n;
     const char *samplers;
     const char *grammar, *grammar_file; /* GBNF (run: cli/gen_grammar.h) */

@@ -147,6 +147,7 @@ static bool apply_defaults(SamplerSpec *s, const DlSamplerExtra *d) {
     }
     if (d->xtc_probability > 0.0f) q->xtc_probability = d->xtc_probability, q->xtc_threshold = d->xtc_threshold, any = true;
     if (d->top_n_sigma > 0.0f) q->top_n_sigma = d->top_n_sigma, any = true;
+    if (d->dynatemp_range > 0.0f) q->dynatemp_range = d->dynatemp_range, q->dynatemp_exponent = d->dynatemp_exponent, any = true;
     if (d->min_tokens > 0) q->min_tokens = d->min_tokens, any = true;
     if (d->samplers && (s->samplers = strdup(d->samplers))) any = true;
     return any;
