@@ -14,6 +14,7 @@ THREADS=${THREADS:-2}; PPS=${PPS:-"8192 32768"}; DEPTH=${DEPTH:-32768}; TG=${TG:
 IK_RTR=${IK_RTR:-1}
 [ $# -ge 1 ] || { echo "usage: IK_BENCH=llama-bench bench/long_context.sh MODEL.gguf [...]" >&2; exit 2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+rows() { grep '^|' "$1" | grep -v '^| model\|^|--\|^| *PP' || true; }  # a table's data rows
 # the t/s of test $2 in llama-bench-style table $1 (deltallm writes "tg128 @ d32768", ik "tg128@pp32768")
 tps() { awk -F'|' -v t="$2" '{ for (i = 1; i <= NF; i++) { x = $i; gsub(/ /, "", x); if (x == t) { v = $(i+1); sub(/^ */, "", v); sub(/ *±.*/, "", v); print v; exit } } }' "$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2fx", a / b; else print "-" }'; }
@@ -27,10 +28,10 @@ one() {  # model threads dl-test-label ik-test-label "deltallm args" "ik args"
   "$DELTALLM" bench -m "$m" -t "$t" -r "$REPS" $5 ${DELTALLM_ARGS:-} > "$tmp/d.md" 2>&1 || { cat "$tmp/d.md" >&2; exit 1; }
   cat "$tmp/d.md" | grep "^| [^-m]" ; d=$(tps "$tmp/d.md" "$dl")
   "$IK_BENCH" -m "$m" -t "$t" -r "$REPS" $6 ${IK_ARGS:-} > "$tmp/i0.md" 2> "$tmp/i.err" || { tail -3 "$tmp/i.err" >&2; exit 1; }
-  grep "^| [^-m]" "$tmp/i0.md"; i0=$(tps "$tmp/i0.md" "$ik"); i1=-
+  rows "$tmp/i0.md"; i0=$(tps "$tmp/i0.md" "$ik"); i1=-
   if [ "$IK_RTR" = 1 ]; then
     "$IK_BENCH" -m "$m" -t "$t" -r "$REPS" -rtr 1 $6 ${IK_ARGS:-} > "$tmp/i1.md" 2> "$tmp/i.err" || { tail -3 "$tmp/i.err" >&2; exit 1; }
-    grep "^| [^-m]" "$tmp/i1.md"; i1=$(tps "$tmp/i1.md" "$ik")
+    rows "$tmp/i1.md"; i1=$(tps "$tmp/i1.md" "$ik")
   fi
   b=$(best "${i0:-0}" "${i1:-0}")
   echo "| $(basename "$m") | $t | $dl | ${d:--} | ${i0:--} / ${i1:--} | $(ratio "${d:-0}" "$b") |" >> "$out"
