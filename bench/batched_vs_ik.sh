@@ -13,7 +13,7 @@ IK_BATCHED=${IK_BATCHED:?IK_BATCHED names ik_llama.cpp llama-batched-bench}
 THREADS=${THREADS:-1}; PP=${PP:-512}; TG=${TG:-64}; NPL=${NPL:-1,4,8,16}; IK_ARGS=${IK_ARGS:-}
 m=${1:?usage: IK_BATCHED=llama-batched-bench bench/batched_vs_ik.sh MODEL.gguf}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-rows() { grep '^|' "$1" | grep -v '^| model\|^|--\|^| *PP' || true; }  # a table's data rows
+rows() { grep '^|' "$1" | grep -v '^| model\|^| *--\|^| *PP' || true; }  # a table's data rows
 maxn=$(echo "$NPL" | tr ',' '\n' | sort -n | tail -1)
 echo "batched_vs_ik: $(basename "$m"), $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for t in $THREADS; do

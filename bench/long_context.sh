@@ -14,7 +14,7 @@ THREADS=${THREADS:-2}; PPS=${PPS:-"8192 32768"}; DEPTH=${DEPTH:-32768}; TG=${TG:
 IK_RTR=${IK_RTR:-1}
 [ $# -ge 1 ] || { echo "usage: IK_BENCH=llama-bench bench/long_context.sh MODEL.gguf [...]" >&2; exit 2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-rows() { grep '^|' "$1" | grep -v '^| model\|^|--\|^| *PP' || true; }  # a table's data rows
+rows() { grep '^|' "$1" | grep -v '^| model\|^| *--\|^| *PP' || true; }  # a table's data rows
 # the t/s of test $2 in llama-bench-style table $1 (deltallm writes "tg128 @ d32768", ik "tg128@pp32768")
 tps() { awk -F'|' -v t="$2" '{ for (i = 1; i <= NF; i++) { x = $i; gsub(/ /, "", x); if (x == t) { v = $(i+1); sub(/^ */, "", v); sub(/ *±.*/, "", v); print v; exit } } }' "$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2fx", a / b; else print "-" }'; }

@@ -180,5 +180,65 @@ B8_FORMAT(iq4_nl, dec8_iq4_nl, 18, true, MM_ACT_Q8_0, ord_iq4_nl)
 B8_FORMAT(mxfp4, dec8_mxfp4, 17, true, MM_ACT_Q8_0, ord_mxfp4)
 B8_FORMAT(q4_1, dec8_q4_1, 20, false, MM_ACT_Q8_1, ord_min)
 B8_FORMAT(q5_1, dec8_q5_1, 24, false, MM_ACT_Q8_1, ord_min)
-/* Q8_0 in the fast arithmetic (its llama.cpp orders are matmul_q8_0_avx2.c's) */
-B8_FORMAT(q8_0_fast, dec8_q8_0, 34, true, MM_ACT_Q8_0, ord_fast)
+/* Q8_0 in the fast arithmetic (its llama.cpp orders are matmul_q8_0_avx2.c's): row by row for the rows left
+ * over by the 8-row tiles below (and as their definition) */
+B8_FORMAT(q8_0_rows, dec8_q8_0, 34, true, MM_ACT_Q8_0, ord_fast)
+
+/* The same order, eight rows at a time in the lanes of one YMM: each row's block total (vpmaddubsw / vpmaddwd
+ * lanes, then a vphaddd tree: integers, exact) lands in lane r, then one vcvtdq2ps, one vmulps (d_w·d_a) and
+ * one vfmadd per token — lane for lane the operations of rows_q8_0_rows_B8_SPAN's fmaf((float)Σ, d_w·d_a, s),
+ * so the same bits, for a third of the instructions and eight independent rows in flight (a decode GEMV ran
+ * one row's dependent chain at a time). Tiles: 8 rows × up to Q8F_C tokens. */
+enum { Q8F_C = 4 };
+
+B8_INLINE __m256i q8f_lanes(const uint8_t *b, __m256i av) {
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(b + 2));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(av, q)), _mm256_set1_epi16(1));
+}
+
+static void q8f_tile(const MmJob *j, const uint8_t *const w[8], int64_t t, int nc, float *out) {
+    const int64_t nb = j->K / QK;
+    __m256 s[Q8F_C];
+    const int8_t *qa[Q8F_C];
+    const float *da[Q8F_C];
+    for (int c = 0; c < nc; c++) {
+        const uint8_t *ar = mm_act_row(j, t + c);
+        qa[c] = (const int8_t *)(ar + j->al.qs), da[c] = (const float *)(ar + j->al.d);
+        s[c] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const size_t off = (size_t)i * 34;
+        uint16_t h[8];
+        for (int r = 0; r < 8; r++) memcpy(&h[r], w[r] + off, 2);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+        for (int c = 0; c < nc; c++) {
+            const __m256i av = _mm256_loadu_si256((const __m256i *)(qa[c] + 32 * i));
+            const __m256i h01 = _mm256_hadd_epi32(q8f_lanes(w[0] + off, av), q8f_lanes(w[1] + off, av));
+            const __m256i h23 = _mm256_hadd_epi32(q8f_lanes(w[2] + off, av), q8f_lanes(w[3] + off, av));
+            const __m256i h45 = _mm256_hadd_epi32(q8f_lanes(w[4] + off, av), q8f_lanes(w[5] + off, av));
+            const __m256i h67 = _mm256_hadd_epi32(q8f_lanes(w[6] + off, av), q8f_lanes(w[7] + off, av));
+            const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67); /* rows 0-3, 4-7 by halves */
+            const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+            s[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dw, _mm256_set1_ps(da[c][i])), s[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) _mm256_storeu_ps(out + 8 * c, s[c]);
+}
+
+static void compute_q8_0_fast(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
+    (void)tmp;
+    int64_t o = o0;
+    for (; o + 8 <= o1; o += 8) {
+        const uint8_t *w[8];
+        for (int r = 0; r < 8; r++) w[r] = mm_w_row(j, o + r);
+        for (int64_t t = t0; t < t1; t += Q8F_C) {
+            const int nc = t1 - t < Q8F_C ? (int)(t1 - t) : Q8F_C;
+            float y[Q8F_C * 8];
+            q8f_tile(j, w, t, nc, y);
+            for (int c = 0; c < nc; c++)
+                for (int r = 0; r < 8; r++) j->y[(t + c) * j->O + o + r] = y[8 * c + r];
+        }
+    }
+    if (o < o1) rows_q8_0_rows_B8_SPAN(j, o, o1, t0, t1);
+}
+const MmFormat mm_q8_0_fast_avx2 = {.act_kind = MM_ACT_Q8_0, .act_off = 0, .compute = compute_q8_0_fast, .fast = true};
