@@ -280,6 +280,8 @@ TEST(chat_cli, embedded_model_three_turns) {
 
 #include <math.h>
 
+#include "test_vision_oracle.h"
+
 bool test_vl_files(const char **model, const char **mmproj, const char **png); /* test_server_vision.c */
 
 /* Greedy tokens of the conversation's rendered prompt evaluated cold through the CLI's image path. */
@@ -389,6 +391,70 @@ TEST(chat_cli, image_attached_to_the_next_message) {
     snprintf(in, sizeof in, "/image %s\n/exit\n", png);
     rc = cli_run(args, in, &o, &er);
     CHECK_MSG(rc == 0 && er && strstr(er, "/image needs a vision projector: start chat with --mmproj FILE"), "rc %d: %s", rc,
+              er ? er : "");
+    free(o), free(er);
+}
+
+/* /image against llama.cpp's recorded logits (test_vision_oracle.h): a ChatML conversation (the recorded prompt is
+ * ChatML's rendering of [image, "Describe the picture."]) on the oracle's model, projector and PNG — the turn's
+ * prompt is the recorded one token for token (the image's rows in its place) and the greedy reply's first token
+ * is llama.cpp's argmax; then the program (`chat --chat-format chatml --mmproj`, /image on standard input)
+ * replies with that token's text. */
+TEST(chat_cli, image_reply_matches_the_mtmd_oracle) {
+    if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
+    const char *model, *mmproj, *png;
+    REQUIRE(test_vision_oracle_files(&model, &mmproj, &png));
+    int n1, n2;
+    const int32_t *c2, *c1 = test_vision_oracle_prompt(&n1, &c2, &n2);
+    const int32_t top1 = test_vision_oracle_top1();
+    REQUIRE_MSG(c1 && top1 >= 0, "the recorded oracle is missing");
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = model, p.n_threads = 1, p.n_ctx = 256;
+    DlError err = {{0}};
+    DlEngine *e = dl_engine_open(&p, &err);
+    REQUIRE_MSG(e, "%s", err.msg);
+    ChatTemplate t;
+    char msg[512];
+    REQUIRE(chat_prompt_template(NULL, NULL, "chatml", &t, msg, sizeof msg) == 0);
+    DlSamplingParams sp;
+    dl_sampling_params_init(&sp);
+    sp.temperature = 0;
+    DlSampler *greedy = dl_sampler_new(e, &sp, &err);
+    ChatConv *conv = chat_conv_new(e, &t, NULL, false, &err);
+    REQUIRE(greedy && conv);
+    CliImage img;
+    REQUIRE_MSG(cli_image_encode(e, mmproj, png, 1, &img, &err) == 0, "%s", err.msg);
+    const int n_img = img.n_tokens;
+    REQUIRE(chat_conv_attach(conv, &img, &err) == 0);
+    Text tx = {0};
+    ChatConvOutput out = {on_r, on_c, &tx};
+    ChatTurnStats st;
+    ChatTurnEnd end = chat_conv_turn(conv, "Describe the picture.", greedy, 1, true, &out, NULL, &st, &err);
+    REQUIRE_MSG(end == TURN_LENGTH, "ended %d: %s", end, err.msg);
+    size_t n_have = 0;
+    const int32_t *have = chat_conv_tokens(conv, &n_have);
+    bool same = st.n_prompt == (size_t)(n1 + n_img + n2) && n_have == st.n_prompt + 1;
+    for (int i = 0; same && i < n1; i++) same = have[i] == c1[i];
+    for (int i = 0; same && i < n_img; i++) same = have[n1 + i] < 0;
+    for (int i = 0; same && i < n2; i++) same = have[n1 + n_img + i] == c2[i];
+    CHECK_MSG(same, "the turn's prompt (%zu rows) is not the recorded one (%d + %d image rows + %d)", st.n_prompt, n1, n_img, n2);
+    CHECK_MSG(n_have == st.n_prompt + 1 && have[st.n_prompt] == top1, "reply token %d, llama.cpp's argmax %d",
+              n_have > st.n_prompt ? have[st.n_prompt] : -1, top1);
+    size_t pl;
+    const char *piece = dl_token_piece(e, top1, &pl);
+    char want[64];
+    snprintf(want, sizeof want, "%.*s", (int)(pl < 63 ? pl : 63), piece ? piece : "");
+    test_note("prompt %zu rows = the recorded one; reply token %d ('%s') = llama.cpp's argmax", st.n_prompt, have[st.n_prompt], want);
+    chat_conv_free(conv);
+    dl_sampler_free(greedy);
+    dl_engine_close(e);
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set: the program part skipped");
+    char args[2048], in[1024], *o = NULL, *er = NULL;
+    snprintf(args, sizeof args, "chat -m '%s' --mmproj '%s' --chat-format chatml --temp 0 -n 1 -c 1024 -t 1", model, mmproj);
+    snprintf(in, sizeof in, "/image %s\nDescribe the picture.\n/exit\n", png);
+    const int rc = cli_run(args, in, &o, &er);
+    CHECK_MSG(rc == 0 && o && strstr(o, want), "rc %d, reply '%s', llama.cpp's argmax '%s'; stderr %s", rc, o ? o : "", want,
               er ? er : "");
     free(o), free(er);
 }

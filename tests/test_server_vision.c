@@ -7,6 +7,7 @@
  * base64, a corrupt or huge PNG and a server without --mmproj are one-line 400s; /props and /v1/models say so. */
 #include "test.h"
 #include "test_http.h"
+#include "test_vision_oracle.h"
 
 #include "cli/cli_image.h"
 #include "deltallm.h"
@@ -357,6 +358,131 @@ TEST(server_vision, responses_and_anthropic_forms) {
     free(rtext), sbuf_free(&at), free(rb), free(ab), free(um), free(body);
     cJSON_Delete(rc), cJSON_Delete(rr), cJSON_Delete(ra);
     server_stop(s);
+}
+
+/* The id whose piece is the JSON "bytes" array b (first match in the vocabulary); -1 if none. */
+static int32_t id_of_bytes(const DlEngine *e, const cJSON *b) {
+    char buf[256];
+    int n = 0;
+    for (const cJSON *x = b ? b->child : NULL; x && n < (int)sizeof buf; x = x->next) buf[n++] = (char)x->valueint;
+    const int V = dl_engine_info(e)->n_vocab;
+    for (int32_t id = 0; id < V; id++) {
+        size_t len;
+        const char *p = dl_token_piece(e, id, &len);
+        if (p && len == (size_t)n && !memcmp(p, buf, len)) return id;
+    }
+    return -1;
+}
+
+/* Each API that takes an image, against llama.cpp's recorded logits (test_vision_oracle.h): a ChatML server
+ * (the recorded prompt is ChatML's rendering of [image, "Describe the picture."]) on the oracle's model,
+ * projector and PNG. OpenAI chat (image_url): the first token's top_logprobs — the top one is llama.cpp's
+ * argmax, the gaps to it within VISION_ORACLE_GAP_LIMIT of llama.cpp's; Responses (input_image) and Anthropic
+ * (image block), which give no log-probabilities: the prompt's size and the greedy first token (its text). */
+TEST(server_vision, each_api_against_the_mtmd_oracle) {
+    if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
+    const char *model, *mmproj, *png;
+    REQUIRE(test_vision_oracle_files(&model, &mmproj, &png));
+    int n1, n2;
+    const int32_t *c2, *c1 = test_vision_oracle_prompt(&n1, &c2, &n2);
+    const int32_t top1 = test_vision_oracle_top1();
+    REQUIRE_MSG(c1 && top1 >= 0, "the recorded oracle is missing");
+    size_t n_png;
+    uint8_t *bytes = test_read_file(png, &n_png);
+    REQUIRE(bytes);
+    char *enc = b64(bytes, n_png), *url = malloc(strlen(enc) + 32);
+    sprintf(url, "data:image/png;base64,%s", enc);
+    free(bytes);
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = model, p.n_threads = 1, p.n_ctx = 64;
+    DlError derr = {{0}};
+    DlEngine *en = dl_engine_open(&p, &derr); /* the vocabulary, to name the returned tokens */
+    REQUIRE_MSG(en, "%s", derr.msg);
+    size_t top_len;
+    const char *top_piece = dl_token_piece(en, top1, &top_len);
+    /* plain ChatML (the model's own template names a default system prompt, which the recording has not) */
+    char tpl[600];
+    snprintf(tpl, sizeof tpl, "%s/oracle-chatml.jinja", test_tmpdir());
+    FILE *tf = fopen(tpl, "wb");
+    REQUIRE(tf);
+    fputs("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}", tf);
+    fclose(tf);
+    ServerConfig c;
+    test_server_config(&c);
+    c.model_path = model, c.chat_template_file = tpl, c.chat_format = "chatml", c.ctx_size = 1024, c.mmproj = mmproj;
+    Server *s = test_server_start(&c);
+    REQUIRE(s);
+    const int port = server_port(s);
+    const int n_img = 24; /* 48×32 canvas, tiny projector: 6×4 merged tokens */
+    /* 1. OpenAI chat, image_url */
+    char *um = user_image(url, "Describe the picture.");
+    char *body = malloc(strlen(um) + 300);
+    sprintf(body, "{\"messages\":[%s],\"max_tokens\":1,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":true,"
+                  "\"top_logprobs\":8}", um);
+    int st;
+    cJSON *r = post(port, "/v1/chat/completions", body, &st);
+    CHECK_MSG(st == 200 && jnum(r, "usage.prompt_tokens") == n1 + n_img + n2, "status %d, %g prompt tokens (want %d)", st,
+              jnum(r, "usage.prompt_tokens"), n1 + n_img + n2);
+    const cJSON *lpc = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice0(r), "logprobs"), "content");
+    const cJSON *tok0 = cJSON_GetArrayItem(lpc, 0), *tops = cJSON_GetObjectItemCaseSensitive(tok0, "top_logprobs");
+    int32_t ids[8];
+    double lp[8];
+    int n = 0;
+    for (const cJSON *t = tops ? tops->child : NULL; t && n < 8; t = t->next) {
+        ids[n] = id_of_bytes(en, cJSON_GetObjectItemCaseSensitive(t, "bytes"));
+        lp[n++] = jnum(t, "logprob");
+    }
+    REQUIRE_MSG(n == 8, "%d top_logprobs", n);
+    CHECK_MSG(id_of_bytes(en, cJSON_GetObjectItemCaseSensitive(tok0, "bytes")) == top1 && ids[0] == top1,
+              "chat: generated / top token %d / %d, llama.cpp's argmax %d", id_of_bytes(en, cJSON_GetObjectItemCaseSensitive(tok0, "bytes")),
+              ids[0], top1);
+    int n_cmp;
+    const double gap = test_vision_oracle_gap_dist(ids, lp, n, &n_cmp);
+    CHECK_MSG(n_cmp >= 4 && gap <= VISION_ORACLE_GAP_LIMIT, "chat: logprob gaps %.3g·std from llama.cpp's (%d compared)", gap,
+              n_cmp);
+    test_note("chat image_url: top-1 %d (llama.cpp's %d), top-%d gaps within %.2g·std of llama.cpp's (%d recorded)", ids[0], top1,
+              n, gap, n_cmp);
+    /* 2. Responses input_image, 3. Anthropic image block: the greedy first token */
+    const char *b64data = strchr(url, ',') + 1;
+    char *rb = malloc(strlen(url) + 400), *ab = malloc(strlen(url) + 400);
+    sprintf(rb, "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"%s\"},"
+                "{\"type\":\"input_text\",\"text\":\"Describe the picture.\"}]}],\"max_output_tokens\":1,\"temperature\":0}", url);
+    sprintf(ab, "{\"model\":\"m\",\"max_tokens\":1,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                "\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"%s\"}},{\"type\":\"text\","
+                "\"text\":\"Describe the picture.\"}]}]}", b64data);
+    cJSON *rr = post(port, "/v1/responses", rb, &st);
+    CHECK_MSG(st == 200 && jnum(rr, "usage.input_tokens") == n1 + n_img + n2, "responses: status %d, %g input tokens", st,
+              jnum(rr, "usage.input_tokens"));
+    SBuf rt = {0};
+    const cJSON *out = cJSON_GetObjectItemCaseSensitive(rr, "output");
+    for (const cJSON *it = out ? out->child : NULL; it; it = it->next) {
+        const cJSON *cc = cJSON_GetObjectItemCaseSensitive(it, "content");
+        for (const cJSON *q = cc ? cc->child : NULL; q; q = q->next) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(q, "text");
+            if (cJSON_IsString(x)) sbuf_puts(&rt, x->valuestring);
+        }
+    }
+    cJSON *ra = post(port, "/v1/messages", ab, &st);
+    CHECK_MSG(st == 200 && jnum(ra, "usage.input_tokens") == n1 + n_img + n2, "anthropic: status %d, %g input tokens", st,
+              jnum(ra, "usage.input_tokens"));
+    SBuf at = {0};
+    const cJSON *ac = cJSON_GetObjectItemCaseSensitive(ra, "content");
+    for (const cJSON *q = ac ? ac->child : NULL; q; q = q->next) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(q, "text");
+        if (cJSON_IsString(x)) sbuf_puts(&at, x->valuestring);
+    }
+    const char *want = content_of(r);
+    CHECK_MSG(top_piece && strlen(want) == top_len && !memcmp(want, top_piece, top_len), "chat text '%s' is not the piece of %d",
+              want, top1);
+    CHECK_MSG(rt.p && !strcmp(rt.p, want), "responses: '%s', llama.cpp's argmax '%s'", rt.p ? rt.p : "", want);
+    CHECK_MSG(at.p && !strcmp(at.p, want), "anthropic: '%s', llama.cpp's argmax '%s'", at.p ? at.p : "", want);
+    sbuf_free(&rt), sbuf_free(&at);
+    free(rb), free(ab), free(body), free(um), free(enc), free(url);
+    cJSON_Delete(r), cJSON_Delete(rr), cJSON_Delete(ra);
+    server_stop(s);
+    dl_engine_close(en);
 }
 
 /* A 400 whose message is one line holding want. */

@@ -464,6 +464,7 @@ TEST(vision, png_to_embeddings) {
 
 #include "cli/cli_image.h"
 #include "cli_proc.h"
+#include "test_vision_oracle.h"
 #include "deltallm.h"
 #include "model/synth.h"
 
@@ -630,5 +631,38 @@ TEST(vision, cli_run_with_image) {
     }
 #else
     test_note("PNG support not built: skipped");
+#endif
+}
+
+/* `run --image` against llama.cpp's recorded logits (test_vision_oracle.h): with --chat --chat-format chatml the
+ * prompt is the recorded one (ChatML's rendering of [image, "Describe the picture."]); `run` shows only text, so
+ * the greedy first token's text is checked: llama.cpp's argmax. */
+TEST(vision, cli_run_image_matches_the_mtmd_oracle) {
+    if (!cli_bin()) return test_note("DELTALLM_BIN not set: skipped");
+#if DL_PNG
+    const char *model, *mmproj, *png;
+    REQUIRE(test_vision_oracle_files(&model, &mmproj, &png));
+    const int32_t top1 = test_vision_oracle_top1();
+    REQUIRE_MSG(top1 >= 0, "the recorded oracle is missing");
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = model, p.n_threads = 1, p.n_ctx = 64;
+    DlError err = {{0}};
+    DlEngine *e = dl_engine_open(&p, &err);
+    REQUIRE_MSG(e, "%s", err.msg);
+    size_t pl;
+    const char *piece = dl_token_piece(e, top1, &pl);
+    char want[64], args[2048], *out = NULL, *er = NULL;
+    snprintf(want, sizeof want, "%.*s", (int)(pl < 63 ? pl : 63), piece ? piece : "");
+    dl_engine_close(e);
+    snprintf(args, sizeof args, "run --chat --chat-format chatml -m %s --mmproj %s --image %s -p 'Describe the picture.' "
+             "-n 1 --temp 0 -t 1", model, mmproj, png);
+    const int rc = cli_run(args, NULL, &out, &er);
+    CHECK_MSG(rc == 0 && out && strstr(out, want), "rc %d: reply '%s', llama.cpp's argmax %d '%s'; %s", rc, out ? out : "",
+              top1, want, er ? er : "");
+    test_note("reply '%s' = llama.cpp's argmax (%d)", want, top1);
+    free(out), free(er);
+#else
+    test_skip("PNG support not built (libpng-dev missing)");
 #endif
 }

@@ -8,6 +8,7 @@
  *     text row after the image): top-1 and max |Δ| / std.
  * `DELTALLM_ORACLE_DIR=D build/tests vision/oracle_inputs` writes the inputs into D for the harness. */
 #include "test.h"
+#include "test_vision_oracle.h"
 
 #include "cli/cli_image.h"
 #include "deltallm.h"
@@ -355,4 +356,67 @@ TEST(vision, mtmd_oracle_logits) {
 #else
     test_skip("PNG support not built (libpng-dev missing)");
 #endif
+}
+
+/* ---------------------------------------------------------------- the oracle for the entry points' tests
+ * The recorded prompt, `<|im_start|>user\n<image>Describe the picture.<|im_end|>\n<|im_start|>assistant\n`, is
+ * what ChatML renders (Qwen2-VL's template: an image part becomes the vision markers) for one user message
+ * [image, "Describe the picture."]; its last row predicts an entry point's first generated token. So each entry
+ * point (`run --chat --chat-format chatml --image`, chat's /image, the server's image_url, input_image and
+ * Anthropic image block) is checked directly against llama.cpp's recorded logits of that row:
+ *   - greedy: the first generated token is llama.cpp's argmax (the limit vision/mtmd_oracle_logits uses: top-1);
+ *   - where the entry point gives log-probabilities (the OpenAI server's top_logprobs), the gaps to the top
+ *     token, lp[k] − lp[0], against llama.cpp's l[k] − l[0], in units of that row's std, within
+ *     VISION_ORACLE_GAP_LIMIT (0.2: twice the 0.087·std per logit measured above, with margin). */
+bool test_vision_oracle_files(const char **model, const char **mmproj, const char **png) {
+    static char m[700], p[700], i[700];
+    const char *dir = inputs_dir();
+    if (!dir) return false;
+    snprintf(m, sizeof m, "%s/model.gguf", dir);
+    snprintf(p, sizeof p, "%s/mmproj-f32.gguf", dir);
+    snprintf(i, sizeof i, "%s/up.png", dir);
+    *model = m, *mmproj = p, *png = i;
+    return true;
+}
+
+static const OracleLogits *last_row(void) {
+    static OracleLogits o;
+    static int state; /* 0 not read, 1 read, -1 missing */
+    if (!state) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/prompt-f32.bin", test_data("vision_oracle"));
+        state = read_logits(path, &o) == 0 ? 1 : -1;
+    }
+    return state > 0 ? &o : NULL;
+}
+
+int32_t test_vision_oracle_top1(void) {
+    const OracleLogits *o = last_row();
+    return o ? o->top[o->n2 - 1] : -1;
+}
+
+const int32_t *test_vision_oracle_prompt(int *n1, const int32_t **c2, int *n2) {
+    const OracleLogits *o = last_row();
+    if (!o) return NULL;
+    *n1 = o->n1, *c2 = o->c2, *n2 = o->n2;
+    return o->c1;
+}
+
+double test_vision_oracle_gap_dist(const int32_t *ids, const double *lp, int n, int *n_cmp) {
+    const OracleLogits *o = last_row();
+    *n_cmp = 0;
+    if (!o || n < 2) return NAN;
+    const float *l = o->lg + (size_t)(o->n2 - 1) * o->ns;
+    int at0 = -1;
+    for (int i = 0; i < o->ns; i++) at0 = o->ids[i] == ids[0] ? i : at0;
+    if (at0 < 0) return NAN;
+    double worst = 0;
+    for (int k = 1; k < n; k++)
+        for (int i = 0; i < o->ns; i++)
+            if (o->ids[i] == ids[k]) {
+                const double want = (double)l[i] - l[at0], have = lp[k] - lp[0];
+                worst = fmax(worst, fabs(have - want) / o->sd[o->n2 - 1]);
+                ++*n_cmp;
+            }
+    return worst;
 }

@@ -107,7 +107,13 @@ int content_as_string(Render *r, const cJSON *msg, Str *out) {
         StrBuf *b = temp(r);
         if (!b) return render_fail(r, "out of memory");
         for (const cJSON *part = c->child; part; part = part->next) {
-            const char *text = jstr(part, "text");
+            const char *text = jstr(part, "text"), *type = jstr(part, "type");
+            /* ChatML with pictures is Qwen2-VL's template: each image part becomes the vision markers */
+            if (!text && r->tmpl->format == CHAT_FORMAT_CHATML && type &&
+                (!strcmp(type, "image") || !strcmp(type, "image_url"))) {
+                sb_puts(b, "<|vision_start|><|image_pad|><|vision_end|>");
+                continue;
+            }
             if (!text) return render_fail(r, "only text content parts can be used with this model's template");
             sb_puts(b, text);
         }
