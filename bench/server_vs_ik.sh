@@ -11,7 +11,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${DELTALLM_BIN:-$root/build/deltallm}
 MODEL=${1:?usage: IK_SERVER=llama-server bench/server_vs_ik.sh MODEL.gguf}
-IK_SERVER=${IK_SERVER:?IK_SERVER names ik_llama.cpp's llama-server}
+IK_SERVER=${IK_SERVER:?IK_SERVER names the llama-server of ik_llama.cpp}
 NP=${NP:-8}; THREADS=${THREADS:-2}; CTX=${CTX:-1024}; ROUNDS=${ROUNDS:-1}; PORT=${PORT:-18431}
 export CLIENTS="${CLIENTS:-$NP}" GEN_TOKENS="${GEN_TOKENS:-64}" PER_CLIENT="${PER_CLIENT:-2}" THROUGHPUT_ONLY=1
 export DELTALLM_URL="http://127.0.0.1:$PORT"
