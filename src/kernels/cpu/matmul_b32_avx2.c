@@ -158,17 +158,29 @@ B8_INLINE __m256i span8_pair(__m256i qa, __m256i qb, __m256i av) {
     return _mm256_hadd_epi32(la, lb);
 }
 
+/* the tile's tokens: their Q8_0 values and block scales; their sums start at 0 */
+B8_INLINE void span8_acts(const MmJob *j, int64_t t, int nc, const int8_t **qa, const float **da, __m256 *s) {
+    for (int c = 0; c < nc; c++) {
+        const uint8_t *ar = mm_act_row(j, t + c);
+        qa[c] = (const int8_t *)(ar + j->al.qs), da[c] = (const float *)(ar + j->al.d);
+        s[c] = _mm256_setzero_ps();
+    }
+}
+
+/* lo, hi: span8_pair trees of rows 0-3 and 4-7 (each row's lanes 0-3 in the low half, 4-7 in the high half):
+ * the eight totals as floats, times d_w·d_a, onto s */
+B8_INLINE __m256 span8_fma(__m256i lo, __m256i hi, __m256 dw, float da, __m256 s) {
+    const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dw, _mm256_set1_ps(da)), s);
+}
+
 B8_INLINE void span8_tile(const MmJob *j, const uint8_t *const w[8], size_t bytes, B8Dec dec, int64_t t, int nc,
                           float *out) {
     const int64_t nb = j->K / QK;
     __m256 s[SPAN8_C];
     const int8_t *qa[SPAN8_C];
     const float *da[SPAN8_C];
-    for (int c = 0; c < nc; c++) {
-        const uint8_t *ar = mm_act_row(j, t + c);
-        qa[c] = (const int8_t *)(ar + j->al.qs), da[c] = (const float *)(ar + j->al.d);
-        s[c] = _mm256_setzero_ps();
-    }
+    span8_acts(j, t, nc, qa, da, s);
     for (int64_t i = 0; i < nb; i++) {
         __m256i q[8];
         float d[8], m;
@@ -178,9 +190,7 @@ B8_INLINE void span8_tile(const MmJob *j, const uint8_t *const w[8], size_t byte
             const __m256i av = _mm256_loadu_si256((const __m256i *)(qa[c] + 32 * i));
             const __m256i lo = _mm256_hadd_epi32(span8_pair(q[0], q[1], av), span8_pair(q[2], q[3], av));
             const __m256i hi = _mm256_hadd_epi32(span8_pair(q[4], q[5], av), span8_pair(q[6], q[7], av));
-            /* lo: rows 0-3 over lanes 0-3 (low half) and 4-7 (high half); hi: rows 4-7 */
-            const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
-            s[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dw, _mm256_set1_ps(da[c][i])), s[c]);
+            s[c] = span8_fma(lo, hi, dw, da[c][i], s[c]);
         }
     }
     for (int c = 0; c < nc; c++) _mm256_storeu_ps(out + 8 * c, s[c]);
@@ -256,24 +266,18 @@ B8_FORMAT(q8_0_rows, dec8_q8_0, 34, true, MM_ACT_Q8_0, ord_fast)
  * lanes, then a vphaddd tree: integers, exact) lands in lane r, then one vcvtdq2ps, one vmulps (d_w·d_a) and
  * one vfmadd per token — lane for lane the operations of rows_q8_0_rows_B8_SPAN's fmaf((float)Σ, d_w·d_a, s),
  * so the same bits, for a third of the instructions and eight independent rows in flight (a decode GEMV ran
- * one row's dependent chain at a time). Tiles: 8 rows × up to Q8F_C tokens. */
-enum { Q8F_C = 4 };
+ * one row's dependent chain at a time). Tiles: 8 rows × up to SPAN8_C tokens. */
 
-B8_INLINE __m256i q8f_lanes(const uint8_t *b, __m256i av) {
-    const __m256i q = _mm256_loadu_si256((const __m256i *)(b + 2));
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(av, q)), _mm256_set1_epi16(1));
+B8_INLINE __m256i q8f_pair(const uint8_t *a, const uint8_t *b, __m256i av) { /* two rows' block values, where used */
+    return span8_pair(_mm256_loadu_si256((const __m256i *)(a + 2)), _mm256_loadu_si256((const __m256i *)(b + 2)), av);
 }
 
 static void q8f_tile(const MmJob *j, const uint8_t *const w[8], int64_t t, int nc, float *out) {
     const int64_t nb = j->K / QK;
-    __m256 s[Q8F_C];
-    const int8_t *qa[Q8F_C];
-    const float *da[Q8F_C];
-    for (int c = 0; c < nc; c++) {
-        const uint8_t *ar = mm_act_row(j, t + c);
-        qa[c] = (const int8_t *)(ar + j->al.qs), da[c] = (const float *)(ar + j->al.d);
-        s[c] = _mm256_setzero_ps();
-    }
+    __m256 s[SPAN8_C];
+    const int8_t *qa[SPAN8_C];
+    const float *da[SPAN8_C];
+    span8_acts(j, t, nc, qa, da, s);
     for (int64_t i = 0; i < nb; i++) {
         const size_t off = (size_t)i * 34;
         uint16_t h[8];
@@ -281,13 +285,9 @@ static void q8f_tile(const MmJob *j, const uint8_t *const w[8], int64_t t, int n
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
         for (int c = 0; c < nc; c++) {
             const __m256i av = _mm256_loadu_si256((const __m256i *)(qa[c] + 32 * i));
-            const __m256i h01 = _mm256_hadd_epi32(q8f_lanes(w[0] + off, av), q8f_lanes(w[1] + off, av));
-            const __m256i h23 = _mm256_hadd_epi32(q8f_lanes(w[2] + off, av), q8f_lanes(w[3] + off, av));
-            const __m256i h45 = _mm256_hadd_epi32(q8f_lanes(w[4] + off, av), q8f_lanes(w[5] + off, av));
-            const __m256i h67 = _mm256_hadd_epi32(q8f_lanes(w[6] + off, av), q8f_lanes(w[7] + off, av));
-            const __m256i lo = _mm256_hadd_epi32(h01, h23), hi = _mm256_hadd_epi32(h45, h67); /* rows 0-3, 4-7 by halves */
-            const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
-            s[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dw, _mm256_set1_ps(da[c][i])), s[c]);
+            const __m256i lo = _mm256_hadd_epi32(q8f_pair(w[0] + off, w[1] + off, av), q8f_pair(w[2] + off, w[3] + off, av));
+            const __m256i hi = _mm256_hadd_epi32(q8f_pair(w[4] + off, w[5] + off, av), q8f_pair(w[6] + off, w[7] + off, av));
+            s[c] = span8_fma(lo, hi, dw, da[c][i], s[c]);
         }
     }
     for (int c = 0; c < nc; c++) _mm256_storeu_ps(out + 8 * c, s[c]);
@@ -299,9 +299,9 @@ static void compute_q8_0_fast(const MmJob *j, int64_t o0, int64_t o1, int64_t t0
     for (; o + 8 <= o1; o += 8) {
         const uint8_t *w[8];
         for (int r = 0; r < 8; r++) w[r] = mm_w_row(j, o + r);
-        for (int64_t t = t0; t < t1; t += Q8F_C) {
-            const int nc = t1 - t < Q8F_C ? (int)(t1 - t) : Q8F_C;
-            float y[Q8F_C * 8];
+        for (int64_t t = t0; t < t1; t += SPAN8_C) {
+            const int nc = t1 - t < SPAN8_C ? (int)(t1 - t) : SPAN8_C;
+            float y[SPAN8_C * 8];
             q8f_tile(j, w, t, nc, y);
             for (int c = 0; c < nc; c++)
                 for (int r = 0; r < 8; r++) j->y[(t + c) * j->O + o + r] = y[8 * c + r];
