@@ -392,6 +392,61 @@ TEST(vk_stream, attention_split_over_keys) {
     backend_destroy(dflt);
 }
 
+/* The one-workgroup kernel (split=0; prefill's T > VK_ATTN_SPLIT_T always) walking many key blocks, against the
+ * reference. lavapipe ends an invocation's loops after 65535 steps of them all (docs/VULKAN.md): 16k keys at
+ * d = 256 gave NMSE 5e-2 there before the kernel took 8 terms per loop step; past the kernel's reach the backend
+ * must refuse (the submission fails naming llvmpipe) and never return wrong numbers. */
+TEST(vk_stream, attention_unsplit_long_context) {
+    Backend *never = vk_new("split=0");
+    if (!never) return;
+    Err err = {{0}};
+    Backend *ref = backend_create(&(BackendOptions){.name = "ref", .cpu.isa = ISA_REF, .n_threads = 1, .mode = MATMUL_EXACT}, &err);
+    REQUIRE_MSG(ref, "%s", err.msg);
+    static const AttnCase cases[] = {
+        {1, 16383, 1, 1, 256, 0}, /* 128 blocks: wrong on lavapipe before */
+        {5, 16000, 2, 1, 256, 0}, /* prefill's shape: 5 queries never split */
+        {1, 98303, 1, 1, 256, 0}, /* 768 blocks: past lavapipe's loop limit, refused there */
+    };
+    const BackendSizes sz = {.max_rows = 8, .max_cols = 4096, .max_ctx = 98304, .head_dim = 256, .gqa_group = 2, .d_k = 64, .d_v = 64};
+    REQUIRE_MSG(never->vt->reserve(never, &sz, &err) == 0 && ref->vt->reserve(ref, &sz, &err) == 0, "%s", err.msg);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const AttnCase *c = &cases[i];
+        const int n = c->pos0 + c->T;
+        const size_t nq = (size_t)c->T * c->H * c->d, nkv = (size_t)n * c->Hkv * c->d;
+        float *q = malloc(4 * nq), *kv = malloc(4 * 2 * nkv), *out = malloc(4 * nq);
+        REQUIRE(q && kv && out);
+        for (size_t j = 0; j < nq; j++) q[j] = 2.0f * trand_f();
+        for (size_t j = 0; j < 2 * nkv; j++) kv[j] = trand_f();
+        uint64_t dr, br;
+        float *r = attn_run(ref, c, q, kv, NULL, &dr, &br, false);
+        BBuf *buf = never->vt->alloc(never, 4 * (2 * nq + 2 * nkv), &err);
+        REQUIRE_MSG(r && buf, "%s", err.msg);
+        const BView bq = {buf, 0}, bk = {buf, 4 * nq}, bvv = {buf, 4 * (nq + nkv)}, bo = {buf, 4 * (nq + 2 * nkv)};
+        never->vt->upload(never, bq, q, 4 * nq);
+        never->vt->upload(never, bk, kv, 4 * nkv);
+        never->vt->upload(never, bvv, kv + nkv, 4 * nkv);
+        const AttentionArgs a = {c->T, c->pos0, c->H, c->Hkv, c->d, 1.0f / sqrtf((float)c->d), bq, bk, bvv, bo, {0}, 0};
+        never->vt->begin(never);
+        never->vt->attention(never, &a);
+        Err e2 = {{0}};
+        const bool ran = never->vt->submit(never, &e2) == 0 && never->vt->wait(never, &e2) == 0;
+        if (ran) {
+            never->vt->download(never, out, bo, 4 * nq);
+            const double en = nmse(r, out, nq);
+            test_note("T=%d keys=%d H=%d Hkv=%d d=%d, one workgroup per (query, head): NMSE %.1e", c->T, n, c->H, c->Hkv,
+                      c->d, en);
+            CHECK_MSG(en <= 1e-10, "case %zu: NMSE %.2e", i, en);
+        } else {
+            test_note("T=%d keys=%d d=%d refused: %s", c->T, n, c->d, e2.msg);
+            CHECK_MSG(i == 2 && strstr(e2.msg, "llvmpipe"), "case %zu: %s", i, e2.msg);
+        }
+        never->vt->free(never, buf);
+        free(q), free(kv), free(out), free(r);
+    }
+    backend_destroy(ref);
+    backend_destroy(never);
+}
+
 /* The split over the keys (flash-decoding) in a replayed pass: its number of splits comes from the context
  * bucket (AttentionArgs.keys_max) in a replay and a fresh recording alike, so decoding across 768 keys (where
  * the key count alone would take a fourth split) gives the bits of recording every pass. */

@@ -104,6 +104,7 @@ static void pick_memory(VkDev *d) {
 static int probe(VkDev *d, const char **exts, uint32_t *n_exts, Err *err) {
     vkf.vkGetPhysicalDeviceProperties(d->phys, &d->props);
     snprintf(d->name, sizeof d->name, "%s", d->props.deviceName);
+    d->loop_limited = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && strncmp(d->props.deviceName, "llvmpipe", 8) == 0;
     VkPhysicalDeviceSubgroupSizeControlProperties ssc = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
     VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &ssc};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};

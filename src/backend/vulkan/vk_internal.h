@@ -99,6 +99,7 @@ typedef struct VkDev {
     uint32_t mem_device, mem_host;       /* memory type indices: device-local; host-visible + coherent */
     bool device_is_host;                 /* the device-local type is also host-visible + coherent (lavapipe,
                                             integrated GPUs): uploads and downloads can skip the staging copy */
+    bool loop_limited;                   /* llvmpipe: at most VK_LOOP_ITERS_LLVMPIPE loop steps per invocation */
     uint64_t device_bytes;               /* the largest device-local heap */
     uint64_t max_alloc;
     char name[256];
@@ -279,5 +280,10 @@ BView vk_weight(VkBackend *b, const Weight *w, int expert);
 #define VK_ATTN_SPLIT_KEYS 256
 #define VK_ATTN_SPLIT_T 4
 #define VK_ATTN_SPLIT_ROWS 128
+/* lavapipe (llvmpipe) ends every loop of an invocation once 65535 iterations of all its loops together have run
+ * (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS, a guard against endless loops): the results are then silently wrong.
+ * attention.comp's walk over the keys is the one kernel that can reach it; the host refuses such a walk there
+ * (VkDev.loop_limited) instead of returning wrong numbers. */
+#define VK_LOOP_ITERS_LLVMPIPE 65535
 
 #endif

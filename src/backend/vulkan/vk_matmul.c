@@ -189,9 +189,21 @@ static void v_moe_ffn(Backend *be, const MoeArgs *a) {
     const VkAcc wr = acc_r(a->work, wbytes), xr = acc_r(a->x, 4 * (uint64_t)a->R * E);
     const VkAcc gacc[3] = {wr, xr, acc_w(a->gate_out, nf)}, uacc[3] = {wr, xr, acc_w(a->up_out, nf)};
     const VkAcc dacc[3] = {wr, acc_r(a->gate_out, nf), acc_w(a->eo, 4 * (uint64_t)n * E)};
-    expert_product(b, k, a->gate, va(a->x), work, E, va(a->gate_out), 0, F, items, args_a, gacc, 3);
-    expert_product(b, k, a->up, va(a->x), work, E, va(a->up_out), 0, F, items, args_a, uacc, 3);
-    vk_swiglu(b, a->gate_out, a->gate_out, a->up_out, (int)n, (int)F);
+    /* decode (the vector kernel): gate and up rows of each selected expert dotted by the same subgroup and
+     * silu(g)·u written, one dispatch over all of them (MM_SWIGLU, the unfused ops' dot products and swiglu: the
+     * same bits); else the two products and the swiglu */
+    if (k == K_VEC && !b->fuse_off && a->gate->type == a->up->type && a->gate->row_bytes == a->up->row_bytes &&
+        a->gate->expert_stride == a->up->expert_stride && a->up->rows == F && a->up->cols == E) {
+        const VkAcc facc[3] = {wr, xr, acc_w(a->gate_out, nf)};
+        const MatPush p = {va(vk_weight(b, a->gate, 0)), va(a->x), va(a->gate_out), items, work, 0, tab_addr(b), a->gate->expert_stride,
+                     E, F, 0, E, F, (uint32_t)a->gate->row_bytes, 0.0f, MM_SWIGLU | ((va(a->x) % 16 == 0 && E % 4 == 0) ? MM_XV4 : 0),
+                     va(vk_weight(b, a->up, 0)), 0, 0};
+        vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], a->gate->type), &p, sizeof p, args_a, facc, 3);
+    } else {
+        expert_product(b, k, a->gate, va(a->x), work, E, va(a->gate_out), 0, F, items, args_a, gacc, 3);
+        expert_product(b, k, a->up, va(a->x), work, E, va(a->up_out), 0, F, items, args_a, uacc, 3);
+        vk_swiglu(b, a->gate_out, a->gate_out, a->up_out, (int)n, (int)F);
+    }
     expert_product(b, k, a->down, va(a->gate_out), 0, F, va(a->eo), sidx, E, items, args_b, dacc, 3);
 }
 

@@ -150,6 +150,17 @@ static void attention(VkBackend *b, const AttentionArgs *a, BView gate, int64_t 
         return;
     }
     const int S = vk_attn_splits(b, a->T, a->rows_at.buf && a->keys_max > 0 ? a->keys_max : a->pos0 + a->T);
+    if (b->d->loop_limited) { /* the loop steps of one invocation (attention.comp, 128-key blocks), bounded above */
+        const int64_t n = a->rows_at.buf && a->keys_max > 0 ? a->keys_max : (int64_t)a->pos0 + a->T;
+        const int64_t chunk = S == 1 ? n : ((n + S - 1) / S + 127) / 128 * 128, D = a->d;
+        const int64_t per_block = D / 8 + D % 8 + 1 + (D + 127) / 128 * 17 + 24;
+        if ((chunk + 127) / 128 * per_block > VK_LOOP_ITERS_LLVMPIPE) {
+            vks_fail(b, "attention over %lld keys in one workgroup (head dim %d) passes llvmpipe's limit of %d loop "
+                        "steps per invocation, past which its results are wrong",
+                     (long long)chunk, a->d, VK_LOOP_ITERS_LLVMPIPE);
+            return;
+        }
+    }
     const uint64_t qb = 4 * (uint64_t)a->T * (uint64_t)a->n_head * (uint64_t)a->d;
     /* the keys read: rows [0, pos0 + T), or with rows_at (rows read on the device, replayed at later ones) the
      * caches to their buffers' ends */

@@ -8,6 +8,11 @@
 // c = ceil(n_keys / S) rounded up to a block (from the query's key count, read as above, so a pass replayed at a
 // later row still covers every key), and writes its running maximum, sum and unnormalised output to part
 // [T][H][S][2 + D]; attn_combine.comp merges them. With S = 1 the loop is the one over all keys, as before.
+// Loops: lavapipe (llvmpipe's gallivm) ends every loop of an invocation once 65535 iterations of all its loops
+// together have run (LP_MAX_TGSI_LOOP_ITERATIONS, a guard against endless loops), silently: walking 16k keys at
+// d = 256 with a loop step per product term (2·D per block) crossed it and gave NMSE 5e-2. The dot products and
+// the weighted V sums go 8 terms per step in the same order (same bits), so one workgroup walks ~8× more keys
+// there; VK_ATTN_LOOP_ITERS (vk_internal.h) is what the host checks it against.
 #version 450
 #include "common.glsl"
 
@@ -47,7 +52,18 @@ void main() {
         if (key < k_end) {
             s = 0.0;
             const uint ko = key * kvs + hk * D;
-            for (uint d = 0u; d < D; d++) s += qs[d] * K.v[ko + d];
+            uint d = 0u;
+            for (; d + 8u <= D; d += 8u) { // 8 at a time, in order (the same sum): see the note on loops above
+                s += qs[d] * K.v[ko + d];
+                s += qs[d + 1u] * K.v[ko + d + 1u];
+                s += qs[d + 2u] * K.v[ko + d + 2u];
+                s += qs[d + 3u] * K.v[ko + d + 3u];
+                s += qs[d + 4u] * K.v[ko + d + 4u];
+                s += qs[d + 5u] * K.v[ko + d + 5u];
+                s += qs[d + 6u] * K.v[ko + d + 6u];
+                s += qs[d + 7u] * K.v[ko + d + 7u];
+            }
+            for (; d < D; d++) s += qs[d] * K.v[ko + d];
             s *= p.scale;
         }
         red[tid] = s;
@@ -74,7 +90,19 @@ void main() {
             const uint d = tid + i * BLOCK;
             if (d >= D) break;
             float a = acc[i] * corr;
-            for (uint j = 0u; j < nb; j++) a += pr[j] * V.v[(k0 + j) * kvs + hk * D + d];
+            const uint vo = k0 * kvs + hk * D + d;
+            uint j = 0u;
+            for (; j + 8u <= nb; j += 8u) {
+                a += pr[j] * V.v[vo + j * kvs];
+                a += pr[j + 1u] * V.v[vo + (j + 1u) * kvs];
+                a += pr[j + 2u] * V.v[vo + (j + 2u) * kvs];
+                a += pr[j + 3u] * V.v[vo + (j + 3u) * kvs];
+                a += pr[j + 4u] * V.v[vo + (j + 4u) * kvs];
+                a += pr[j + 5u] * V.v[vo + (j + 5u) * kvs];
+                a += pr[j + 6u] * V.v[vo + (j + 6u) * kvs];
+                a += pr[j + 7u] * V.v[vo + (j + 7u) * kvs];
+            }
+            for (; j < nb; j++) a += pr[j] * V.v[vo + j * kvs];
             acc[i] = a;
         }
         barrier();

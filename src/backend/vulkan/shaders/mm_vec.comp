@@ -4,7 +4,8 @@
 // bytes), each item dequantized once and dotted with every token; a workgroup covers VEC_ROWS rows, the
 // subgroups taking turns, so any subgroup size works. Grid: x = row groups, y = work items. The fused forms
 // (mm_common.glsl flags) keep the same dot products, so their results are the unfused ops' bits: with
-// MM_SWIGLU a second accumulator runs over w2's row, with MM_ACC the sum is added to y.
+// MM_SWIGLU a second accumulator runs over w2's row (expert e's: w2 + e·estride, as for w; MoE decode's gate + up +
+// SwiGLU over all selected experts in one dispatch), with MM_ACC the sum is added to y.
 #version 450
 #include "common.glsl"
 #include "dequant.glsl"
@@ -54,7 +55,7 @@ void main() {
         if (row >= (pair ? max(p.rows, p.rows2) : p.rows)) break;
         const bool has1 = row < p.rows, two = (p.flags & MM_SWIGLU) != 0u || (pair && row < p.rows2);
         const uint64_t rowa = wbase + uint64_t(row) * uint64_t(p.row_bytes);
-        const uint64_t rowa2 = p.w2 + uint64_t(row) * uint64_t(p.row_bytes);
+        const uint64_t rowa2 = p.w2 + (nrm ? 0ul : uint64_t(e) * p.estride) + uint64_t(row) * uint64_t(p.row_bytes);
         float acc[VEC_TOKENS], acc2[VEC_TOKENS];
         for (uint q = 0u; q < VEC_TOKENS; q++) acc[q] = 0.0, acc2[q] = 0.0;
         for (uint it = lane; it < n_items; it += sg) {
