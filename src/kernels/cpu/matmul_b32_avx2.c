@@ -197,7 +197,9 @@ B8_INLINE void span8_tile(const MmJob *j, const uint8_t *const w[8], size_t byte
 }
 
 typedef void (*B8Rows)(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1);
+static void q8f_tile(const MmJob *j, const uint8_t *const w[8], int64_t t, int nc, float *out);
 
+/* dec NULL: Q8_0's own tile (q8f_tile) */
 B8_INLINE void span8_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, size_t bytes, B8Dec dec,
                              B8Rows rows) {
     int64_t o = o0;
@@ -207,7 +209,8 @@ B8_INLINE void span8_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0,
         for (int64_t t = t0; t < t1; t += SPAN8_C) {
             const int nc = t1 - t < SPAN8_C ? (int)(t1 - t) : SPAN8_C;
             float y[SPAN8_C * 8];
-            span8_tile(j, w, bytes, dec, t, nc, y);
+            if (dec) span8_tile(j, w, bytes, dec, t, nc, y);
+            else q8f_tile(j, w, t, nc, y);
             for (int c = 0; c < nc; c++)
                 for (int r = 0; r < 8; r++) j->y[(t + c) * j->O + o + r] = y[8 * c + r];
         }
@@ -295,18 +298,6 @@ static void q8f_tile(const MmJob *j, const uint8_t *const w[8], int64_t t, int n
 
 static void compute_q8_0_fast(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
     (void)tmp;
-    int64_t o = o0;
-    for (; o + 8 <= o1; o += 8) {
-        const uint8_t *w[8];
-        for (int r = 0; r < 8; r++) w[r] = mm_w_row(j, o + r);
-        for (int64_t t = t0; t < t1; t += SPAN8_C) {
-            const int nc = t1 - t < SPAN8_C ? (int)(t1 - t) : SPAN8_C;
-            float y[SPAN8_C * 8];
-            q8f_tile(j, w, t, nc, y);
-            for (int c = 0; c < nc; c++)
-                for (int r = 0; r < 8; r++) j->y[(t + c) * j->O + o + r] = y[8 * c + r];
-        }
-    }
-    if (o < o1) rows_q8_0_rows_B8_SPAN(j, o, o1, t0, t1);
+    span8_compute(j, o0, o1, t0, t1, 34, NULL, rows_q8_0_rows_B8_SPAN);
 }
 const MmFormat mm_q8_0_fast_avx2 = {.act_kind = MM_ACT_Q8_0, .act_off = 0, .compute = compute_q8_0_fast, .fast = true};
