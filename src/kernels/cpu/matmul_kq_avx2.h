@@ -9,7 +9,8 @@
  * |a| ≤ 127 keep pair sums ≤ 32258) and vpmaddwd with the scales give the scaled lane sums.
  *
  * A work item runs row by row: each super-block of a row is decoded once and applied to every token of
- * the chunk, whose float states wait in a small array (the lanes of LANES8, or the two SPAN sums). */
+ * the chunk, whose float states wait in a small array (the lanes of LANES8, or the two SPAN sums); several
+ * tokens go 4 at a time through k8_group (a chunk's codes and scales loaded once for the 4). */
 #ifndef DL_KERNELS_CPU_MATMUL_KQ_AVX2_H
 #define DL_KERNELS_CPU_MATMUL_KQ_AVX2_H
 
@@ -79,6 +80,48 @@ typedef struct K8Acc {
     float summs, s, sm;
 } K8Acc;
 
+/* The float steps of one token and super-block, given its integer lane sums: reg[r] = Σ of the chunks of span
+ * region r (one region of all 8 chunks when span is 0). The integers are exact, so whichever order the chunks
+ * were summed in (k8_step: chunk by chunk for one token; k8_group: a chunk for several tokens at once), the
+ * float steps see the same values: a row's result does not depend on its batch. */
+K8_INLINE void k8_finish(const K8Kind kind, const int span, const K8Row *k, const __m256i *reg, float d8, const int16_t *bs,
+                         K8Acc *st) {
+    if (span) { /* Q2/Q4/Q5 also the minimum totals, Q6 less its 32·Σ sc·bsums */
+        const bool mins = kind == K8_Q2 || kind == K8_Q4 || kind == K8_Q5;
+        const float dd = (kind == K8_IQ ? k->dmin : k->d) * d8, dm = k->dmin * d8; /* IQ: dfac (panel) */
+        const __m256i mp = (mins || kind == K8_Q6) ? k8_min_pairs(k, bs) : _mm256_setzero_si256();
+        for (int e0 = 0; e0 < QK_K; e0 += span) {
+            const __m256i t = reg[e0 / span];
+            const __m256i keep = _mm256_and_si256(
+                _mm256_cmpgt_epi32(_mm256_set1_epi32((e0 + span) / 32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                _mm256_cmpgt_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), _mm256_set1_epi32(e0 / 32)));
+            int32_t tot = k8_hsum_i32(t);
+            if (kind == K8_Q6) tot -= 32 * k8_hsum_i32(_mm256_and_si256(mp, keep));
+            st->s = fmaf((float)tot, dd, st->s);
+            if (mins) st->sm = fmaf((float)k8_hsum_i32(_mm256_and_si256(mp, keep)), dm, st->sm);
+        }
+        return;
+    }
+    __m256i lane = reg[0];
+    const float d = d8 * k->d;
+    if (kind == K8_Q6) lane = _mm256_sub_epi32(lane, _mm256_slli_epi32(k8_min_pairs(k, bs), 5));
+    if (kind == K8_Q2) {
+        const float dmin = -d8 * k->dmin;
+        st->acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(k8_min_pairs(k, bs)), st->acc);
+    }
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), st->acc);
+    if (kind == K8_Q4) {
+        const float dmin = -d8 * k->dmin;
+        const __m256i p = k8_min_pairs(k, bs);
+        const __m128i q4 = _mm_hadd_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+        st->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(q4), st->accm);
+    }
+    if (kind == K8_Q5) {
+        const float dmin = -d8 * k->dmin;
+        st->summs = fmaf(dmin, (float)k8_hsum_i32(k8_min_pairs(k, bs)), st->summs);
+    }
+}
+
 K8_INLINE void k8_step(const K8Kind kind, const bool sgn, const int span, const K8Row *k, const int8_t *a, float d8,
                        const int16_t *bs, K8Acc *st) {
     if (kind == K8_IQ1S || kind == K8_IQ1M) { /* lanes of q and of the offset signs; panel values 8q + delta */
@@ -99,42 +142,13 @@ K8_INLINE void k8_step(const K8Kind kind, const bool sgn, const int span, const 
             st->acc2 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(td), st->acc2);
         return;
     }
-    if (span) { /* Q2/Q4/Q5 also the minimum totals, Q6 less its 32·Σ sc·bsums */
-        const bool mins = kind == K8_Q2 || kind == K8_Q4 || kind == K8_Q5;
-        const float dd = (kind == K8_IQ ? k->dmin : k->d) * d8, dm = k->dmin * d8; /* IQ: dfac (panel) */
-        const __m256i mp = (mins || kind == K8_Q6) ? k8_min_pairs(k, bs) : _mm256_setzero_si256();
-        for (int e0 = 0; e0 < QK_K; e0 += span) {
-            __m256i t = k8_chunk(sgn, k, a, e0 / 32);
-            for (int ch = e0 / 32 + 1; ch < (e0 + span) / 32; ch++) t = _mm256_add_epi32(t, k8_chunk(sgn, k, a, ch));
-            const __m256i keep = _mm256_and_si256(
-                _mm256_cmpgt_epi32(_mm256_set1_epi32((e0 + span) / 32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                _mm256_cmpgt_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), _mm256_set1_epi32(e0 / 32)));
-            int32_t tot = k8_hsum_i32(t);
-            if (kind == K8_Q6) tot -= 32 * k8_hsum_i32(_mm256_and_si256(mp, keep));
-            st->s = fmaf((float)tot, dd, st->s);
-            if (mins) st->sm = fmaf((float)k8_hsum_i32(_mm256_and_si256(mp, keep)), dm, st->sm);
-        }
-        return;
+    const int R = span ? QK_K / span : 1, per = 8 / R;
+    __m256i reg[8];
+    for (int r = 0; r < R; r++) {
+        reg[r] = k8_chunk(sgn, k, a, r * per);
+        for (int ch = r * per + 1; ch < (r + 1) * per; ch++) reg[r] = _mm256_add_epi32(reg[r], k8_chunk(sgn, k, a, ch));
     }
-    __m256i lane = k8_chunk(sgn, k, a, 0);
-    for (int ch = 1; ch < 8; ch++) lane = _mm256_add_epi32(lane, k8_chunk(sgn, k, a, ch));
-    const float d = d8 * k->d;
-    if (kind == K8_Q6) lane = _mm256_sub_epi32(lane, _mm256_slli_epi32(k8_min_pairs(k, bs), 5));
-    if (kind == K8_Q2) {
-        const float dmin = -d8 * k->dmin;
-        st->acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(k8_min_pairs(k, bs)), st->acc);
-    }
-    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), st->acc);
-    if (kind == K8_Q4) {
-        const float dmin = -d8 * k->dmin;
-        const __m256i p = k8_min_pairs(k, bs);
-        const __m128i q4 = _mm_hadd_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-        st->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(q4), st->accm);
-    }
-    if (kind == K8_Q5) {
-        const float dmin = -d8 * k->dmin;
-        st->summs = fmaf(dmin, (float)k8_hsum_i32(k8_min_pairs(k, bs)), st->summs);
-    }
+    k8_finish(kind, span, k, reg, d8, bs, st);
 }
 
 K8_INLINE float k8_result(const K8Kind kind, const int span, float post, const K8Acc *st) {
@@ -150,6 +164,52 @@ K8_INLINE float k8_result(const K8Kind kind, const int span, float post, const K
     if (kind == K8_Q5) r = r + st->summs;
     if (kind == K8_IQ && post != 1.f) r = post * r;
     return r;
+}
+
+/* C tokens (1-4) of one decoded super-block at once: each chunk's codes and scales are loaded once and applied
+ * to the C tokens' activations (vpmaddubsw + vpmaddwd + add per token and chunk, instead of re-deriving the
+ * scale pair per token), the same integer sums as k8_step, then the same float steps per token (k8_finish).
+ * Not for IQ1_S / IQ1_M (two lanes of sums). */
+K8_INLINE void k8_group(const K8Kind kind, const bool sgn, const int span, const K8Row *k, const MmJob *j, int64_t t,
+                        int64_t sb, const int C, K8Acc *st) {
+    const int R = span ? QK_K / span : 1, per = 8 / R;
+    const int8_t *a[4];
+    __m256i reg[4][8]; /* [token][region] */
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) a[c] = (const int8_t *)(mm_act_row(j, t + c) + j->al.qs) + sb * QK_K;
+    for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) reg[c][r] = _mm256_setzero_si256();
+        for (int ch = r * per; ch < (r + 1) * per; ch++) {
+            const __m256i q = _mm256_load_si256((const __m256i *)(k->q + 32 * ch));
+            const __m256i qa = sgn ? _mm256_sign_epi8(q, q) : q;
+            const __m256i s = _mm256_set_m128i(_mm_set1_epi16(k->sc[2 * ch + 1]), _mm_set1_epi16(k->sc[2 * ch]));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                __m256i av = _mm256_loadu_si256((const __m256i *)(a[c] + 32 * ch));
+                if (sgn) av = _mm256_sign_epi8(av, q);
+                reg[c][r] = _mm256_add_epi32(reg[c][r], _mm256_madd_epi16(_mm256_maddubs_epi16(qa, av), s));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        const uint8_t *ar = mm_act_row(j, t + c);
+        k8_finish(kind, span, k, reg[c], ((const float *)(ar + j->al.d))[sb], (const int16_t *)(ar + j->al.bsums) + sb * 16, &st[c]);
+    }
+}
+
+/* the nt tokens of a chunk in groups of 4 (k8_group) */
+K8_INLINE void k8_groups(const K8Kind kind, const bool sgn, const int span, const K8Row *k, const MmJob *j, int64_t tb,
+                         int64_t sb, int nt, K8Acc *st) {
+    int c = 0;
+    for (; c + 4 <= nt; c += 4) k8_group(kind, sgn, span, k, j, tb + c, sb, 4, st + c);
+    switch (nt - c) {
+    case 3: k8_group(kind, sgn, span, k, j, tb + c, sb, 3, st + c); break;
+    case 2: k8_group(kind, sgn, span, k, j, tb + c, sb, 2, st + c); break;
+    case 1: k8_group(kind, sgn, span, k, j, tb + c, sb, 1, st + c); break;
+    default: break;
+    }
 }
 
 /* at most this many tokens per pass over a row (their states live in K8Acc[]) */
@@ -172,10 +232,13 @@ K8_INLINE float k8_result(const K8Kind kind, const int span, float post, const K
                 for (int64_t sb = 0; sb < nsb; sb++) {                                                            \
                     K8Row kr;                                                                                     \
                     DECODE(w + sb * (BYTES), &kr);                                                                \
-                    for (int c = 0; c < nt; c++) {                                                                \
-                        const uint8_t *ar = mm_act_row(j, tb + c);                                                \
-                        kq8_step_tok(KIND, SGN, SPAN, &kr, ar, j, sb, &st[c]);                                    \
-                    }                                                                                             \
+                    if (nt > 1 && KIND != K8_IQ1S && KIND != K8_IQ1M)                                             \
+                        k8_groups(KIND, SGN, SPAN, &kr, j, tb, sb, nt, st);                                       \
+                    else                                                                                          \
+                        for (int c = 0; c < nt; c++) {                                                            \
+                            const uint8_t *ar = mm_act_row(j, tb + c);                                            \
+                            kq8_step_tok(KIND, SGN, SPAN, &kr, ar, j, sb, &st[c]);                                \
+                        }                                                                                         \
                 }                                                                                                 \
                 for (int c = 0; c < nt; c++) j->y[(tb + c) * j->O + o] = k8_result(KIND, SPAN, POST, &st[c]);     \
             }                                                                                                     \
