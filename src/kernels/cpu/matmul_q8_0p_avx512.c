@@ -19,7 +19,6 @@
 
 #define P_INLINE static inline __attribute__((always_inline))
 #define TILE_T 8 /* tokens per GEMM tile */
-#define SMALL_T 16 /* up to this many tokens, the 16-row tiles only */
 
 typedef struct PTok {
     const int8_t *qs;
@@ -131,10 +130,7 @@ static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t 
     const int64_t nb = j->K / QK;
     const size_t panel_bytes = 16 * j->w->row_bytes;
     int64_t o = o0;
-    /* prefill: 32 rows × 4 tokens where two panels are left, one token tile at a time. Up to 16 tokens (a
-     * decode of 16 streams, a speculative verify) each panel is read once from memory by the 16 × 8 tiles (the
-     * second 8 tokens find it in L1/L2) */
-    if (t1 - t0 > SMALL_T)
+    if (t1 - t0 > 8) /* prefill: 32 rows × 4 tokens where two panels are left, one token tile at a time */
         for (; o + 32 <= o1; o += 32) {
             const uint8_t *q0 = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes, *q1 = q0 + panel_bytes;
             int64_t t = t0;
