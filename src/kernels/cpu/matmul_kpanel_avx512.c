@@ -25,6 +25,9 @@
 /* decode's software prefetch distance: without it b2's tg64 fell from 58-66 to 35 t/s on one thread, 2-16 KiB
  * within the noise (2026-12-02; the Q8_0 GEMV is faster without one, matmul_q8_0p_avx512.c) */
 #define PF_BYTES 8192
+/* up to this many tokens a work item streams the 16-row panels once with the prefetching 16 × T tiles (T ≤ 8;
+ * 16 tokens are two passes); more go to the 32 × 4 tiles, whose Q5_K / Q6_K codes are decoded into tmp first */
+#define SMALL_T 8
 
 typedef struct QTok {
     const int8_t *qs;
@@ -486,6 +489,12 @@ TILE_FN(q5k, 5, 0)
 TILE_FN(q5k, 6, 0)
 TILE_FN(q5k, 7, 0)
 TILE_FN(q5k, 8, 0)
+TILE_FN(q5k, 3, 1)
+TILE_FN(q5k, 4, 1)
+TILE_FN(q5k, 5, 1)
+TILE_FN(q5k, 6, 1)
+TILE_FN(q5k, 7, 1)
+TILE_FN(q5k, 8, 1)
 static void q6k1_1(const uint8_t *panel, int64_t nsb, const QTok *tk, float out[][16]) { q6k_gemv(panel, nsb, tk, 1, out); }
 static void q6k2_1(const uint8_t *panel, int64_t nsb, const QTok *tk, float out[][16]) { q6k_gemv(panel, nsb, tk, 2, out); }
 TILE_FN(q6k, 3, 0)
@@ -494,20 +503,35 @@ TILE_FN(q6k, 5, 0)
 TILE_FN(q6k, 6, 0)
 TILE_FN(q6k, 7, 0)
 TILE_FN(q6k, 8, 0)
+TILE_FN(q6k, 3, 1)
+TILE_FN(q6k, 4, 1)
+TILE_FN(q6k, 5, 1)
+TILE_FN(q6k, 6, 1)
+TILE_FN(q6k, 7, 1)
+TILE_FN(q6k, 8, 1)
 typedef void (*TileFn)(const uint8_t *, int64_t, const QTok *, float (*)[16]);
-static const TileFn q4k_tiles[TILE_T + 1] = {NULL, q4k1_1, q4k2_1, q4k3_0, q4k4_0, q4k5_0, q4k6_0, q4k7_0, q4k8_0};
-static const TileFn q5k_tiles[TILE_T + 1] = {NULL, q5k1_1, q5k2_1, q5k3_0, q5k4_0, q5k5_0, q5k6_0, q5k7_0, q5k8_0};
-static const TileFn q6k_tiles[TILE_T + 1] = {NULL, q6k1_1, q6k2_1, q6k3_0, q6k4_0, q6k5_0, q6k6_0, q6k7_0, q6k8_0};
+/* [0]: inside a prefill item (the panel is reused by the item's later tiles: no prefetch); [1]: a small batch
+ * (≤ SMALL_T tokens: a speculative verify, a few streams' decode), one pass over the matrix like the decode GEMV,
+ * so it streams the panels with the GEMV's prefetch (the same integers and fma: the same bits) */
+/* Q4_K keeps the prefill tiles for 3-8 tokens: its prefetching ones measured no faster (T = 3 the same, T = 4
+ * 0.284 -> 0.314 ms, 4096², 1 thread); Q5_K / Q6_K gain 2.7-3x at T = 3-4 and 1.4x at T = 8 (docs/KERNELS.md) */
+static const TileFn q4k_tiles[2][TILE_T + 1] = {{NULL, q4k1_1, q4k2_1, q4k3_0, q4k4_0, q4k5_0, q4k6_0, q4k7_0, q4k8_0},
+                                                {NULL, q4k1_1, q4k2_1, q4k3_0, q4k4_0, q4k5_0, q4k6_0, q4k7_0, q4k8_0}};
+static const TileFn q5k_tiles[2][TILE_T + 1] = {{NULL, q5k1_1, q5k2_1, q5k3_0, q5k4_0, q5k5_0, q5k6_0, q5k7_0, q5k8_0},
+                                                {NULL, q5k1_1, q5k2_1, q5k3_1, q5k4_1, q5k5_1, q5k6_1, q5k7_1, q5k8_1}};
+static const TileFn q6k_tiles[2][TILE_T + 1] = {{NULL, q6k1_1, q6k2_1, q6k3_0, q6k4_0, q6k5_0, q6k6_0, q6k7_0, q6k8_0},
+                                                {NULL, q6k1_1, q6k2_1, q6k3_1, q6k4_1, q6k5_1, q6k6_1, q6k7_1, q6k8_1}};
 
 size_t mm_k_p16_tmp_bytes(int64_t K) { return 2 * (size_t)(K / QK_K) * DEC_SB; }
 
 void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
     const int64_t nsb = j->K / QK_K;
     const uint32_t ty = j->w->type;
-    const TileFn *tiles = ty == FMT_Q6_K ? q6k_tiles : ty == FMT_Q5_K ? q5k_tiles : q4k_tiles;
+    const bool small = t1 - t0 <= SMALL_T;
+    const TileFn *tiles = (ty == FMT_Q6_K ? q6k_tiles : ty == FMT_Q5_K ? q5k_tiles : q4k_tiles)[small];
     const size_t panel_bytes = (size_t)nsb * (ty == FMT_Q6_K ? Q6K_P16_SB : ty == FMT_Q5_K ? Q5K_P16_SB : Q4K_P16_SB);
     int64_t o = o0;
-    if (t1 - t0 >= 8) /* prefill: 32 rows × 4 tokens where two panels are left */
+    if (!small) /* prefill: 32 rows × 4 tokens where two panels are left */
         for (; o + 32 <= o1; o += 32) {
             const uint8_t *p0 = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes, *p1 = p0 + panel_bytes;
             if (ty == FMT_Q5_K) dec_q5k(p0, nsb, tmp), dec_q5k(p1, nsb, tmp + (size_t)nsb * DEC_SB);

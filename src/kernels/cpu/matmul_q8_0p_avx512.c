@@ -130,7 +130,7 @@ static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t 
     const int64_t nb = j->K / QK;
     const size_t panel_bytes = 16 * j->w->row_bytes;
     int64_t o = o0;
-    if (t1 - t0 > 8) /* prefill: 32 rows × 4 tokens where two panels are left, one token tile at a time */
+    if (t1 - t0 >= 4) /* prefill: 32 rows × 4 tokens where two panels are left, one token tile at a time */
         for (; o + 32 <= o1; o += 32) {
             const uint8_t *q0 = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes, *q1 = q0 + panel_bytes;
             int64_t t = t0;
