@@ -115,7 +115,10 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
     Backend *probe = vk_new(NULL);
     if (!probe) return;
     backend_destroy(probe);
-    static const char *const names[] = {"m3-qwen35-dense-bf16", "m7-qwen35-wide-q8_0", "m4-qwen35moe-q8_0"};
+    /* m6: qwen3.5 MoE in b5's K-quant mix (attn_qkv Q5_K + attn_gate Q4_K, attn_k Q4_K + attn_v Q6_K: the pairs
+     * in two formats), IQ2_XXS experts */
+    static const char *const names[] = {"m3-qwen35-dense-bf16", "m7-qwen35-wide-q8_0", "m4-qwen35moe-q8_0",
+                                        "m6-qwen35moe-iq2xxs"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "models/%s.gguf", names[i]);
@@ -154,6 +157,101 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
         }
         model_free(m);
     }
+}
+
+/* ---- two products in two formats in one dispatch (mm_vec's two-format variants) ------------------------------ */
+
+/* one random matrix of a format: a registry entry with the given id */
+static Weight mixed_mat(int id, uint32_t type, int64_t cols, int64_t rows, void **mem) {
+    const Format *f = format_get(type);
+    const size_t rb = format_row_bytes(f, cols);
+    uint8_t *d = malloc(rb * (size_t)rows + 64);
+    for (int64_t r = 0; r < rows; r++) trand_row(f, d + (size_t)r * rb, cols);
+    *mem = d;
+    return (Weight){.id = id, .name = "w", .type = type, .cols = cols, .rows = rows, .row_bytes = rb,
+                    .bytes = rb * (size_t)rows, .host = d, .gemv = false};
+}
+
+/* The pair (MM_PAIR) and gate + up + SwiGLU (MM_SWIGLU) of two matrices in different formats — the K-quant mixes
+ * of a Q4_K_M-like file (b5: attn_qkv Q5_K with attn_gate Q4_K, attn_k Q4_K with attn_v Q6_K) — in one dispatch,
+ * bit for bit the two products (and the swiglu) run alone; every ordered pair of the formats with a two-format
+ * variant, odd rows, 1 and 3 tokens, with and without the RMSNorm folded in. */
+TEST(vk_stream, mixed_format_pairs_bitwise_equal_to_single_products) {
+    Backend *be = vk_new(NULL);
+    if (!be) return;
+    static const uint32_t fmts[] = {FMT_Q2_K, FMT_Q3_K, FMT_Q4_K, FMT_Q5_K, FMT_Q6_K, FMT_Q8_0};
+    enum { NF = sizeof fmts / sizeof fmts[0], E = 512, RA = 67, RC = 40, TMAX = 3 };
+    Weight w[2 * NF + 1];
+    void *mem[2 * NF];
+    for (int i = 0; i < NF; i++) { /* per format: a 67-row and a 40-row matrix */
+        w[2 * i] = mixed_mat(2 * i, fmts[i], E, RA, &mem[2 * i]);
+        w[2 * i + 1] = mixed_mat(2 * i + 1, fmts[i], E, RC, &mem[2 * i + 1]);
+    }
+    float nw[E];
+    for (int i = 0; i < E; i++) nw[i] = 1.0f + 0.25f * trand_f();
+    w[2 * NF] = (Weight){.id = 2 * NF, .name = "norm", .type = FMT_F32, .cols = E, .rows = 1, .row_bytes = 4 * E,
+                         .bytes = 4 * E, .host = nw};
+    Err err = {{0}};
+    REQUIRE_MSG(be->vt->bind(be, w, 2 * NF + 1, &err) == 0, "%s", err.msg);
+    const size_t nx = (size_t)TMAX * E, ny = (size_t)TMAX * RA;
+    BBuf *buf = be->vt->alloc(be, 4 * (nx + 6 * ny) + 4096, &err);
+    REQUIRE_MSG(buf, "%s", err.msg);
+    const BView x = {buf, 0}, y[6] = {{buf, 4 * nx}, {buf, 4 * (nx + ny)}, {buf, 4 * (nx + 2 * ny)},
+                                      {buf, 4 * (nx + 3 * ny)}, {buf, 4 * (nx + 4 * ny)}, {buf, 4 * (nx + 5 * ny)}};
+    float hx[TMAX * E];
+    for (size_t i = 0; i < nx; i++) hx[i] = trand_act();
+    be->vt->upload(be, x, hx, sizeof hx);
+    int cases = 0, same = 0, one_dispatch = 0;
+    for (int a = 0; a < NF; a++)
+        for (int c = 0; c < NF; c++) {
+            if (a == c) continue;
+            for (int T = 1; T <= TMAX; T += 2)
+                for (int nrm = 0; nrm < 2; nrm++) {
+                    const Weight *xn = nrm ? &w[2 * NF] : NULL;
+                    const float eps = 1e-6f;
+                    /* the pair: a's 67 rows and c's 40 rows; alone: the same two products */
+                    const MatArgs pa = {&w[2 * a], -1, NULL, 0, 0, x, y[0], T, xn, eps};
+                    const MatArgs pc = {&w[2 * c + 1], -1, NULL, 0, 0, x, y[1], T, xn, eps};
+                    MatArgs sa = pa, sc = pc;
+                    sa.y = y[2], sc.y = y[3];
+                    /* gate (a) + up (c, 67 rows) + SwiGLU; alone: the two products and swiglu */
+                    const MatArgs g = {&w[2 * a], -1, NULL, 0, 0, x, y[4], T, xn, eps};
+                    const MatArgs u = {&w[2 * c], -1, NULL, 0, 0, x, y[5], T, xn, eps};
+                    MatArgs g1 = g, u1 = u;
+                    g1.y = y[2], u1.y = y[3];
+                    BackendStats s0, s1, s2;
+                    backend_stats(be, &s0);
+                    be->vt->matmul_pair(be, &pa, &pc);
+                    backend_stats(be, &s1);
+                    be->vt->matmul_swiglu(be, &g, &u);
+                    backend_stats(be, &s2);
+                    one_dispatch += s1.dispatches - s0.dispatches == 1 && s2.dispatches - s1.dispatches == 1;
+                    float fa[TMAX * RA], fc[TMAX * RA], ga[TMAX * RA], ra[TMAX * RA], rc[TMAX * RA], rg[TMAX * RA];
+                    be->vt->matmul(be, &sa);
+                    be->vt->matmul(be, &sc);
+                    be->vt->download(be, fa, y[0], 4 * (size_t)T * RA);
+                    be->vt->download(be, fc, y[1], 4 * (size_t)T * RC);
+                    be->vt->download(be, ga, y[4], 4 * (size_t)T * RA);
+                    be->vt->download(be, ra, y[2], 4 * (size_t)T * RA);
+                    be->vt->download(be, rc, y[3], 4 * (size_t)T * RC);
+                    be->vt->matmul(be, &g1);
+                    be->vt->matmul(be, &u1);
+                    be->vt->swiglu(be, y[2], y[3], y[2], T, RA);
+                    be->vt->download(be, rg, y[2], 4 * (size_t)T * RA);
+                    const bool ok = memcmp(fa, ra, 4 * (size_t)T * RA) == 0 && memcmp(fc, rc, 4 * (size_t)T * RC) == 0 &&
+                                    memcmp(ga, rg, 4 * (size_t)T * RA) == 0;
+                    CHECK_MSG(ok, "%s + %s, T=%d%s: the fused products differ from the single ones",
+                              format_name(fmts[a]), format_name(fmts[c]), T, nrm ? ", norm folded" : "");
+                    same += ok;
+                    cases++;
+                }
+        }
+    test_note("%d of %d format pair × tokens × norm cases bit for bit; %d took one dispatch for the pair and one for "
+              "gate + up + SwiGLU", same, cases, one_dispatch);
+    CHECK(one_dispatch == cases);
+    be->vt->free(be, buf);
+    backend_destroy(be);
+    for (int i = 0; i < 2 * NF; i++) free(mem[i]);
 }
 
 /* A decode pass recorded once and replayed (docs/VULKAN.md): the logits of every decode step bit for bit those

@@ -5,10 +5,15 @@
 // subgroups taking turns, so any subgroup size works. Grid: x = row groups, y = work items. The fused forms
 // (mm_common.glsl flags) keep the same dot products, so their results are the unfused ops' bits: with
 // MM_SWIGLU a second accumulator runs over w2's row (expert e's: w2 + e·estride, as for w; MoE decode's gate + up +
-// SwiGLU over all selected experts in one dispatch), with MM_ACC the sum is added to y.
+// SwiGLU over all selected experts in one dispatch), with MM_ACC the sum is added to y. Compiled with
+// -DFMT_TWO it takes w2 in a second format (FMTB_<b>, dequant_b.glsl: the mixed pairs, w2's rows row_bytes2
+// apart): each matrix is dequantized by its own format's dq32, so the sums are those of the one-format kernels.
 #version 450
 #include "common.glsl"
 #include "dequant.glsl"
+#if defined(FMT_TWO)
+#include "dequant_b.glsl"
+#endif
 #include "mm_common.glsl"
 
 #define VEC_ROWS 16u
@@ -55,14 +60,19 @@ void main() {
         if (row >= (pair ? max(p.rows, p.rows2) : p.rows)) break;
         const bool has1 = row < p.rows, two = (p.flags & MM_SWIGLU) != 0u || (pair && row < p.rows2);
         const uint64_t rowa = wbase + uint64_t(row) * uint64_t(p.row_bytes);
-        const uint64_t rowa2 = p.w2 + (nrm ? 0ul : uint64_t(e) * p.estride) + uint64_t(row) * uint64_t(p.row_bytes);
+        const uint64_t rowa2 = p.w2 + (nrm ? 0ul : uint64_t(e) * p.estride) + uint64_t(row) * uint64_t(p.row_bytes2);
         float acc[VEC_TOKENS], acc2[VEC_TOKENS];
         for (uint q = 0u; q < VEC_TOKENS; q++) acc[q] = 0.0, acc2[q] = 0.0;
         for (uint it = lane; it < n_items; it += sg) {
             const uint nv = min(32u, p.cols - 32u * it);
             for (uint m = has1 ? 0u : 1u; m < (two ? 2u : 1u); m++) {
                 float v[32];
+#if defined(FMT_TWO)
+                if (m == 0u) dq32(rowa + uint64_t(it / FMT_SUBS) * uint64_t(FMT_BYTES), it % FMT_SUBS, v);
+                else dq32_b(rowa2 + uint64_t(it / FMTB_SUBS) * uint64_t(FMTB_BYTES), it % FMTB_SUBS, v);
+#else
                 dq32((m == 0u ? rowa : rowa2) + uint64_t(it / FMT_SUBS) * uint64_t(FMT_BYTES), it % FMT_SUBS, v);
+#endif
                 for (uint q = 0u; q < VEC_TOKENS; q++) {
                     if (q >= nt) break;
                     const uint64_t xi = xa[q] + uint64_t(it) * 128ul;
