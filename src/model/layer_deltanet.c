@@ -171,12 +171,13 @@ prepared:
         fwd_dump(f, "z", il, b->z, val, R, 1, 1);
     }
 
-    /* 6. gated RMSNorm: rmsnorm(o_j)·ssm_norm·silu(z_j) per value head */
-    be->vt->gated_norm(be, b->o, b->z, l->ssm_norm, R * Hv, Dv, c->rms_eps, b->on);
-    fwd_dump(f, "final_output", il, b->on, val, R, 1, 1);
-
-    /* 7. output projection */
-    fwd_out_matmul(f, "ssm_out", l->ssm_out, b->on, R, il);
+    /* 6. gated RMSNorm: rmsnorm(o_j)·ssm_norm·silu(z_j) per value head, and 7. the output projection (with a
+     * backend's matmul_add_gated, nothing dumped: the norm in the product's activation load, one op) */
+    if (!fwd_out_matmul_gated(f, "ssm_norm+ssm_out", l->ssm_out, b->o, b->z, l->ssm_norm, Dv, c->rms_eps, R, il)) {
+        be->vt->gated_norm(be, b->o, b->z, l->ssm_norm, R * Hv, Dv, c->rms_eps, b->on);
+        fwd_dump(f, "final_output", il, b->on, val, R, 1, 1);
+        fwd_out_matmul(f, "ssm_out", l->ssm_out, b->on, R, il);
+    }
     fwd_dump(f, "linear_attn_out", il, b->tmp, c->n_embd, R, 1, 1);
     fwd_phase(f, PH_DN_POST, &t0);
 }

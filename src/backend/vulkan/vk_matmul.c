@@ -29,7 +29,16 @@ typedef struct MatPush {
     uint64_t w2, y2;
     uint32_t rows2, row_bytes2;
 } MatPush;
-enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4, MM_XV4 = 8, MM_NORM = 16 }; /* mm_common.glsl */
+enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4, MM_XV4 = 8, MM_NORM = 16, MM_GNORM = 32 }; /* mm_common.glsl */
+#define GN_HEADS 64 /* mm_vec.comp: MM_GNORM's heads per row at most */
+
+/* MM_GNORM's gated norm of x: rmsnorm(x)·w·silu(z) per n-float head (z: rows like x's) */
+typedef struct GNorm {
+    BView z;
+    const Weight *w;
+    int n;
+    float eps;
+} GNorm;
 
 typedef enum Kind { K_VEC, K_MAT, K_COOP } Kind;
 
@@ -70,7 +79,7 @@ static BView provided(VkBackend *b, const void *data, size_t bytes) {
 /* y = W·x (flags 0), y += W·x (MM_ACC: every kernel), y = silu(W·x)·(W2·x) (MM_SWIGLU, w2: mm_vec only),
  * y = W·x and a2->y = W2·x (MM_PAIR: mm_vec only; W2 of the same width, any rows). W2 in another format than
  * W takes mm_vec's two-format variant (fusable() says where one exists). */
-static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs *a2) {
+static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs *a2, const GNorm *gn) {
     const Weight *w = a->w;
     BView wv = a->data ? provided(b, a->data, w->bytes) : vk_weight(b, w, a->expert);
     BView wv2 = a2 ? vk_weight(b, a2->w, a2->expert) : (BView){0};
@@ -85,13 +94,17 @@ static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs
     const Kind k = pick(b, w, a->T);
     ASSERT(!a2 || k == K_VEC);
     ASSERT(!a->x_norm || (k == K_VEC && !a->data));
+    ASSERT(!gn || (k == K_VEC && !a->data && !a2 && !a->x_norm && w->cols % gn->n == 0 && w->cols / gn->n <= GN_HEADS));
     const uint64_t x = va(a->x);
     if (x % 16 == 0 && w->cols % 4 == 0) flags |= MM_XV4;
     if (a->x_norm) flags |= MM_NORM;
-    const MatPush p = {va(wv), x, va(a->y), 0, 0, 0, tab_addr(b), a->x_norm ? va(vk_weight(b, a->x_norm, -1)) : 0,
+    if (gn) flags |= MM_GNORM;
+    const Weight *nw = gn ? gn->w : a->x_norm;
+    const MatPush p = {va(wv), x, va(a->y), 0, 0, 0, tab_addr(b), nw ? va(vk_weight(b, nw, -1)) : 0,
                        (uint32_t)w->cols, (uint32_t)rows, (uint32_t)a->T, (uint32_t)w->cols, (uint32_t)rows,
-                       (uint32_t)w->row_bytes, a->x_eps, flags, a2 ? va(wv2) : 0, (flags & MM_PAIR) ? va(a2->y) : 0,
-                       (uint32_t)rows2, (uint32_t)(a2 ? a2->w->row_bytes : w->row_bytes)};
+                       (uint32_t)w->row_bytes, gn ? gn->eps : a->x_eps, flags, a2 ? va(wv2) : gn ? va(gn->z) : 0,
+                       (flags & MM_PAIR) ? va(a2->y) : 0, (uint32_t)(gn ? gn->n : rows2),
+                       (uint32_t)(a2 ? a2->w->row_bytes : w->row_bytes)};
     const int64_t span_rows = (flags & MM_PAIR) && rows2 > rows ? rows2 : rows;
     const uint32_t gx = (uint32_t)((span_rows + kind_rows[k] - 1) / kind_rows[k]);
     const uint32_t gy = (uint32_t)((a->T + kind_tokens[k] - 1) / kind_tokens[k]);
@@ -99,6 +112,7 @@ static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs
     int n = 2;
     if (a->data) acc[n++] = acc_r(wv, (uint64_t)rows * w->row_bytes); /* uploaded in the stream */
     if (flags & MM_PAIR) acc[n++] = acc_w(a2->y, 4 * (uint64_t)a->T * (uint64_t)rows2);
+    if (gn) acc[n++] = acc_r(gn->z, 4 * (uint64_t)a->T * (uint64_t)w->cols);
     const VkPipeline pipe = a2 && a2->w->type != w->type ? vk_pair_pipe(b->d, w->type, a2->w->type)
                                                          : vk_fmt_pipe(b->d, kind_kernel[k], w->type);
     vks_dispatch_acc(b, pipe, &p, sizeof p, gx, gy, 1, acc, n);
@@ -112,8 +126,19 @@ static bool fusable(const VkBackend *b, const MatArgs *a, const MatArgs *c) {
     return vk_pair_has(b->d, a->w->type, c->w->type);
 }
 
-static void v_matmul(Backend *be, const MatArgs *a) { matmul(vkb(be), a, 0, NULL); }
-static void v_matmul_add(Backend *be, const MatArgs *a) { matmul(vkb(be), a, MM_ACC, NULL); }
+static void v_matmul(Backend *be, const MatArgs *a) { matmul(vkb(be), a, 0, NULL, NULL); }
+static void v_matmul_add(Backend *be, const MatArgs *a) { matmul(vkb(be), a, MM_ACC, NULL, NULL); }
+
+/* y += W·gated_norm(x, z) in one mm_vec dispatch (decode: the vector kernel; at most GN_HEADS heads a row) */
+static bool v_matmul_add_gated(Backend *be, const MatArgs *a, BView z, const Weight *w, int n, float eps) {
+    VkBackend *b = vkb(be);
+    if (pick(b, a->w, a->T) != K_VEC || a->data || a->o1 > 0 || a->x_norm || n <= 0 || a->w->cols % n ||
+        a->w->cols / n > GN_HEADS)
+        return false;
+    const GNorm gn = {z, w, n, eps};
+    matmul(b, a, MM_ACC, NULL, &gn);
+    return true;
+}
 
 /* two products of one input in one pass where both take the vector kernel (one width; one format, or two with a
  * two-format variant) */
@@ -121,11 +146,11 @@ static void v_matmul_pair(Backend *be, const MatArgs *a, const MatArgs *c) {
     VkBackend *b = vkb(be);
     if (fusable(b, a, c) && a->o1 == 0 && c->o1 == 0 && a->T == c->T && a->x.buf == c->x.buf && a->x.off == c->x.off &&
         a->x_norm == c->x_norm && a->x_eps == c->x_eps) {
-        matmul(b, a, MM_PAIR, c);
+        matmul(b, a, MM_PAIR, c, NULL);
         return;
     }
-    matmul(b, a, 0, NULL);
-    matmul(b, c, 0, NULL);
+    matmul(b, a, 0, NULL, NULL);
+    matmul(b, c, 0, NULL, NULL);
 }
 
 /* gate and up in one pass where both take the vector kernel (decode; one format, or two with a two-format
@@ -135,11 +160,11 @@ static void v_matmul_swiglu(Backend *be, const MatArgs *g, const MatArgs *u) {
     const bool one = fusable(b, g, u) && g->w->rows == u->w->rows && g->o0 == u->o0 && g->o1 == u->o1 && g->T == u->T &&
                      g->x.buf == u->x.buf && g->x.off == u->x.off && g->x_norm == u->x_norm && g->x_eps == u->x_eps;
     if (one) {
-        matmul(b, g, MM_SWIGLU, u);
+        matmul(b, g, MM_SWIGLU, u, NULL);
         return;
     }
-    matmul(b, g, 0, NULL);
-    matmul(b, u, 0, NULL);
+    matmul(b, g, 0, NULL, NULL);
+    matmul(b, u, 0, NULL, NULL);
     const int n = (int)(g->o1 > 0 ? g->o1 - g->o0 : g->w->rows);
     vk_swiglu(b, g->y, g->y, u->y, (int)g->T, n);
 }
@@ -220,6 +245,7 @@ static void v_moe_ffn(Backend *be, const MoeArgs *a) {
 void vk_matmul_install(BackendVt *vt) {
     vt->matmul = v_matmul;
     vt->matmul_add = v_matmul_add;
+    vt->matmul_add_gated = v_matmul_add_gated;
     vt->matmul_swiglu = v_matmul_swiglu;
     vt->matmul_pair = v_matmul_pair;
     vt->get_rows = v_get_rows;
