@@ -254,6 +254,79 @@ TEST(vk_stream, mixed_format_pairs_bitwise_equal_to_single_products) {
     for (int i = 0; i < 2 * NF; i++) free(mem[i]);
 }
 
+/* The delta-net's gated RMSNorm in the output product's activation load (matmul_add_gated, mm_vec's MM_GNORM): bit
+ * for bit gated_norm into a temporary then matmul_add, on heads of odd sizes (40, 96, 128) in a float, a 32-block and
+ * a K-quant format, 1, 3 and 8 tokens, one dispatch and z left as it was; past the vector kernel's tokens it declines
+ * and records nothing. */
+TEST(vk_stream, gated_norm_in_product_bitwise_equal_to_unfused) {
+    Backend *be = vk_new(NULL);
+    if (!be) return;
+    static const struct {
+        uint32_t type;
+        int n, heads;
+    } cs[] = {{FMT_BF16, 40, 3}, {FMT_Q8_0, 96, 3}, {FMT_Q4_K, 128, 4}};
+    enum { NC = sizeof cs / sizeof cs[0], ROWS = 67, TMAX = 8 };
+    Weight w[2 * NC];
+    void *mem[NC];
+    float nw[NC][128];
+    for (int i = 0; i < NC; i++) {
+        w[2 * i] = mixed_mat(2 * i, cs[i].type, (int64_t)cs[i].n * cs[i].heads, ROWS, &mem[i]);
+        for (int k = 0; k < cs[i].n; k++) nw[i][k] = 1.0f + 0.25f * trand_f();
+        w[2 * i + 1] = (Weight){.id = 2 * i + 1, .name = "ssm_norm", .type = FMT_F32, .cols = cs[i].n, .rows = 1,
+                                .row_bytes = 4 * (size_t)cs[i].n, .bytes = 4 * (size_t)cs[i].n, .host = nw[i]};
+    }
+    Err err = {{0}};
+    REQUIRE_MSG(be->vt->bind(be, w, 2 * NC, &err) == 0, "%s", err.msg);
+    enum { NX = TMAX * 512, NY = TMAX * ROWS };
+    BBuf *buf = be->vt->alloc(be, 4 * (4 * NX + 2 * NY) + 4096, &err);
+    REQUIRE_MSG(buf, "%s", err.msg);
+    const BView o = {buf, 0}, z = {buf, 4 * NX}, zc = {buf, 8 * NX}, on = {buf, 12 * NX}, y1 = {buf, 16 * NX},
+                y2 = {buf, 16 * NX + 4 * NY};
+    static float ho[NX], hz[NX], hy[NY], r1[NY], r2[NY], zz[NX];
+    for (int i = 0; i < NX; i++) ho[i] = trand_act(), hz[i] = 2.0f * trand_f();
+    for (int i = 0; i < NY; i++) hy[i] = trand_f();
+    be->vt->upload(be, o, ho, sizeof ho);
+    int cases = 0, ok_n = 0;
+    for (int i = 0; i < NC; i++)
+        for (int T = 1; T <= TMAX; T = T == 1 ? 3 : T + 5) {
+            const int cols = cs[i].n * cs[i].heads;
+            be->vt->upload(be, z, hz, sizeof hz);
+            be->vt->upload(be, zc, hz, sizeof hz);
+            be->vt->upload(be, y1, hy, sizeof hy);
+            be->vt->upload(be, y2, hy, sizeof hy);
+            const MatArgs a = {&w[2 * i], -1, NULL, 0, 0, o, y1, T, NULL, 0};
+            BackendStats s0, s1;
+            backend_stats(be, &s0);
+            const bool done = be->vt->matmul_add_gated(be, &a, z, &w[2 * i + 1], cs[i].n, 1e-6f);
+            backend_stats(be, &s1);
+            CHECK_MSG(done && s1.dispatches - s0.dispatches == 1, "%s T=%d: declined or %llu dispatches",
+                      format_name(cs[i].type), T, (unsigned long long)(s1.dispatches - s0.dispatches));
+            be->vt->gated_norm(be, o, zc, &w[2 * i + 1], T * cs[i].heads, cs[i].n, 1e-6f, on);
+            const MatArgs u = {&w[2 * i], -1, NULL, 0, 0, on, y2, T, NULL, 0};
+            be->vt->matmul_add(be, &u);
+            be->vt->download(be, r1, y1, 4 * (size_t)T * ROWS);
+            be->vt->download(be, r2, y2, 4 * (size_t)T * ROWS);
+            be->vt->download(be, zz, z, 4 * (size_t)T * cols);
+            const bool same = memcmp(r1, r2, 4 * (size_t)T * ROWS) == 0;
+            CHECK_MSG(same, "%s, heads of %d, T=%d: the folded gated norm differs from the unfused ops",
+                      format_name(cs[i].type), cs[i].n, T);
+            CHECK_MSG(memcmp(zz, hz, 4 * (size_t)T * cols) == 0, "%s T=%d: z was written", format_name(cs[i].type), T);
+            ok_n += same;
+            cases++;
+        }
+    /* a batch for the tiled kernel: declined, nothing recorded */
+    const MatArgs big = {&w[0], -1, NULL, 0, 0, o, y1, 64, NULL, 0};
+    BackendStats s0, s1;
+    backend_stats(be, &s0);
+    const bool took = be->vt->matmul_add_gated(be, &big, z, &w[1], cs[0].n, 1e-6f);
+    backend_stats(be, &s1);
+    CHECK(!took && s1.dispatches == s0.dispatches);
+    test_note("%d of %d format × tokens cases bit for bit, one dispatch each; 64 tokens declined", ok_n, cases);
+    be->vt->free(be, buf);
+    backend_destroy(be);
+    for (int i = 0; i < NC; i++) free(mem[i]);
+}
+
 /* A decode pass recorded once and replayed (docs/VULKAN.md): the logits of every decode step bit for bit those
  * of recording every pass (graph=0), on a dense bf16, a wide q8_0 and an MoE model; from the second step on
  * nothing is recorded (every step a replay) and the same commands and barriers are counted; map=0 takes a
