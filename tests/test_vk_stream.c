@@ -1,9 +1,10 @@
 /* test_vk_stream.c — the Vulkan command stream built for speed (group `vk_stream`, docs/VULKAN.md "The
  * decode pass"): barriers only where data flows (a read after an unsynchronised write, a write after an
  * unsynchronised read or write get one; independent commands none), the fused ops (the RMSNorm folded into
- * the products, residual add in their epilogue, two products of one input, gate + up + SwiGLU, dn_prep,
- * attn_prep, the attention's gate) giving the unfused ops' bits on whole models, the command counts per
- * decoded token that --profile and `bench --json` report, the decode pass recorded once and replayed
+ * the products, residual add in their epilogue, two products of one input — in one format or two —, gate + up +
+ * SwiGLU, dn_prep, attn_prep, the attention's gate, the gated norm in ssm_out's load) giving the unfused ops' bits
+ * on whole models and op by op, the command counts per decoded token that --profile and `bench --json` report,
+ * the decode pass recorded once and replayed
  * (forward_graph.c: the same bits as recording every pass, nothing recorded after the first step, one
  * recording per sequence and context bucket), and decode's attention split over the keys (flash-decoding)
  * against the scalar reference. Each test skips with one line when no Vulkan device exists. */
@@ -110,7 +111,8 @@ static float *run(const Model *m, const char *tune, const int32_t *ids, int T, i
 }
 
 /* the fused ops and the dependency-tracked stream against the unfused ops with a barrier before every
- * command: the same bits, on a dense model (decode and prefill) and a wide quantized one */
+ * command: the same bits, on a dense model (decode and prefill), a wide quantized one, an MoE one and an MoE one in
+ * b5's K-quant mix (its pairs in two formats) */
 TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
     Backend *probe = vk_new(NULL);
     if (!probe) return;
@@ -144,8 +146,9 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
                     CHECK(a.layer_dispatches < b.layer_dispatches);
                     CHECK(a.layer_barriers < b.layer_barriers);
                     CHECK(a.layer_barriers < a.layer_dispatches);
-                    if (i < 2) /* dense: the issue's target, ≤ 8 per layer per decoded token */
-                        CHECK_MSG(a.layer_dispatches <= 8 * a.layer_steps, "%s: %.2f dispatches per layer", names[i],
+                    if (i < 2) /* dense: the issue's target is ≤ 8 per layer per decoded token; 7 with the gated norm
+                                  folded (8 delta-net, 7 attention before) */
+                        CHECK_MSG(a.layer_dispatches <= 7 * a.layer_steps, "%s: %.2f dispatches per layer", names[i],
                                   (double)a.layer_dispatches / ls);
                     CHECK(b.passes == T - 1 && a.passes == T - 1);
                     /* without attn_prep the cache row comes from the host (kv_append): never replayed */
