@@ -241,8 +241,8 @@ TEST(vk_stream, mixed_format_pairs_bitwise_equal_to_single_products) {
                     be->vt->matmul(be, &u1);
                     be->vt->swiglu(be, y[2], y[3], y[2], T, RA);
                     be->vt->download(be, rg, y[2], 4 * (size_t)T * RA);
-                    const bool ok = memcmp(fa, ra, 4 * (size_t)T * RA) == 0 && memcmp(fc, rc, 4 * (size_t)T * RC) == 0 &&
-                                    memcmp(ga, rg, 4 * (size_t)T * RA) == 0;
+                    const size_t na = 4 * (size_t)T * RA, nc = 4 * (size_t)T * RC;
+                    const bool ok = !memcmp(fa, ra, na) && !memcmp(fc, rc, nc) && !memcmp(ga, rg, na);
                     CHECK_MSG(ok, "%s + %s, T=%d%s: the fused products differ from the single ones",
                               format_name(fmts[a]), format_name(fmts[c]), T, nrm ? ", norm folded" : "");
                     same += ok;

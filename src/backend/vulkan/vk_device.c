@@ -238,7 +238,8 @@ static int create_device(VkDev *d, Err *err) {
     for (int fa = 0; fa < 64; fa++)
         for (int fb = 0; fb < 64; fb++) {
             d->pair_spv[fa][fb] = -1;
-            const Format *ma = fa < FMT_COUNT ? format_get((uint32_t)fa) : NULL, *mb = fb < FMT_COUNT ? format_get((uint32_t)fb) : NULL;
+            const Format *ma = fa < FMT_COUNT ? format_get((uint32_t)fa) : NULL;
+            const Format *mb = fb < FMT_COUNT ? format_get((uint32_t)fb) : NULL;
             if (fa == fb || !ma || !mb || !ma->weight || !mb->weight) continue;
             char name[64];
             snprintf(name, sizeof name, "mm_vec2_%s_%s", ma->name, mb->name);
