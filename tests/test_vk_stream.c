@@ -118,9 +118,9 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
     if (!probe) return;
     backend_destroy(probe);
     /* m6: qwen3.5 MoE in b5's K-quant mix (attn_qkv Q5_K + attn_gate Q4_K, attn_k Q4_K + attn_v Q6_K: the pairs
-     * in two formats), IQ2_XXS experts */
+     * in two formats), IQ2_XXS experts; m2: qwen3-next (ssm_ba, the gate in attn_q) in the same mix */
     static const char *const names[] = {"m3-qwen35-dense-bf16", "m7-qwen35-wide-q8_0", "m4-qwen35moe-q8_0",
-                                        "m6-qwen35moe-iq2xxs"};
+                                        "m6-qwen35moe-iq2xxs", "m2-qwen3next-new-mixed"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "models/%s.gguf", names[i]);
