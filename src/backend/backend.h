@@ -236,7 +236,8 @@ typedef struct BackendVt {
     void (*matmul_add)(Backend *be, const MatArgs *a);
     /* a->y += W·gated_norm(x) with the bits of gated_norm(a->x, z, w, ·, n, eps) into a temporary and matmul_add: the
      * delta-net's gated RMSNorm (x's rows as n-float heads) in the output product's activation load; z is not
-     * written. Optional, and may decline (false: nothing recorded, the forward pass makes the two calls) */
+     * written. Optional, and may decline (false: nothing recorded, the forward pass makes the two calls); offered
+     * batches of up to fold_norm_rows rows */
     bool (*matmul_add_gated)(Backend *be, const MatArgs *a, BView z, const Weight *w, int n, float eps);
     /* a->y = Wa·x and c->y = Wc·x (same x and T) with matmul's bits: two products of one input in one pass where
      * the backend can. Optional: NULL, and the forward pass makes the two calls */
