@@ -330,6 +330,103 @@ TEST(vk_stream, gated_norm_in_product_bitwise_equal_to_unfused) {
     for (int i = 0; i < NC; i++) free(mem[i]);
 }
 
+/* dn_prep and the recurrence in one op (dn_prep_scan): bit for bit dn_prep then deltanet on random inputs (the output,
+ * the new delta-net state and the new conv state), for square heads of 16, 48 and 128, grouped (qwen3-next) and
+ * not, 1 to 3 tokens, several passes on the same states */
+TEST(vk_stream, dn_prep_scan_bitwise_equal_to_unfused) {
+    Backend *be = vk_new(NULL);
+    if (!be) return;
+    static const struct {
+        int Hk, Hv, D, group;
+        bool grouped;
+    } cs[] = {{2, 4, 16, 0, false}, {1, 3, 48, 0, false}, {2, 4, 128, 2, true}};
+    enum { K = 4, TMAX = 3, NC = sizeof cs / sizeof cs[0] };
+    Err err = {{0}};
+    int ok_n = 0, cases = 0;
+    for (int ci = 0; ci < NC; ci++) {
+        const int Hk = cs[ci].Hk, Hv = cs[ci].Hv, D = cs[ci].D, key = Hk * D, val = Hv * D, C = 2 * key + val;
+        Backend *e = vk_new(NULL);
+        float *cw = malloc(sizeof(float) * (size_t)C * K), dtb[8], sa[8];
+        for (int i = 0; i < C * K; i++) cw[i] = 0.5f * trand_f();
+        for (int i = 0; i < Hv; i++) dtb[i] = 0.5f * trand_f(), sa[i] = -1.0f - trand_f();
+        Weight w[3] = {{.id = 0, .name = "conv1d", .type = FMT_F32, .cols = K, .rows = C, .row_bytes = 4 * K,
+                        .bytes = 4 * (size_t)K * C, .host = cw},
+                       {.id = 1, .name = "dt_bias", .type = FMT_F32, .cols = Hv, .rows = 1, .row_bytes = 4 * (size_t)Hv,
+                        .bytes = 4 * (size_t)Hv, .host = dtb},
+                       {.id = 2, .name = "ssm_a", .type = FMT_F32, .cols = Hv, .rows = 1, .row_bytes = 4 * (size_t)Hv,
+                        .bytes = 4 * (size_t)Hv, .host = sa}};
+        REQUIRE_MSG(e->vt->bind(e, w, 3, &err) == 0, "%s", err.msg);
+        const size_t nx = (size_t)TMAX * C, ncs = (size_t)C * (K - 1), nss = (size_t)Hv * D * D, ng = (size_t)TMAX * 2 * Hv;
+        const size_t at_q = 0, at_k = at_q + (size_t)TMAX * key, at_v = at_k + (size_t)TMAX * key, at_b = at_v + (size_t)TMAX * val,
+                     at_g = at_b + (size_t)TMAX * Hv, per = at_g + (size_t)TMAX * Hv;
+        /* x, gate inputs, then per path: conv state, ssm state, out, q | k | v | β | g */
+        BBuf *buf = e->vt->alloc(e, 4 * (nx + ng + 2 * (ncs + nss + (size_t)TMAX * val + per)) + 4096, &err);
+        REQUIRE_MSG(buf, "%s", err.msg);
+        size_t at = 0;
+        const BView x = {buf, at};
+        at += 4 * nx;
+        const BView gin = {buf, at};
+        at += 4 * ng;
+        BView cst[2], sst[2], out[2], qb[2];
+        for (int pth = 0; pth < 2; pth++) {
+            cst[pth] = (BView){buf, at}, at += 4 * ncs;
+            sst[pth] = (BView){buf, at}, at += 4 * nss;
+            out[pth] = (BView){buf, at}, at += 4 * (size_t)TMAX * val;
+            qb[pth] = (BView){buf, at}, at += 4 * per;
+            e->vt->fill(e, cst[pth], 0, 4 * ncs);
+            e->vt->fill(e, sst[pth], 0, 4 * nss);
+        }
+        bool same = true;
+        for (int pass = 0; pass < 3; pass++) {
+            const int T = 1 + pass % TMAX;
+            float *hx = malloc(4 * nx), *hg = malloc(4 * ng);
+            for (size_t i = 0; i < nx; i++) hx[i] = trand_act();
+            for (size_t i = 0; i < ng; i++) hg[i] = trand_f();
+            e->vt->upload(e, x, hx, 4 * nx);
+            e->vt->upload(e, gin, hg, 4 * ng);
+            for (int pth = 0; pth < 2; pth++) {
+                const BView q = bv_f32(qb[pth], (int64_t)at_q), k = bv_f32(qb[pth], (int64_t)at_k), v = bv_f32(qb[pth], (int64_t)at_v);
+                const BView bb = bv_f32(qb[pth], (int64_t)at_b), gg = bv_f32(qb[pth], (int64_t)at_g);
+                /* qwen3.5: b and a separate [T][Hv]; grouped (qwen3-next): [b (group) | a (group)] per key head */
+                const GateArgs ga = cs[ci].group ? (GateArgs){T, Hv, cs[ci].group, 2 * Hv, gin, bv_f32(gin, cs[ci].group), bb, gg, &w[1], &w[2]}
+                                                 : (GateArgs){T, Hv, 0, Hv, gin, bv_f32(gin, (int64_t)TMAX * Hv), bb, gg, &w[1], &w[2]};
+                const DnPrepArgs pa = {T, C, K, key, D, 1e-6f, &w[0], x, cst[pth], q, k, v, ga};
+                const DeltaArgs d = {T, Hk, Hv, D, D, cs[ci].grouped, false, q, k, v, gg, bb, sst[pth], sst[pth], out[pth], {0}, false};
+                if (pth == 0) {
+                    CHECK(e->vt->dn_prep(e, &pa));
+                    e->vt->deltanet(e, &d);
+                } else {
+                    BackendStats s0, s1;
+                    backend_stats(e, &s0);
+                    CHECK_MSG(e->vt->dn_prep_scan(e, &pa, &d), "D=%d T=%d: declined", D, T);
+                    backend_stats(e, &s1);
+                    CHECK(s1.dispatches - s0.dispatches == 2);
+                }
+            }
+            float *a0 = malloc(4 * (nss + ncs + (size_t)T * val)), *a1 = malloc(4 * (nss + ncs + (size_t)T * val));
+            for (int pth = 0; pth < 2; pth++) {
+                float *h = pth ? a1 : a0;
+                e->vt->download(e, h, out[pth], 4 * (size_t)T * val);
+                e->vt->download(e, h + (size_t)T * val, sst[pth], 4 * nss);
+                e->vt->download(e, h + (size_t)T * val + nss, cst[pth], 4 * ncs);
+            }
+            const bool o_ok = !memcmp(a0, a1, 4 * (size_t)T * val), s_ok = !memcmp(a0 + (size_t)T * val, a1 + (size_t)T * val, 4 * nss);
+            const bool c_ok = !memcmp(a0 + (size_t)T * val + nss, a1 + (size_t)T * val + nss, 4 * ncs);
+            CHECK_MSG(o_ok && s_ok && c_ok, "D=%d T=%d pass %d: output %s, state %s, conv state %s (out[0] %g vs %g)", D, T,
+                      pass, o_ok ? "same" : "differs", s_ok ? "same" : "differs", c_ok ? "same" : "differs", a0[0], a1[0]);
+            same = same && o_ok && s_ok && c_ok;
+            cases++;
+            free(a0), free(a1), free(hx), free(hg);
+        }
+        ok_n += same;
+        e->vt->free(e, buf);
+        backend_destroy(e);
+        free(cw);
+    }
+    test_note("%d of %d head shapes bit for bit over %d passes", ok_n, NC, cases);
+    backend_destroy(be);
+}
+
 /* A decode pass recorded once and replayed (docs/VULKAN.md): the logits of every decode step bit for bit those
  * of recording every pass (graph=0), on a dense bf16, a wide q8_0 and an MoE model; from the second step on
  * nothing is recorded (every step a replay) and the same commands and barriers are counted; map=0 takes a

@@ -252,6 +252,10 @@ typedef struct BackendVt {
     /* the fused conv + SiLU + q/k L2 norm + v split + gates (DnPrepArgs); optional, and may decline a shape
      * (false: nothing recorded, the forward pass makes the separate calls) */
     bool (*dn_prep)(Backend *be, const DnPrepArgs *a);
+    /* dn_prep and then the delta rule d on its outputs (one sequence, recurrent, the state in place, no steps) in one
+     * op, with the bits of the two; d's q, k, v, g and β are dn_prep's outputs and are not written. Optional, may
+     * decline (false: nothing recorded, the forward pass makes the separate calls) */
+    bool (*dn_prep_scan)(Backend *be, const DnPrepArgs *a, const DeltaArgs *d);
     /* attention with mul_sigmoid(out, gate) in its epilogue (gate row t, head h at t·g_row + h·g_head floats);
      * optional */
     void (*attention_gated)(Backend *be, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head);

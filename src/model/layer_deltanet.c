@@ -85,10 +85,20 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         ga = (GateArgs){R, Hv, 0, Hv, b->beta, b->g, b->beta, b->g, l->dt_bias, l->ssm_a};
     }
     const VecSet qk = {R, Hk, Dk, conv, Dk, key, Dk};
+    bool scanned = false; /* the backend's dn_prep_scan did steps 2–5 */
     if (prep) {
-        const SeqState *st = f->seqs[0].state;
+        SeqState *st = f->seqs[0].state;
         const DnPrepArgs pa = {R, conv, c->ssm_d_conv, key, Dk, c->rms_eps, l->conv1d, b->mixed,
                                st->segs[st->seg_conv[il]].view, b->q, b->k, b->v, ga};
+        if (be->vt->dn_prep_scan && forward_deltanet_algo(f, R) != DELTANET_CHUNKED) {
+            const BView sv = st->segs[st->seg_ssm[il]].view;
+            const DeltaArgs a = {R, Hk, Hv, Dk, Dv, c->arch == ARCH_QWEN3NEXT, false, b->q, b->k, b->v, b->g, b->beta, sv,
+                                 sv, b->o, {0}, false};
+            if (be->vt->dn_prep_scan(be, &pa, &a)) {
+                scanned = true;
+                goto prepared;
+            }
+        }
         if (be->vt->dn_prep(be, &pa)) goto prepared;
     }
     be->vt->dn_gates(be, &ga);
@@ -137,7 +147,7 @@ prepared:
 
     /* 5. the delta rule, per sequence; a tentative one writes the new state beside the old and logs its
      * inputs (q | k | v, g, β after the conv input) */
-    for (int s = 0; s < f->n_seqs; s++) {
+    for (int s = 0; s < f->n_seqs && !scanned; s++) {
         SeqState *st = f->seqs[s].state;
         const int64_t r0 = f->row0[s];
         const int T = f->seqs[s].n_tokens;
