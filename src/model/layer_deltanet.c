@@ -94,6 +94,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
             const BView sv = st->segs[st->seg_ssm[il]].view;
             const DeltaArgs a = {R, Hk, Hv, Dk, Dv, c->arch == ARCH_QWEN3NEXT, false, b->q, b->k, b->v, b->g, b->beta, sv,
                                  sv, b->o, {0}, false};
+            fwd_phase(f, PH_DN_PRE, &t0); /* the projections; the op counts as the scan */
             if (be->vt->dn_prep_scan(be, &pa, &a)) {
                 scanned = true;
                 goto prepared;
@@ -143,7 +144,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         fwd_dump_dn_state(f, "state_predelta", il, st->segs[st->seg_ssm[il]].view, Dk, Dv, Hv);
     }
 prepared:
-    fwd_phase(f, PH_DN_PRE, &t0);
+    fwd_phase(f, scanned ? PH_DN_SCAN : PH_DN_PRE, &t0);
 
     /* 5. the delta rule, per sequence; a tentative one writes the new state beside the old and logs its
      * inputs (q | k | v, g, β after the conv input) */
