@@ -87,7 +87,7 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     const VecSet qk = {R, Hk, Dk, conv, Dk, key, Dk};
     bool scanned = false; /* the backend's dn_prep_scan did steps 2–5 */
     if (prep) {
-        SeqState *st = f->seqs[0].state;
+        const SeqState *st = f->seqs[0].state;
         const DnPrepArgs pa = {R, conv, c->ssm_d_conv, key, Dk, c->rms_eps, l->conv1d, b->mixed,
                                st->segs[st->seg_conv[il]].view, b->q, b->k, b->v, ga};
         if (be->vt->dn_prep_scan && forward_deltanet_algo(f, R) != DELTANET_CHUNKED) {
