@@ -361,8 +361,8 @@ TEST(vk_stream, dn_prep_scan_bitwise_equal_to_unfused) {
                         .bytes = 4 * (size_t)Hv, .host = sa}};
         REQUIRE_MSG(e->vt->bind(e, w, 3, &err) == 0, "%s", err.msg);
         const size_t nx = (size_t)TMAX * C, ncs = (size_t)C * (K - 1), nss = (size_t)Hv * D * D, ng = (size_t)TMAX * 2 * Hv;
-        const size_t at_q = 0, at_k = at_q + (size_t)TMAX * key, at_v = at_k + (size_t)TMAX * key, at_b = at_v + (size_t)TMAX * val,
-                     at_g = at_b + (size_t)TMAX * Hv, per = at_g + (size_t)TMAX * Hv;
+        const size_t at_q = 0, at_k = at_q + (size_t)TMAX * key, at_v = at_k + (size_t)TMAX * key;
+        const size_t at_b = at_v + (size_t)TMAX * val, at_g = at_b + (size_t)TMAX * Hv, per = at_g + (size_t)TMAX * Hv;
         /* x, gate inputs, then per path: conv state, ssm state, out, q | k | v | β | g */
         BBuf *buf = e->vt->alloc(e, 4 * (nx + ng + 2 * (ncs + nss + (size_t)TMAX * val + per)) + 4096, &err);
         REQUIRE_MSG(buf, "%s", err.msg);
@@ -389,13 +389,16 @@ TEST(vk_stream, dn_prep_scan_bitwise_equal_to_unfused) {
             e->vt->upload(e, x, hx, 4 * nx);
             e->vt->upload(e, gin, hg, 4 * ng);
             for (int pth = 0; pth < 2; pth++) {
-                const BView q = bv_f32(qb[pth], (int64_t)at_q), k = bv_f32(qb[pth], (int64_t)at_k), v = bv_f32(qb[pth], (int64_t)at_v);
+                const BView q = bv_f32(qb[pth], (int64_t)at_q), k = bv_f32(qb[pth], (int64_t)at_k);
+                const BView v = bv_f32(qb[pth], (int64_t)at_v);
                 const BView bb = bv_f32(qb[pth], (int64_t)at_b), gg = bv_f32(qb[pth], (int64_t)at_g);
                 /* qwen3.5: b and a separate [T][Hv]; grouped (qwen3-next): [b (group) | a (group)] per key head */
-                const GateArgs ga = cs[ci].group ? (GateArgs){T, Hv, cs[ci].group, 2 * Hv, gin, bv_f32(gin, cs[ci].group), bb, gg, &w[1], &w[2]}
-                                                 : (GateArgs){T, Hv, 0, Hv, gin, bv_f32(gin, (int64_t)TMAX * Hv), bb, gg, &w[1], &w[2]};
+                const int grp = cs[ci].group;
+                const GateArgs ga = grp ? (GateArgs){T, Hv, grp, 2 * Hv, gin, bv_f32(gin, grp), bb, gg, &w[1], &w[2]}
+                                        : (GateArgs){T, Hv, 0, Hv, gin, bv_f32(gin, (int64_t)TMAX * Hv), bb, gg, &w[1], &w[2]};
                 const DnPrepArgs pa = {T, C, K, key, D, 1e-6f, &w[0], x, cst[pth], q, k, v, ga};
-                const DeltaArgs d = {T, Hk, Hv, D, D, cs[ci].grouped, false, q, k, v, gg, bb, sst[pth], sst[pth], out[pth], {0}, false};
+                const DeltaArgs d = {T, Hk, Hv, D, D, cs[ci].grouped, false, q, k, v, gg, bb, sst[pth], sst[pth],
+                                     out[pth], {0}, false};
                 if (pth == 0) {
                     CHECK(e->vt->dn_prep(e, &pa));
                     e->vt->deltanet(e, &d);
@@ -414,8 +417,9 @@ TEST(vk_stream, dn_prep_scan_bitwise_equal_to_unfused) {
                 e->vt->download(e, h + (size_t)T * val, sst[pth], 4 * nss);
                 e->vt->download(e, h + (size_t)T * val + nss, cst[pth], 4 * ncs);
             }
-            const bool o_ok = !memcmp(a0, a1, 4 * (size_t)T * val), s_ok = !memcmp(a0 + (size_t)T * val, a1 + (size_t)T * val, 4 * nss);
-            const bool c_ok = !memcmp(a0 + (size_t)T * val + nss, a1 + (size_t)T * val + nss, 4 * ncs);
+            const size_t no = (size_t)T * val;
+            const bool o_ok = !memcmp(a0, a1, 4 * no), s_ok = !memcmp(a0 + no, a1 + no, 4 * nss);
+            const bool c_ok = !memcmp(a0 + no + nss, a1 + no + nss, 4 * ncs);
             CHECK_MSG(o_ok && s_ok && c_ok, "D=%d T=%d pass %d: output %s, state %s, conv state %s (out[0] %g vs %g)", D, T,
                       pass, o_ok ? "same" : "differs", s_ok ? "same" : "differs", c_ok ? "same" : "differs", a0[0], a1[0]);
             same = same && o_ok && s_ok && c_ok;

@@ -78,7 +78,8 @@ typedef enum VkFmtKernel { VKF_MM_VEC, VKF_MM_MAT, VKF_MM_COOP, VKF_GET_ROWS, VK
 /* Kernels without format variants, in the order of vk_kernel_names (vk_device.c). */
 typedef enum VkKernel {
     VK_ELTWISE, VK_NORM, VK_ROPE, VK_DN_GATES, VK_MOE_ROUTE, VK_MOE_GROUP, VK_CONV_SILU, VK_DN_RECURRENT,
-    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_DN_PREP, VK_ATTN_PREP, VK_ATTN_COMBINE, VK_DN_PREP_SCAN, VK_KERNEL_COUNT
+    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_DN_PREP, VK_ATTN_PREP, VK_ATTN_COMBINE, VK_DN_PREP_SCAN,
+    VK_KERNEL_COUNT
 } VkKernel;
 
 #define VK_PUSH_BYTES 128 /* push-constant block of every kernel */

@@ -136,10 +136,11 @@ static bool v_dn_prep_scan(Backend *be, const DnPrepArgs *a, const DeltaArgs *d)
                       va(vk_weight(b, g->ssm_a, -1)), va(d->state), va(d->out), 0, (uint32_t)a->T, (uint32_t)a->C,
                       (uint32_t)a->K, (uint32_t)a->key, (uint32_t)Dk, (uint32_t)d->n_k_head, (uint32_t)d->n_v_head,
                       (uint32_t)g->group, (uint32_t)g->ld_in, d->grouped, 0, a->eps};
-    if (d->chunked || d->has_steps || (d->state_in.buf && (d->state_in.buf != d->state.buf || d->state_in.off != d->state.off)) ||
-        d->T != a->T || d->d_k != Dk || d->d_v != Dk || Dk > 32 * (int)b->d->subgroup_min || Dk > 512 ||
-        a->T > PS_MAX_T || a->T * Dk > PS_QK_MAX || a->K < 2 || a->K > 16 || a->key % Dk || a->key / Dk != d->n_k_head ||
-        val != d->n_v_head * Dk || g->Hv != d->n_v_head || g->R != a->T || d->n_v_head % d->n_k_head || !rel(g->b, g->a, &p.ga_off))
+    const bool in_place = !d->state_in.buf || (d->state_in.buf == d->state.buf && d->state_in.off == d->state.off);
+    if (d->chunked || d->has_steps || !in_place || d->T != a->T || d->d_k != Dk || d->d_v != Dk ||
+        Dk > 32 * (int)b->d->subgroup_min || Dk > 512 || a->T > PS_MAX_T || a->T * Dk > PS_QK_MAX || a->K < 2 ||
+        a->K > 16 || a->key % Dk || a->key / Dk != d->n_k_head || val != d->n_v_head * Dk || g->Hv != d->n_v_head ||
+        g->R != a->T || d->n_v_head % d->n_k_head || !rel(g->b, g->a, &p.ga_off))
         return false;
     const uint64_t T = (uint64_t)a->T, Hv = (uint64_t)g->Hv;
     const uint64_t in = 4 * ((T - 1) * (uint64_t)g->ld_in + Hv * (g->group ? 2 : 1));
