@@ -67,10 +67,13 @@ endif
 VK_FORMATS     = f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl mxfp4 q2_K q3_K q4_K q5_K q6_K \
                  iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq4_xs iq1_s iq1_m
 VK_FMT_KERNELS = mm_vec mm_mat mm_coop get_rows
-VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy dn_prep attn_prep attn_combine
+VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy dn_prep attn_prep attn_combine dn_prep_scan
 VK_SHADERS     = src/backend/vulkan/shaders
+# mm_vec's two-format variants (mm_vec2_A_B: the pair or gate + up of a K-quant mix in one dispatch)
+VK_PAIR_FORMATS = q2_K q3_K q4_K q5_K q6_K q8_0
+VK_PAIRS = $(foreach a,$(VK_PAIR_FORMATS),$(foreach b,$(filter-out $(a),$(VK_PAIR_FORMATS)),$(a)_$(b)))
 VK_SPV   = $(foreach k,$(VK_FMT_KERNELS),$(foreach f,$(VK_FORMATS),$(SPV_DIR)/$(k)_$(f).spv)) \
-           $(patsubst %,$(SPV_DIR)/%.spv,$(VK_KERNELS))
+           $(patsubst %,$(SPV_DIR)/mm_vec2_%.spv,$(VK_PAIRS)) $(patsubst %,$(SPV_DIR)/%.spv,$(VK_KERNELS))
 VK_SRC   = $(sort $(wildcard src/backend/vulkan/*.c))
 VK_GEN   = $(BUILD)/gen/vk_spv.c
 
@@ -172,6 +175,13 @@ $(SPV_DIR)/$(1)_%.spv: $(VK_SHADERS)/$(1).comp $(wildcard $(VK_SHADERS)/*.glsl) 
 	$(Q)$(GLSLC) --target-env=vulkan1.2 -O -I$(VK_SHADERS) -DFMT_$$* $$< -o $$@
 endef
 $(foreach k,$(VK_FMT_KERNELS),$(eval $(call VK_FMT_RULE,$(k))))
+define VK_PAIR_RULE
+$(SPV_DIR)/mm_vec2_$(1)_$(2).spv: $(VK_SHADERS)/mm_vec.comp $(wildcard $(VK_SHADERS)/*.glsl) src/backend/vulkan/vk_tables.h
+	@mkdir -p $$(@D)
+	$$(call say,GLSLC,$$@)
+	$(Q)$(GLSLC) --target-env=vulkan1.2 -O -I$(VK_SHADERS) -DFMT_$(1) -DFMTB_$(2) -DFMT_TWO $$< -o $$@
+endef
+$(foreach a,$(VK_PAIR_FORMATS),$(foreach b,$(filter-out $(a),$(VK_PAIR_FORMATS)),$(eval $(call VK_PAIR_RULE,$(a),$(b)))))
 # the SPIR-V alone (carried to a machine without glslc: bench/vulkan_h200.sh)
 spv: $(VK_SPV)
 $(VK_GEN): $(VK_SPV) src/backend/vulkan/embed_spv.sh

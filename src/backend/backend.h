@@ -234,6 +234,11 @@ typedef struct BackendVt {
     /* a->y += W·x with the bits of matmul into a temporary and add (a residual in the product's epilogue).
      * Optional: NULL, and the forward pass makes the two calls */
     void (*matmul_add)(Backend *be, const MatArgs *a);
+    /* a->y += W·gated_norm(x) with the bits of gated_norm(a->x, z, w, ·, n, eps) into a temporary and matmul_add: the
+     * delta-net's gated RMSNorm (x's rows as n-float heads) in the output product's activation load; z is not
+     * written. Optional, and may decline (false: nothing recorded, the forward pass makes the two calls); offered
+     * batches of up to fold_norm_rows rows */
+    bool (*matmul_add_gated)(Backend *be, const MatArgs *a, BView z, const Weight *w, int n, float eps);
     /* a->y = Wa·x and c->y = Wc·x (same x and T) with matmul's bits: two products of one input in one pass where
      * the backend can. Optional: NULL, and the forward pass makes the two calls */
     void (*matmul_pair)(Backend *be, const MatArgs *a, const MatArgs *c);
@@ -247,6 +252,10 @@ typedef struct BackendVt {
     /* the fused conv + SiLU + q/k L2 norm + v split + gates (DnPrepArgs); optional, and may decline a shape
      * (false: nothing recorded, the forward pass makes the separate calls) */
     bool (*dn_prep)(Backend *be, const DnPrepArgs *a);
+    /* dn_prep and then the delta rule d on its outputs (one sequence, recurrent, the state in place, no steps) in one
+     * op, with the bits of the two; d's q, k, v, g and β are dn_prep's outputs and are not written. Optional, may
+     * decline (false: nothing recorded, the forward pass makes the separate calls) */
+    bool (*dn_prep_scan)(Backend *be, const DnPrepArgs *a, const DeltaArgs *d);
     /* attention with mul_sigmoid(out, gate) in its epilogue (gate row t, head h at t·g_row + h·g_head floats);
      * optional */
     void (*attention_gated)(Backend *be, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head);

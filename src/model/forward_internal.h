@@ -173,6 +173,11 @@ void fwd_matmul_pair(Forward *f, const char *const name[3], const Weight *wa, co
 /* A half-block's output product: into b->tmp (forward_layers adds it to the residual), or, with the backend's
  * matmul_add and nothing dumped at layer il, added to b->x in the product's epilogue (sets f->res_done). */
 void fwd_out_matmul(Forward *f, const char *name, const Weight *w, BView x, int64_t T, int il);
+/* b.x += w·gated_norm(x, z) through the backend's matmul_add_gated (the gated norm of n-float heads with weight nw
+ * in the product's activation load); false (nothing done) where the backend has none, declines or the layer is
+ * dumped */
+bool fwd_out_matmul_gated(Forward *f, const char *name, const Weight *w, BView x, BView z, const Weight *nw, int n,
+                          float eps, int64_t T, int il);
 /* g = silu(wg·x) ⊙ (wu·x) for T rows (u: a work area): the backend's one-pass op, profiled as label[2], or the
  * three calls (label[0], label[1], "swiglu"); labels are kept by the profile: static strings */
 void fwd_gate_up(Forward *f, const char *const label[3], const Weight *wg, const Weight *wu, BView x, int64_t T, BView g,

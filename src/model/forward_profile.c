@@ -150,6 +150,19 @@ void fwd_out_matmul(Forward *f, const char *name, const Weight *w, BView x, int6
     f->res_done = true;
 }
 
+bool fwd_out_matmul_gated(Forward *f, const char *name, const Weight *w, BView x, BView z, const Weight *nw, int n,
+                          float eps, int64_t T, int il) {
+    /* batches past fold_norm_rows (the rows a folded norm takes) would be declined: not offered, so a profile
+     * lists no empty op */
+    if (!f->be->vt->matmul_add_gated || !f->be->vt->matmul_add || T > f->be->fold_norm_rows || fwd_dumping(f, il))
+        return false;
+    const MatArgs a = {w, -1, NULL, 0, 0, x, f->b.x, T, NULL, 0};
+    bool done = false;
+    TIMED(f, name, done = f->be->vt->matmul_add_gated(f->be, &a, z, nw, n, eps));
+    if (done) f->res_done = true;
+    return done;
+}
+
 void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, const void *data, BView x, int64_t T,
                        BView y) {
     const MatArgs a = {w, e, data, 0, 0, x, y, T, NULL, 0};

@@ -85,10 +85,21 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         ga = (GateArgs){R, Hv, 0, Hv, b->beta, b->g, b->beta, b->g, l->dt_bias, l->ssm_a};
     }
     const VecSet qk = {R, Hk, Dk, conv, Dk, key, Dk};
+    bool scanned = false; /* the backend's dn_prep_scan did steps 2–5 */
     if (prep) {
         const SeqState *st = f->seqs[0].state;
         const DnPrepArgs pa = {R, conv, c->ssm_d_conv, key, Dk, c->rms_eps, l->conv1d, b->mixed,
                                st->segs[st->seg_conv[il]].view, b->q, b->k, b->v, ga};
+        if (be->vt->dn_prep_scan && forward_deltanet_algo(f, R) != DELTANET_CHUNKED) {
+            const BView sv = st->segs[st->seg_ssm[il]].view;
+            const DeltaArgs a = {R, Hk, Hv, Dk, Dv, c->arch == ARCH_QWEN3NEXT, false, b->q, b->k, b->v, b->g, b->beta, sv,
+                                 sv, b->o, {0}, false};
+            fwd_phase(f, PH_DN_PRE, &t0); /* the projections; the op counts as the scan */
+            if (be->vt->dn_prep_scan(be, &pa, &a)) {
+                scanned = true;
+                goto prepared;
+            }
+        }
         if (be->vt->dn_prep(be, &pa)) goto prepared;
     }
     be->vt->dn_gates(be, &ga);
@@ -133,11 +144,11 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
         fwd_dump_dn_state(f, "state_predelta", il, st->segs[st->seg_ssm[il]].view, Dk, Dv, Hv);
     }
 prepared:
-    fwd_phase(f, PH_DN_PRE, &t0);
+    fwd_phase(f, scanned ? PH_DN_SCAN : PH_DN_PRE, &t0);
 
     /* 5. the delta rule, per sequence; a tentative one writes the new state beside the old and logs its
      * inputs (q | k | v, g, β after the conv input) */
-    for (int s = 0; s < f->n_seqs; s++) {
+    for (int s = 0; s < f->n_seqs && !scanned; s++) {
         SeqState *st = f->seqs[s].state;
         const int64_t r0 = f->row0[s];
         const int T = f->seqs[s].n_tokens;
@@ -171,12 +182,13 @@ prepared:
         fwd_dump(f, "z", il, b->z, val, R, 1, 1);
     }
 
-    /* 6. gated RMSNorm: rmsnorm(o_j)·ssm_norm·silu(z_j) per value head */
-    be->vt->gated_norm(be, b->o, b->z, l->ssm_norm, R * Hv, Dv, c->rms_eps, b->on);
-    fwd_dump(f, "final_output", il, b->on, val, R, 1, 1);
-
-    /* 7. output projection */
-    fwd_out_matmul(f, "ssm_out", l->ssm_out, b->on, R, il);
+    /* 6. gated RMSNorm: rmsnorm(o_j)·ssm_norm·silu(z_j) per value head, and 7. the output projection (with a
+     * backend's matmul_add_gated, nothing dumped: the norm in the product's activation load, one op) */
+    if (!fwd_out_matmul_gated(f, "ssm_norm+ssm_out", l->ssm_out, b->o, b->z, l->ssm_norm, Dv, c->rms_eps, R, il)) {
+        be->vt->gated_norm(be, b->o, b->z, l->ssm_norm, R * Hv, Dv, c->rms_eps, b->on);
+        fwd_dump(f, "final_output", il, b->on, val, R, 1, 1);
+        fwd_out_matmul(f, "ssm_out", l->ssm_out, b->on, R, il);
+    }
     fwd_dump(f, "linear_attn_out", il, b->tmp, c->n_embd, R, 1, 1);
     fwd_phase(f, PH_DN_POST, &t0);
 }

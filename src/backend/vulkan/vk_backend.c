@@ -374,8 +374,10 @@ static void build_vt(void) {
     vk_seq_install(vt);
     vt_unfused = *vt;
     vt_unfused.matmul_add = NULL;
+    vt_unfused.matmul_add_gated = NULL;
     vt_unfused.matmul_swiglu = NULL;
     vt_unfused.dn_prep = NULL;
+    vt_unfused.dn_prep_scan = NULL;
     vt_unfused.matmul_pair = NULL;
     vt_unfused.attention_gated = NULL;
     vt_unfused.attn_prep = NULL;

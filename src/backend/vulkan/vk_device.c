@@ -22,7 +22,7 @@ static char instance_error[512];
 
 static const char *const kernel_names[VK_KERNEL_COUNT] = {
     "eltwise", "norm", "rope", "dn_gates", "moe_route", "moe_group", "conv_silu", "dn_recurrent", "dn_chunked",
-    "attention", "probe_copy", "dn_prep", "attn_prep", "attn_combine",
+    "attention", "probe_copy", "dn_prep", "attn_prep", "attn_combine", "dn_prep_scan",
 };
 static const char *const fmt_kernel_names[VKF_COUNT] = {"mm_vec", "mm_mat", "mm_coop", "get_rows"};
 
@@ -182,6 +182,12 @@ static int probe(VkDev *d, const char **exts, uint32_t *n_exts, Err *err) {
     return 0;
 }
 
+static int spv_index(const char *name) {
+    for (int i = 0; i < vk_n_spv; i++)
+        if (strcmp(vk_spv[i].name, name) == 0) return i;
+    return -1;
+}
+
 static int create_device(VkDev *d, Err *err) {
     const char *exts[4];
     uint32_t n_exts = 0;
@@ -229,6 +235,16 @@ static int create_device(VkDev *d, Err *err) {
         }
     if (!d->coopmat)
         for (int f = 0; f < 64; f++) d->fmt_spv[VKF_MM_COOP][f] = -1;
+    for (int fa = 0; fa < 64; fa++)
+        for (int fb = 0; fb < 64; fb++) {
+            d->pair_spv[fa][fb] = -1;
+            const Format *ma = fa < FMT_COUNT ? format_get((uint32_t)fa) : NULL;
+            const Format *mb = fb < FMT_COUNT ? format_get((uint32_t)fb) : NULL;
+            if (fa == fb || !ma || !mb || !ma->weight || !mb->weight) continue;
+            char name[64];
+            snprintf(name, sizeof name, "mm_vec2_%s_%s", ma->name, mb->name);
+            d->pair_spv[fa][fb] = (int16_t)spv_index(name);
+        }
     pthread_mutex_init(&d->lock, NULL);
     return 0;
 }
@@ -293,12 +309,6 @@ static VkPipeline make_pipe(VkDev *d, int spv) {
     return p;
 }
 
-static int spv_index(const char *name) {
-    for (int i = 0; i < vk_n_spv; i++)
-        if (strcmp(vk_spv[i].name, name) == 0) return i;
-    return -1;
-}
-
 VkPipeline vk_pipe(VkDev *d, VkKernel k) {
     VkPipeline p = d->pipes[k];
     if (p) return p;
@@ -322,6 +332,19 @@ VkPipeline vk_fmt_pipe(VkDev *d, VkFmtKernel k, uint32_t fmt) {
     pthread_mutex_lock(&d->lock);
     if (!d->fmt_pipes[k][fmt]) d->fmt_pipes[k][fmt] = make_pipe(d, d->fmt_spv[k][fmt]);
     p = d->fmt_pipes[k][fmt];
+    pthread_mutex_unlock(&d->lock);
+    return p;
+}
+
+bool vk_pair_has(const VkDev *d, uint32_t fa, uint32_t fb) { return fa < 64 && fb < 64 && d->pair_spv[fa][fb] >= 0; }
+
+VkPipeline vk_pair_pipe(VkDev *d, uint32_t fa, uint32_t fb) {
+    ASSERT(vk_pair_has(d, fa, fb));
+    VkPipeline p = d->pair_pipes[fa][fb];
+    if (p) return p;
+    pthread_mutex_lock(&d->lock);
+    if (!d->pair_pipes[fa][fb]) d->pair_pipes[fa][fb] = make_pipe(d, d->pair_spv[fa][fb]);
+    p = d->pair_pipes[fa][fb];
     pthread_mutex_unlock(&d->lock);
     return p;
 }

@@ -62,7 +62,8 @@ const char *vk_result_str(VkResult r);
 /* ---- shaders (the Makefile compiles shaders/NAME.comp and embeds them) -------------------------------------------------- */
 
 typedef struct VkSpv {
-    const char *name; /* the .comp file's name, with _FORMAT for per-format variants ("mm_vec_q4_K") */
+    const char *name; /* the .comp file's name, with _FORMAT for per-format variants ("mm_vec_q4_K"); mm_vec's
+                         two-format ones are mm_vec2_A_B ("mm_vec2_q5_K_q4_K") */
     const uint32_t *words;
     size_t n_words;
 } VkSpv;
@@ -77,7 +78,8 @@ typedef enum VkFmtKernel { VKF_MM_VEC, VKF_MM_MAT, VKF_MM_COOP, VKF_GET_ROWS, VK
 /* Kernels without format variants, in the order of vk_kernel_names (vk_device.c). */
 typedef enum VkKernel {
     VK_ELTWISE, VK_NORM, VK_ROPE, VK_DN_GATES, VK_MOE_ROUTE, VK_MOE_GROUP, VK_CONV_SILU, VK_DN_RECURRENT,
-    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_DN_PREP, VK_ATTN_PREP, VK_ATTN_COMBINE, VK_KERNEL_COUNT
+    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_DN_PREP, VK_ATTN_PREP, VK_ATTN_COMBINE, VK_DN_PREP_SCAN,
+    VK_KERNEL_COUNT
 } VkKernel;
 
 #define VK_PUSH_BYTES 128 /* push-constant block of every kernel */
@@ -107,6 +109,8 @@ typedef struct VkDev {
     VkPipeline pipes[VK_KERNEL_COUNT];
     VkPipeline fmt_pipes[VKF_COUNT][64];
     int fmt_spv[VKF_COUNT][64];          /* index into vk_spv, or -1: no kernel for that format */
+    VkPipeline pair_pipes[64][64];
+    int16_t pair_spv[64][64];            /* mm_vec's two-format variant [w's format][w2's], or -1 */
     BBuf *tables;                        /* the i-quant grids and IQ4 / MXFP4 levels (vk_tables.h) */
 } VkDev;
 
@@ -117,6 +121,9 @@ int vk_dev_count(Err *err);
 VkPipeline vk_pipe(VkDev *d, VkKernel k);
 VkPipeline vk_fmt_pipe(VkDev *d, VkFmtKernel k, uint32_t fmt);
 bool vk_fmt_has(const VkDev *d, VkFmtKernel k, uint32_t fmt);
+/* mm_vec with w in format fa and w2 in fb (fa != fb; the Makefile's VK_PAIR_FORMATS) */
+VkPipeline vk_pair_pipe(VkDev *d, uint32_t fa, uint32_t fb);
+bool vk_pair_has(const VkDev *d, uint32_t fa, uint32_t fb);
 
 /* ---- memory ------------------------------------------------------------------------------------------------------ */
 

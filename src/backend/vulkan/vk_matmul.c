@@ -27,9 +27,18 @@ typedef struct MatPush {
     float eps;
     uint32_t flags;
     uint64_t w2, y2;
-    uint32_t rows2;
+    uint32_t rows2, row_bytes2;
 } MatPush;
-enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4, MM_XV4 = 8, MM_NORM = 16 }; /* mm_common.glsl */
+enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4, MM_XV4 = 8, MM_NORM = 16, MM_GNORM = 32 }; /* mm_common.glsl */
+#define GN_HEADS 64 /* mm_vec.comp: MM_GNORM's heads per row at most */
+
+/* MM_GNORM's gated norm of x: rmsnorm(x)·w·silu(z) per n-float head (z: rows like x's) */
+typedef struct GNorm {
+    BView z;
+    const Weight *w;
+    int n;
+    float eps;
+} GNorm;
 
 typedef enum Kind { K_VEC, K_MAT, K_COOP } Kind;
 
@@ -68,8 +77,9 @@ static BView provided(VkBackend *b, const void *data, size_t bytes) {
 }
 
 /* y = W·x (flags 0), y += W·x (MM_ACC: every kernel), y = silu(W·x)·(W2·x) (MM_SWIGLU, w2: mm_vec only),
- * y = W·x and a2->y = W2·x (MM_PAIR: mm_vec only; W2 of the same format and width, any rows) */
-static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs *a2) {
+ * y = W·x and a2->y = W2·x (MM_PAIR: mm_vec only; W2 of the same width, any rows). W2 in another format than
+ * W takes mm_vec's two-format variant (fusable() says where one exists). */
+static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs *a2, const GNorm *gn) {
     const Weight *w = a->w;
     BView wv = a->data ? provided(b, a->data, w->bytes) : vk_weight(b, w, a->expert);
     BView wv2 = a2 ? vk_weight(b, a2->w, a2->expert) : (BView){0};
@@ -77,20 +87,24 @@ static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs
     if (a->o1 > 0) {
         ASSERT(a->o0 >= 0 && a->o0 < a->o1 && a->o1 <= w->rows && !(flags & MM_PAIR));
         wv.off += (size_t)a->o0 * w->row_bytes;
-        wv2.off += a2 ? (size_t)a->o0 * w->row_bytes : 0;
+        wv2.off += a2 ? (size_t)a->o0 * a2->w->row_bytes : 0;
         rows = rows2 = a->o1 - a->o0;
     }
     if (a->T <= 0) return;
     const Kind k = pick(b, w, a->T);
     ASSERT(!a2 || k == K_VEC);
     ASSERT(!a->x_norm || (k == K_VEC && !a->data));
+    ASSERT(!gn || (k == K_VEC && !a->data && !a2 && !a->x_norm && w->cols % gn->n == 0 && w->cols / gn->n <= GN_HEADS));
     const uint64_t x = va(a->x);
     if (x % 16 == 0 && w->cols % 4 == 0) flags |= MM_XV4;
     if (a->x_norm) flags |= MM_NORM;
-    const MatPush p = {va(wv), x, va(a->y), 0, 0, 0, tab_addr(b), a->x_norm ? va(vk_weight(b, a->x_norm, -1)) : 0,
+    if (gn) flags |= MM_GNORM;
+    const Weight *nw = gn ? gn->w : a->x_norm;
+    const MatPush p = {va(wv), x, va(a->y), 0, 0, 0, tab_addr(b), nw ? va(vk_weight(b, nw, -1)) : 0,
                        (uint32_t)w->cols, (uint32_t)rows, (uint32_t)a->T, (uint32_t)w->cols, (uint32_t)rows,
-                       (uint32_t)w->row_bytes, a->x_eps, flags, a2 ? va(wv2) : 0, (flags & MM_PAIR) ? va(a2->y) : 0,
-                       (uint32_t)rows2};
+                       (uint32_t)w->row_bytes, gn ? gn->eps : a->x_eps, flags, a2 ? va(wv2) : gn ? va(gn->z) : 0,
+                       (flags & MM_PAIR) ? va(a2->y) : 0, (uint32_t)(gn ? gn->n : rows2),
+                       (uint32_t)(a2 ? a2->w->row_bytes : w->row_bytes)};
     const int64_t span_rows = (flags & MM_PAIR) && rows2 > rows ? rows2 : rows;
     const uint32_t gx = (uint32_t)((span_rows + kind_rows[k] - 1) / kind_rows[k]);
     const uint32_t gy = (uint32_t)((a->T + kind_tokens[k] - 1) / kind_tokens[k]);
@@ -98,38 +112,59 @@ static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs
     int n = 2;
     if (a->data) acc[n++] = acc_r(wv, (uint64_t)rows * w->row_bytes); /* uploaded in the stream */
     if (flags & MM_PAIR) acc[n++] = acc_w(a2->y, 4 * (uint64_t)a->T * (uint64_t)rows2);
-    vks_dispatch_acc(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, gx, gy, 1, acc, n);
+    if (gn) acc[n++] = acc_r(gn->z, 4 * (uint64_t)a->T * (uint64_t)w->cols);
+    const VkPipeline pipe = a2 && a2->w->type != w->type ? vk_pair_pipe(b->d, w->type, a2->w->type)
+                                                         : vk_fmt_pipe(b->d, kind_kernel[k], w->type);
+    vks_dispatch_acc(b, pipe, &p, sizeof p, gx, gy, 1, acc, n);
 }
 
-static void v_matmul(Backend *be, const MatArgs *a) { matmul(vkb(be), a, 0, NULL); }
-static void v_matmul_add(Backend *be, const MatArgs *a) { matmul(vkb(be), a, MM_ACC, NULL); }
+/* two products of one width that one mm_vec dispatch can take: the vector kernel, no provided bytes, one format or
+ * a two-format variant for theirs */
+static bool fusable(const VkBackend *b, const MatArgs *a, const MatArgs *c) {
+    if (pick(b, a->w, a->T) != K_VEC || a->data || c->data || a->w->cols != c->w->cols) return false;
+    if (a->w->type == c->w->type) return a->w->row_bytes == c->w->row_bytes;
+    return vk_pair_has(b->d, a->w->type, c->w->type);
+}
 
-/* two products of one input in one pass where both take the vector kernel in one format and width */
+static void v_matmul(Backend *be, const MatArgs *a) { matmul(vkb(be), a, 0, NULL, NULL); }
+static void v_matmul_add(Backend *be, const MatArgs *a) { matmul(vkb(be), a, MM_ACC, NULL, NULL); }
+
+/* y += W·gated_norm(x, z) in one mm_vec dispatch (decode: the vector kernel; at most GN_HEADS heads a row) */
+static bool v_matmul_add_gated(Backend *be, const MatArgs *a, BView z, const Weight *w, int n, float eps) {
+    VkBackend *b = vkb(be);
+    if (pick(b, a->w, a->T) != K_VEC || a->data || a->o1 > 0 || a->x_norm || n <= 0 || a->w->cols % n ||
+        a->w->cols / n > GN_HEADS)
+        return false;
+    const GNorm gn = {z, w, n, eps};
+    matmul(b, a, MM_ACC, NULL, &gn);
+    return true;
+}
+
+/* two products of one input in one pass where both take the vector kernel (one width; one format, or two with a
+ * two-format variant) */
 static void v_matmul_pair(Backend *be, const MatArgs *a, const MatArgs *c) {
     VkBackend *b = vkb(be);
-    if (pick(b, a->w, a->T) == K_VEC && !a->data && !c->data && a->w->type == c->w->type && a->w->cols == c->w->cols &&
-        a->w->row_bytes == c->w->row_bytes && a->o1 == 0 && c->o1 == 0 && a->T == c->T && a->x.buf == c->x.buf &&
-        a->x.off == c->x.off && a->x_norm == c->x_norm && a->x_eps == c->x_eps) {
-        matmul(b, a, MM_PAIR, c);
+    if (fusable(b, a, c) && a->o1 == 0 && c->o1 == 0 && a->T == c->T && a->x.buf == c->x.buf && a->x.off == c->x.off &&
+        a->x_norm == c->x_norm && a->x_eps == c->x_eps) {
+        matmul(b, a, MM_PAIR, c, NULL);
         return;
     }
-    matmul(b, a, 0, NULL);
-    matmul(b, c, 0, NULL);
+    matmul(b, a, 0, NULL, NULL);
+    matmul(b, c, 0, NULL, NULL);
 }
 
-/* gate and up in one pass where both take the vector kernel in one format (decode); else the three ops */
+/* gate and up in one pass where both take the vector kernel (decode; one format, or two with a two-format
+ * variant); else the three ops */
 static void v_matmul_swiglu(Backend *be, const MatArgs *g, const MatArgs *u) {
     VkBackend *b = vkb(be);
-    const bool one = pick(b, g->w, g->T) == K_VEC && !g->data && !u->data && g->w->type == u->w->type &&
-                     g->w->rows == u->w->rows && g->w->cols == u->w->cols && g->w->row_bytes == u->w->row_bytes &&
-                     g->o0 == u->o0 && g->o1 == u->o1 && g->T == u->T && g->x.buf == u->x.buf && g->x.off == u->x.off &&
-                     g->x_norm == u->x_norm && g->x_eps == u->x_eps;
+    const bool one = fusable(b, g, u) && g->w->rows == u->w->rows && g->o0 == u->o0 && g->o1 == u->o1 && g->T == u->T &&
+                     g->x.buf == u->x.buf && g->x.off == u->x.off && g->x_norm == u->x_norm && g->x_eps == u->x_eps;
     if (one) {
-        matmul(b, g, MM_SWIGLU, u);
+        matmul(b, g, MM_SWIGLU, u, NULL);
         return;
     }
-    matmul(b, g, 0, NULL);
-    matmul(b, u, 0, NULL);
+    matmul(b, g, 0, NULL, NULL);
+    matmul(b, u, 0, NULL, NULL);
     const int n = (int)(g->o1 > 0 ? g->o1 - g->o0 : g->w->rows);
     vk_swiglu(b, g->y, g->y, u->y, (int)g->T, n);
 }
@@ -160,7 +195,7 @@ static void expert_product(VkBackend *b, Kind k, const Weight *w, uint64_t x, ui
                            uint64_t yidx, uint32_t ldy, uint64_t items, BView args, const VkAcc *acc, int n_acc) {
     const MatPush p = {va(vk_weight(b, w, 0)), x, y, items, xidx, yidx, tab_addr(b), w->expert_stride, (uint32_t)w->cols,
                        (uint32_t)w->rows, 0, ldx, ldy, (uint32_t)w->row_bytes, 0.0f, (x % 16 == 0 && ldx % 4 == 0) ? MM_XV4 : 0,
-                       0, 0, 0};
+                       0, 0, 0, (uint32_t)w->row_bytes};
     vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, args, acc, n_acc);
 }
 
@@ -197,7 +232,7 @@ static void v_moe_ffn(Backend *be, const MoeArgs *a) {
         const VkAcc facc[3] = {wr, xr, acc_w(a->gate_out, nf)};
         const MatPush p = {va(vk_weight(b, a->gate, 0)), va(a->x), va(a->gate_out), items, work, 0, tab_addr(b), a->gate->expert_stride,
                      E, F, 0, E, F, (uint32_t)a->gate->row_bytes, 0.0f, MM_SWIGLU | ((va(a->x) % 16 == 0 && E % 4 == 0) ? MM_XV4 : 0),
-                     va(vk_weight(b, a->up, 0)), 0, 0};
+                     va(vk_weight(b, a->up, 0)), 0, 0, (uint32_t)a->up->row_bytes};
         vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], a->gate->type), &p, sizeof p, args_a, facc, 3);
     } else {
         expert_product(b, k, a->gate, va(a->x), work, E, va(a->gate_out), 0, F, items, args_a, gacc, 3);
@@ -210,6 +245,7 @@ static void v_moe_ffn(Backend *be, const MoeArgs *a) {
 void vk_matmul_install(BackendVt *vt) {
     vt->matmul = v_matmul;
     vt->matmul_add = v_matmul_add;
+    vt->matmul_add_gated = v_matmul_add_gated;
     vt->matmul_swiglu = v_matmul_swiglu;
     vt->matmul_pair = v_matmul_pair;
     vt->get_rows = v_get_rows;

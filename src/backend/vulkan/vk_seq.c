@@ -1,7 +1,8 @@
 /* vk_seq.c — the sequence ops of the Vulkan backend: causal conv + SiLU (shaders/conv_silu.comp; fused with
  * the q/k L2 norms, the v split and the gates in dn_prep.comp), the delta
  * rule in its fused sequential form (dn_recurrent.comp: one subgroup per row of the transposed state) and
- * its chunked form (dn_chunked.comp: chunks of 64, the triangular solve in shared memory), and causal
+ * its chunked form (dn_chunked.comp: chunks of 64, the triangular solve in shared memory), dn_prep and the
+ * recurrence in one dispatch for decode (dn_prep_scan.comp), and causal
  * attention with online softmax (attention.comp; the sigmoid output gate optionally in its epilogue), its q/k
  * norms, RoPE and cache stores in one dispatch (attn_prep.comp). */
 #include "backend/vulkan/vk_internal.h"
@@ -111,6 +112,46 @@ static bool v_dn_prep(Backend *be, const DnPrepArgs *a) {
                           acc_w(g->beta, 4 * T * Hv), acc_w(g->g, 4 * T * Hv)};
     const uint32_t groups = 2 * (uint32_t)(a->key / a->d_k) + ((uint32_t)val + 127) / 128 + ((uint32_t)(T * Hv) + 127) / 128;
     vks_dispatch_acc(b, vk_pipe(b->d, VK_DN_PREP), &p, sizeof p, groups, 1, 1, acc, 9);
+    return true;
+}
+
+typedef struct PrepScanPush {
+    uint64_t x, w, state, gb, dt, sa, s, out;
+    int32_t ga_off;
+    uint32_t T, C, K, key, Dk, Hk, Hv, group, ld_in, grouped, mode;
+    float eps;
+} PrepScanPush;
+#define PS_ROWS 16    /* dn_prep_scan.comp: state rows per workgroup */
+#define PS_QK_MAX 1024 /* T·Dk */
+#define PS_MAX_T 8
+
+/* dn_prep's outputs for the recurrence computed where the recurrence reads them (dn_prep_scan.comp): one dispatch
+ * over (value head, 16 state rows), then the conv state's new windows (a second one, in the next barrier interval
+ * with ssm_out: it only has to follow the first one's reads) */
+static bool v_dn_prep_scan(Backend *be, const DnPrepArgs *a, const DeltaArgs *d) {
+    VkBackend *b = vkb(be);
+    const GateArgs *g = &a->gates;
+    const int val = a->C - 2 * a->key, Dk = a->d_k;
+    PrepScanPush p = {va(a->x), va(vk_weight(b, a->conv_w, -1)), va(a->state), va(g->b), va(vk_weight(b, g->dt_bias, -1)),
+                      va(vk_weight(b, g->ssm_a, -1)), va(d->state), va(d->out), 0, (uint32_t)a->T, (uint32_t)a->C,
+                      (uint32_t)a->K, (uint32_t)a->key, (uint32_t)Dk, (uint32_t)d->n_k_head, (uint32_t)d->n_v_head,
+                      (uint32_t)g->group, (uint32_t)g->ld_in, d->grouped, 0, a->eps};
+    const bool in_place = !d->state_in.buf || (d->state_in.buf == d->state.buf && d->state_in.off == d->state.off);
+    if (d->chunked || d->has_steps || !in_place || d->T != a->T || d->d_k != Dk || d->d_v != Dk ||
+        Dk > 32 * (int)b->d->subgroup_min || Dk > 512 || a->T > PS_MAX_T || a->T * Dk > PS_QK_MAX || a->K < 2 ||
+        a->K > 16 || a->key % Dk || a->key / Dk != d->n_k_head || val != d->n_v_head * Dk || g->Hv != d->n_v_head ||
+        g->R != a->T || d->n_v_head % d->n_k_head || !rel(g->b, g->a, &p.ga_off))
+        return false;
+    const uint64_t T = (uint64_t)a->T, Hv = (uint64_t)g->Hv;
+    const uint64_t in = 4 * ((T - 1) * (uint64_t)g->ld_in + Hv * (g->group ? 2 : 1));
+    const uint64_t cs = 4 * (uint64_t)a->C * (uint64_t)(a->K - 1), sb = 4 * Hv * (uint64_t)Dk * (uint64_t)Dk;
+    const VkAcc acc[6] = {acc_r(a->x, 4 * T * (uint64_t)a->C), acc_r(a->state, cs), acc_r(g->b, in), acc_r(g->a, in),
+                          acc_w(d->state, sb), acc_w(d->out, 4 * T * (uint64_t)val)};
+    const uint32_t wph = (uint32_t)(Dk + PS_ROWS - 1) / PS_ROWS;
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_DN_PREP_SCAN), &p, sizeof p, (uint32_t)Hv * wph, 1, 1, acc, 6);
+    p.mode = 1;
+    const VkAcc sacc[2] = {acc_r(a->x, 4 * T * (uint64_t)a->C), acc_w(a->state, cs)};
+    vks_dispatch_acc(b, vk_pipe(b->d, VK_DN_PREP_SCAN), &p, sizeof p, ((uint32_t)a->C + 127) / 128, 1, 1, sacc, 2);
     return true;
 }
 
@@ -233,6 +274,7 @@ void vk_seq_install(BackendVt *vt) {
     vt->conv_silu = v_conv_silu;
     vt->deltanet = v_deltanet;
     vt->dn_prep = v_dn_prep;
+    vt->dn_prep_scan = v_dn_prep_scan;
     vt->attention_gated = v_attention_gated;
     vt->attn_prep = v_attn_prep;
     vt->attention = v_attention;

@@ -6,6 +6,10 @@
 //   dq32(blk, sub, v)  v[j] = element 32·sub + j of the block at address blk (sub < FMT_BLOCK / 32)
 // Each follows its to_float in src/gguf/quant_*.c (the layouts are ggml's, src/gguf/quant_blocks.h); the
 // i-quant grids and the IQ4 / MXFP4 levels come from the device's table buffer (vk_tables.h) at g_tab.
+// A kernel of two formats (mm_vec's mixed pairs) includes it a second time through dequant_b.glsl: the
+// helpers below are defined once.
+#ifndef DEQUANT_HELPERS
+#define DEQUANT_HELPERS
 #include "../vk_tables.h"
 
 uint64_t g_tab;
@@ -14,6 +18,7 @@ uint ksign(uint i) { return (tab(VKT_KSIGNS + (i >> 2)) >> ((i & 3u) * 8u)) & 0x
 float sgn(uint signs, uint j) { return ((signs >> j) & 1u) != 0u ? -1.0 : 1.0; }
 // byte j of a 64-bit grid entry at word offset base + 2·idx
 uint grid8(uint base, uint idx, uint j) { return (tab(base + 2u * idx + (j >> 2)) >> ((j & 3u) * 8u)) & 0xffu; }
+#endif
 
 #if defined(FMT_f32)
 #define FMT_BLOCK 32

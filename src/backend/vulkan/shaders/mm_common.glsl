@@ -6,22 +6,26 @@
 // xidx[p] (or p) and writes output row yidx[p] (or p), so a gather before and a scatter after need no
 // copies. The weight of expert e is at w + e·estride; rows are row_bytes apart.
 // flags (mm_vec only): MM_ACC adds the product to y (a residual in the epilogue); MM_SWIGLU also takes the
-// product with w2 (same format and shape: the up matrix) and writes silu(W·x) · (W2·x); MM_PAIR also writes
-// W2·x (rows2 rows of the same format and width) to y2: two products sharing their input in one dispatch.
+// product with w2 (same shape: the up matrix) and writes silu(W·x) · (W2·x); MM_PAIR also writes
+// W2·x (rows2 rows of the same width) to y2: two products sharing their input in one dispatch. w2's rows are
+// row_bytes2 apart; it has w's format, or in mm_vec's two-format variants (FMT_TWO) its own.
 // MM_XV4: x rows may be read as vec4. MM_NORM (a plain product): x is RMS-normed on the fly with the weight at
-// estride's place and eps, with norm.comp's bits (the same 128-thread reduction, (x·scale)·w).
+// estride's place and eps, with norm.comp's bits (the same 128-thread reduction, (x·scale)·w). MM_GNORM (mm_vec,
+// a plain product): x is the delta-net's gated RMSNorm on the fly, norm.comp's MODE_GATED bits per rows2-float
+// head of each row: ((x·scale_head)·w)·silu(z), the norm weight at estride's place, z at w2 (rows ldx apart).
 #define MM_ACC 1u
 #define MM_SWIGLU 2u
 #define MM_PAIR 4u
 #define MM_XV4 8u
 #define MM_NORM 16u
+#define MM_GNORM 32u
 layout(push_constant) uniform MatPush {
     uint64_t w, x, y, items, xidx, yidx, tab, estride;
     uint cols, rows, T, ldx, ldy, row_bytes;
     float eps;
     uint flags;
     uint64_t w2, y2;
-    uint rows2;
+    uint rows2, row_bytes2;
 } p;
 
 void item_of(uint y, uint tile, out uint e, out uint p0, out uint n) {
