@@ -296,6 +296,11 @@ one() {
         DELTALLM_VK_TUNE=coop=0 $B/deltallm bench $files -p "$PP" -n 0 -r 1 --device vulkan --json \
             >"$WORK/deltallm-nocoop.json" 2>/dev/null || true
         $B/deltallm bench -m "$WORK/b5.gguf" -p "$PP" -n "$TG" -r 1 --device vulkan --profile >/dev/null 2>"$LOG/profile.txt" || true
+        say "decode with dn_prep and the recurrence as two dispatches (prepscan=0), against the merged default"
+        # shellcheck disable=SC2086
+        DELTALLM_VK_TUNE=prepscan=0 $B/deltallm bench $files -p 0 -n "$TG" -r 1 --device vulkan --json \
+            >"$WORK/deltallm-noprepscan.json" 2>/dev/null || true
+        cat "$WORK/deltallm-noprepscan.json" 2>/dev/null || true
     else say "skipped the tensor-core-off prefill and the profile ($(left) s left)"; fi
     echo "one: done; now run 'two' on this machine at once"
 }

@@ -197,6 +197,7 @@ typedef struct VkBackend {
     VkAcc pend[VK_PEND_MAX];
     int n_pend;          /* -1: something unknown since the last barrier (the next command waits) */
     bool fuse_off;       /* tune fuse=0: the optional fused ops are not offered (comparisons) */
+    bool prep_scan_off;  /* tune prepscan=0: dn_prep_scan not offered (dn_prep, then the recurrence) */
     bool dep_off;        /* tune dep=0: a barrier before every command (the old stream, for comparisons) */
     /* staging ring (host-visible): uploads recorded in the stream read from here */
     BBuf *stage;
