@@ -67,7 +67,8 @@ endif
 VK_FORMATS     = f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl mxfp4 q2_K q3_K q4_K q5_K q6_K \
                  iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq4_xs iq1_s iq1_m
 VK_FMT_KERNELS = mm_vec mm_mat mm_coop get_rows
-VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy dn_prep attn_prep attn_combine
+VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy dn_prep attn_prep attn_combine \
+                 layer_norm rope_2d attn_full
 VK_SHADERS     = src/backend/vulkan/shaders
 VK_SPV   = $(foreach k,$(VK_FMT_KERNELS),$(foreach f,$(VK_FORMATS),$(SPV_DIR)/$(k)_$(f).spv)) \
            $(patsubst %,$(SPV_DIR)/%.spv,$(VK_KERNELS))
