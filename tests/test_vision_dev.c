@@ -1,0 +1,167 @@
+/* test_vision_dev.c — the vision tower through the backend interface (vision/vision_dev.h): on the host backends
+ * in the exact arithmetic it must give vision_encode's exact embeddings bit for bit (group `vision`: the graph,
+ * the weights' registry and the inputs are the CPU encoder's), and on every registered device backend (group
+ * `device`: lavapipe here) the same embeddings within the device's F32 arithmetic — max |Δ| ≤ 1e-3·std of the
+ * exact embeddings and NMSE ≤ 1e-8, the text model's device bound in the first and the backend-ops row ops' scale in
+ * the second. Tiny synthetic towers (the `tiny` preset: 2 blocks of 32, 2 heads of 16, patch 4), F32 and F16
+ * weights, with and without a deepstack merger. */
+#include "test.h"
+
+#include "backend/backend.h"
+#include "gguf/format.h"
+#include "vision/encoder.h"
+#include "vision/mmproj.h"
+#include "vision/mmproj_synth.h"
+#include "vision/vision_dev.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* a tiny tower in memory: weights of wtype, a deepstack merger after block 1 when ds */
+static Mmproj *tiny(uint32_t wtype, bool ds, uint8_t **buf) {
+    MmprojSpec sp;
+    Err err = {{0}};
+    if (mmproj_synth_preset(&sp, "tiny", &err)) return NULL;
+    sp.wtype = wtype, sp.n_deepstack = ds, sp.deepstack[0] = 1;
+    size_t size = 0;
+    if (mmproj_synth_write_mem(&sp, buf, &size, &err)) return test_check(false, __FILE__, __LINE__, "synth", "%s", err.msg), NULL;
+    Gguf *g = gguf_open_memory(*buf, size, &err);
+    Mmproj *m = g ? mmproj_from_gguf(g, &err) : NULL;
+    if (!m) test_check(false, __FILE__, __LINE__, "open", "%s", err.msg);
+    return m;
+}
+
+/* normalised pixels with structure along both axes, a few past ±1 */
+static float *pixels(int nx, int ny, unsigned seed) {
+    float *pix = malloc(sizeof(float) * 3 * (size_t)nx * ny);
+    uint32_t s = seed * 2654435761u + 1;
+    for (int c = 0; c < 3; c++)
+        for (int y = 0; y < ny; y++)
+            for (int x = 0; x < nx; x++) {
+                s = s * 1664525u + 1013904223u;
+                pix[((size_t)c * ny + y) * nx + x] = sinf(0.37f * x + c) * cosf(0.23f * y) + 0.7f * ((float)(s >> 8) / 16777216.0f - 0.5f);
+            }
+    return pix;
+}
+
+/* vision_encode's exact embeddings, or NULL */
+static float *encode_exact(const Mmproj *m, const float *pix, int nx, int ny) {
+    const size_t n = (size_t)vision_n_tokens(m, nx, ny) * mmproj_out_width(m);
+    float *out = malloc(sizeof(float) * n);
+    Err err = {{0}};
+    const VisionRun run = {.mode = MATMUL_EXACT};
+    if (vision_encode(m, pix, nx, ny, &run, out, &err)) {
+        test_check(false, __FILE__, __LINE__, "vision_encode", "%s", err.msg);
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* the embeddings through vision_dev on backend o, or NULL (a failure recorded) */
+static float *encode_dev(const Mmproj *m, const BackendOptions *o, const float *pix, int nx, int ny) {
+    const size_t n = (size_t)vision_n_tokens(m, nx, ny) * mmproj_out_width(m);
+    Err err = {{0}};
+    VisionDev *vd = vision_dev_open(m, o, &err);
+    float *out = vd ? malloc(sizeof(float) * n) : NULL;
+    for (size_t i = 0; out && i < n; i++) out[i] = NAN;
+    if (!vd || vision_dev_encode(vd, pix, nx, ny, out, &err)) {
+        test_check(false, __FILE__, __LINE__, "vision_dev", "%s: %s", o->name, err.msg);
+        free(out);
+        out = NULL;
+    }
+    vision_dev_close(vd);
+    return out;
+}
+
+static const struct {
+    uint32_t wtype;
+    bool ds;
+    int nx, ny;
+} cases[] = {
+    {FMT_F32, false, 16, 24}, /* 4×6 patches: the position grid resized in one axis */
+    {FMT_F32, true, 24, 8},   /* 6×2: both axes; a deepstack merger after block 1 */
+    {FMT_F16, false, 24, 16}, /* F16 matrices */
+};
+
+TEST(vision, backend_encoder_equals_exact) {
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        uint8_t *buf = NULL;
+        Mmproj *m = tiny(cases[ci].wtype, cases[ci].ds, &buf);
+        if (!m) {
+            free(buf);
+            continue;
+        }
+        const int nx = cases[ci].nx, ny = cases[ci].ny;
+        const size_t n = (size_t)vision_n_tokens(m, nx, ny) * mmproj_out_width(m);
+        float *pix = pixels(nx, ny, (unsigned)ci + 1), *ref = encode_exact(m, pix, nx, ny);
+        const BackendOptions hosts[] = {{.name = "ref", .n_threads = 1, .mode = MATMUL_EXACT, .cpu.isa = -1},
+                                        {.name = "cpu", .n_threads = 2, .mode = MATMUL_EXACT, .cpu.isa = -1}};
+        for (int b = 0; ref && b < 2; b++) {
+            float *got = encode_dev(m, &hosts[b], pix, nx, ny);
+            size_t diff = 0;
+            for (size_t i = 0; got && i < n; i++) diff += memcmp(&got[i], &ref[i], 4) != 0;
+            CHECK_MSG(got && diff == 0, "%s, %s%s %dx%d: %zu of %zu values differ from vision_encode's exact mode", hosts[b].name,
+                      format_get(cases[ci].wtype)->name, cases[ci].ds ? " + deepstack" : "", nx, ny, diff, n);
+            free(got);
+        }
+        free(pix), free(ref);
+        mmproj_close(m);
+        free(buf);
+    }
+    /* a backend that is not there: one line naming it */
+    uint8_t *buf = NULL;
+    Mmproj *m = tiny(FMT_F32, false, &buf);
+    REQUIRE(m);
+    Err err = {{0}};
+    CHECK(vision_dev_open(m, &(BackendOptions){.name = "nosuch"}, &err) == NULL);
+    CHECK_MSG(strstr(err.msg, "nosuch") && !strchr(err.msg, '\n'), "got: %s", err.msg);
+    mmproj_close(m);
+    free(buf);
+}
+
+TEST(device, vision_encoder_matches_cpu_exact) {
+    int nr, nd = 0;
+    const BackendReg *reg = backend_registry(&nr);
+    for (int r = 0; r < nr; r++) {
+        if (reg[r].host) continue;
+        Err err = {{0}};
+        if (!backend_available(&reg[r], &err)) {
+            test_skip("%s: %s", reg[r].name, err.msg);
+            continue;
+        }
+        nd++;
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            uint8_t *buf = NULL;
+            Mmproj *m = tiny(cases[ci].wtype, cases[ci].ds, &buf);
+            if (!m) {
+                free(buf);
+                continue;
+            }
+            const int nx = cases[ci].nx, ny = cases[ci].ny;
+            const size_t n = (size_t)vision_n_tokens(m, nx, ny) * mmproj_out_width(m);
+            float *pix = pixels(nx, ny, (unsigned)ci + 1), *ref = encode_exact(m, pix, nx, ny);
+            const BackendOptions o = {.name = reg[r].name, .mode = MATMUL_EXACT};
+            float *got = ref ? encode_dev(m, &o, pix, nx, ny) : NULL;
+            if (got) {
+                double s = 0, s2 = 0, maxd = 0, num = 0;
+                for (size_t i = 0; i < n; i++) s += ref[i], s2 += (double)ref[i] * ref[i];
+                const double sd = sqrt(s2 / n - (s / n) * (s / n));
+                for (size_t i = 0; i < n; i++) {
+                    const double dlt = (double)got[i] - ref[i];
+                    maxd = isnan(dlt) ? INFINITY : fmax(maxd, fabs(dlt)), num += dlt * dlt;
+                }
+                const double nmse = num / s2;
+                test_note("%s, %s%s %dx%d (%zu values): max |Δ| %.3g·std, NMSE %.3g", reg[r].name, format_get(cases[ci].wtype)->name,
+                          cases[ci].ds ? " + deepstack" : "", nx, ny, n, maxd / sd, nmse);
+                CHECK_MSG(sd > 0.05 && maxd <= 1e-3 * sd && nmse <= 1e-8, "%s: max |Δ| %.3g·std (limit 1e-3), NMSE %.3g (limit 1e-8)",
+                          reg[r].name, maxd / sd, nmse);
+            }
+            free(got), free(pix), free(ref);
+            mmproj_close(m);
+            free(buf);
+        }
+    }
+    if (!nd) test_skip("no device backend can run here");
+}
