@@ -159,7 +159,7 @@ $(BUILD)/gen/image-$(PNG)$(JPEG).stamp:
 	@mkdir -p $(@D) && rm -f $(BUILD)/gen/image-*.stamp && touch $@
 $(call obj,src/image/image.c): CFLAGS += -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG)
 $(call obj,src/image/image.c): $(BUILD)/gen/image-$(PNG)$(JPEG).stamp
-$(call obj,tests/test_vision.c tests/test_vision_oracle.c): CFLAGS += -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG)
+$(call obj,tests/test_vision.c tests/test_vision_oracle.c tests/test_vision_dev.c): CFLAGS += -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG)
 $(call obj,tests/test_vision.c tests/test_vision_oracle.c): $(BUILD)/gen/image-$(PNG)$(JPEG).stamp
 
 $(SPV_DIR)/%.spv: $(VK_SHADERS)/%.comp $(wildcard $(VK_SHADERS)/*.glsl) src/backend/vulkan/vk_tables.h

@@ -165,3 +165,91 @@ TEST(device, vision_encoder_matches_cpu_exact) {
     }
     if (!nd) test_skip("no device backend can run here");
 }
+
+/* ---- the CLI: run --image --vision-device NAME ---------------------------------------------------------------- */
+
+#include "cli_proc.h"
+#include "model/synth.h"
+
+uint8_t *test_png_encode(const uint8_t *rgb, int w, int h, size_t *size); /* test_vision.c */
+
+/* a width-64 qwen35 with Qwen3.5's vocabulary (its vision tokens), as test_vision.c's, and a tiny projector on it */
+static bool vl_files(char *model, char *mmproj, char *png, size_t cap) {
+    SynthSpec sp;
+    Err err = {{0}};
+    if (synth_preset(&sp, "qwen3.5-0.8b", &err)) return false;
+    sp.n_embd = 64, sp.n_layer = 2, sp.full_attn_interval = 2, sp.n_head = 2, sp.n_head_kv = 1, sp.head_dim = 64;
+    sp.n_rot = 64, sp.n_ff = 128, sp.ssm_d_state = 16, sp.ssm_n_group = 2, sp.ssm_dt_rank = 4, sp.ctx = 4096, sp.seed = 7;
+    snprintf(model, cap, "%s/vdev-model.gguf", test_tmpdir());
+    snprintf(mmproj, cap, "%s/vdev-mmproj.gguf", test_tmpdir());
+    snprintf(png, cap, "%s/vdev.png", test_tmpdir());
+    MmprojSpec mp;
+    if (synth_write(&sp, "tests/data/vocab/ggml-vocab-qwen35.gguf", model, &err) || mmproj_synth_preset(&mp, "tiny", &err) ||
+        mmproj_synth_write(&mp, mmproj, &err)) /* proj_dim 64 = the model's width */
+        return test_check(false, __FILE__, __LINE__, "synth", "%s", err.msg);
+    const int w = 40, h = 28;
+    uint8_t *rgb = malloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint8_t *p = rgb + ((size_t)y * w + x) * 3;
+            p[0] = (uint8_t)(x * 255 / (w - 1)), p[1] = (uint8_t)(y * 255 / (h - 1)), p[2] = (uint8_t)((x * 7 + y * 13) & 0xff);
+        }
+    size_t n = 0;
+    uint8_t *bytes = test_png_encode(rgb, w, h, &n);
+    FILE *f = fopen(png, "wb");
+    const bool ok = bytes && f && fwrite(bytes, 1, n, f) == n;
+    if (f) fclose(f);
+    free(bytes), free(rgb);
+    return test_check(ok, __FILE__, __LINE__, "png", "cannot write %s", png);
+}
+
+/* the greedy continuation of an image prompt with the encoder on each device = with it on the CPU backend (the
+ * exact arithmetic); a device that is not there, or the option without an image, refused in one line */
+TEST(device, vision_cli_run_on_the_device) {
+    if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
+#if DL_PNG
+    const char *dv[8];
+    int nr, nd = 0;
+    const BackendReg *reg = backend_registry(&nr);
+    for (int r = 0; r < nr && nd < 8; r++) {
+        Err err = {{0}};
+        if (!reg[r].host && backend_available(&reg[r], &err)) dv[nd++] = reg[r].name;
+        else if (!reg[r].host) test_skip("%s: %s", reg[r].name, err.msg);
+    }
+    char model[512], mp[512], png[512], args[2048];
+    REQUIRE(vl_files(model, mp, png, sizeof model));
+    const char *fmt = "run -m %s --mmproj %s --image %s --vision-device %s -p 'Describe it.' -n 8 --temp 0 -t 1";
+    char *cpu_out = NULL, *er = NULL;
+    snprintf(args, sizeof args, fmt, model, mp, png, "cpu");
+    int rc = cli_run(args, NULL, &cpu_out, &er);
+    REQUIRE_MSG(rc == 0 && cpu_out && strstr(cpu_out, "Describe it."), "cpu: rc %d: %s", rc, er ? er : "");
+    free(er);
+    for (int d = 0; d < nd; d++) {
+        char *out = NULL;
+        er = NULL;
+        snprintf(args, sizeof args, fmt, model, mp, png, dv[d]);
+        rc = cli_run(args, NULL, &out, &er);
+        CHECK_MSG(rc == 0 && out && !strcmp(out, cpu_out), "%s: rc %d, '%s' against the CPU's '%s' (%s)", dv[d], rc, out ? out : "",
+                  cpu_out, er ? er : "");
+        if (out) test_note("%s: %s", dv[d], out);
+        free(out), free(er);
+    }
+    const struct {
+        const char *args, *expect;
+    } bad[] = {{"run -m %s --mmproj %s --image %s --vision-device nosuch -p x -n 1", "unknown backend 'nosuch'"},
+               {"run -m %s --vision-device cpu -p x -n 1%s%s", "--vision-device needs --mmproj and --image"}};
+    for (int i = 0; i < 2; i++) {
+        char *out = NULL;
+        er = NULL;
+        if (i == 0) snprintf(args, sizeof args, bad[i].args, model, mp, png);
+        else snprintf(args, sizeof args, bad[i].args, model, "", "");
+        rc = cli_run(args, NULL, &out, &er);
+        CHECK_MSG(rc != 0 && er && strstr(er, bad[i].expect), "case %d: rc %d, stderr '%s'", i, rc, er ? er : "");
+        free(out), free(er);
+    }
+    free(cpu_out);
+    if (!nd) test_skip("no device backend can run here");
+#else
+    test_skip("PNG support not built");
+#endif
+}

@@ -4,6 +4,7 @@
 #include "base/pool.h"
 #include "image/image.h"
 #include "vision/mmproj.h"
+#include "vision/vision_dev.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,11 @@ static int fail(DlError *err, const Err *e) {
 
 int cli_image_encode(const DlEngine *e, const char *mmproj, const char *image, int n_threads, CliImage *out,
                      DlError *err) {
+    return cli_image_encode_on(e, mmproj, image, n_threads, NULL, out, err);
+}
+
+int cli_image_encode_on(const DlEngine *e, const char *mmproj, const char *image, int n_threads, const char *device,
+                        CliImage *out, DlError *err) {
     memset(out, 0, sizeof *out);
     Err er = {{0}};
     Mmproj *m = mmproj_open(mmproj, &er);
@@ -23,12 +29,19 @@ int cli_image_encode(const DlEngine *e, const char *mmproj, const char *image, i
     int rc = -1;
     ImageRGB img = {0};
     Pool *pool = NULL;
+    VisionDev *vd = NULL;
     if (mm_projector_check(m, mmproj, dl_engine_info(e)->n_embd, &er) || image_load(image, &img, &er)) goto done;
-    pool = pool_create(n_threads > 0 ? n_threads : pool_default_threads(), &er);
-    if (!pool || mm_image_encode(m, img.rgb, img.w, img.h, pool, out, &er)) goto done;
+    if (device) { /* the tower on that backend, in F32 (the exact arithmetic on a host backend) */
+        const BackendOptions bo = {.name = device, .n_threads = n_threads, .mode = MATMUL_EXACT, .cpu.isa = -1};
+        if (!(vd = vision_dev_open(m, &bo, &er)) || mm_image_encode_dev(m, vd, img.rgb, img.w, img.h, out, &er)) goto done;
+    } else {
+        pool = pool_create(n_threads > 0 ? n_threads : pool_default_threads(), &er);
+        if (!pool || mm_image_encode(m, img.rgb, img.w, img.h, pool, out, &er)) goto done;
+    }
     rc = 0;
 done:
     if (rc) fail(err, &er);
+    vision_dev_close(vd);
     pool_destroy(pool);
     image_free(&img);
     mmproj_close(m);
