@@ -3,8 +3,8 @@
  * the weights' registry and the inputs are the CPU encoder's), and on every registered device backend (group
  * `device`: lavapipe here) the same embeddings within the device's F32 arithmetic — max |Δ| ≤ 1e-3·std of the
  * exact embeddings and NMSE ≤ 1e-8, the text model's device bound in the first and the backend-ops row ops' scale in
- * the second. Tiny synthetic towers (the `tiny` preset: 2 blocks of 32, 2 heads of 16, patch 4), F32 and F16
- * weights, with and without a deepstack merger. */
+ * the second. Tiny synthetic towers (the `tiny` preset: 2 blocks of 32, 2 heads of 16, patch 4; and one of 2 heads of
+ * 72 on 80 patches), F32 and F16 weights, with and without a deepstack merger. */
 #include "test.h"
 
 #include "backend/backend.h"
@@ -18,12 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* a tiny tower in memory: weights of wtype, a deepstack merger after block 1 when ds */
-static Mmproj *tiny(uint32_t wtype, bool ds, uint8_t **buf) {
+/* a tiny tower in memory: weights of wtype, a deepstack merger after block 1 when ds, heads of 72 (the real
+ * towers' head size: two output dimensions per invocation in attn_full.comp, 18 rotary pairs per section) when
+ * wide */
+static Mmproj *tiny(uint32_t wtype, bool ds, bool wide, uint8_t **buf) {
     MmprojSpec sp;
     Err err = {{0}};
     if (mmproj_synth_preset(&sp, "tiny", &err)) return NULL;
     sp.wtype = wtype, sp.n_deepstack = ds, sp.deepstack[0] = 1;
+    if (wide) sp.n_embd = 144, sp.n_head = 2;
     size_t size = 0;
     if (mmproj_synth_write_mem(&sp, buf, &size, &err)) return test_check(false, __FILE__, __LINE__, "synth", "%s", err.msg), NULL;
     Gguf *g = gguf_open_memory(*buf, size, &err);
@@ -77,18 +80,19 @@ static float *encode_dev(const Mmproj *m, const BackendOptions *o, const float *
 
 static const struct {
     uint32_t wtype;
-    bool ds;
+    bool ds, wide;
     int nx, ny;
 } cases[] = {
-    {FMT_F32, false, 16, 24}, /* 4×6 patches: the position grid resized in one axis */
-    {FMT_F32, true, 24, 8},   /* 6×2: both axes; a deepstack merger after block 1 */
-    {FMT_F16, false, 24, 16}, /* F16 matrices */
+    {FMT_F32, false, false, 16, 24}, /* 4×6 patches: the position grid resized in one axis */
+    {FMT_F32, true, false, 24, 8},   /* 6×2: both axes; a deepstack merger after block 1 */
+    {FMT_F16, false, false, 24, 16}, /* F16 matrices */
+    {FMT_F16, false, true, 40, 32},  /* 10×8 = 80 patches: attention across two 64-key blocks; heads of 72 */
 };
 
 TEST(vision, backend_encoder_equals_exact) {
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         uint8_t *buf = NULL;
-        Mmproj *m = tiny(cases[ci].wtype, cases[ci].ds, &buf);
+        Mmproj *m = tiny(cases[ci].wtype, cases[ci].ds, cases[ci].wide, &buf);
         if (!m) {
             free(buf);
             continue;
@@ -102,8 +106,8 @@ TEST(vision, backend_encoder_equals_exact) {
             float *got = encode_dev(m, &hosts[b], pix, nx, ny);
             size_t diff = 0;
             for (size_t i = 0; got && i < n; i++) diff += memcmp(&got[i], &ref[i], 4) != 0;
-            CHECK_MSG(got && diff == 0, "%s, %s%s %dx%d: %zu of %zu values differ from vision_encode's exact mode", hosts[b].name,
-                      format_get(cases[ci].wtype)->name, cases[ci].ds ? " + deepstack" : "", nx, ny, diff, n);
+            CHECK_MSG(got && diff == 0, "%s, %s%s, E %d, %dx%d: %zu of %zu values differ from vision_encode's exact mode",
+                      hosts[b].name, format_get(cases[ci].wtype)->name, cases[ci].ds ? " + deepstack" : "", m->n_embd, nx, ny, diff, n);
             free(got);
         }
         free(pix), free(ref);
@@ -112,7 +116,7 @@ TEST(vision, backend_encoder_equals_exact) {
     }
     /* a backend that is not there: one line naming it */
     uint8_t *buf = NULL;
-    Mmproj *m = tiny(FMT_F32, false, &buf);
+    Mmproj *m = tiny(FMT_F32, false, false, &buf);
     REQUIRE(m);
     Err err = {{0}};
     CHECK(vision_dev_open(m, &(BackendOptions){.name = "nosuch"}, &err) == NULL);
@@ -134,7 +138,7 @@ TEST(device, vision_encoder_matches_cpu_exact) {
         nd++;
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             uint8_t *buf = NULL;
-            Mmproj *m = tiny(cases[ci].wtype, cases[ci].ds, &buf);
+            Mmproj *m = tiny(cases[ci].wtype, cases[ci].ds, cases[ci].wide, &buf);
             if (!m) {
                 free(buf);
                 continue;
@@ -153,8 +157,8 @@ TEST(device, vision_encoder_matches_cpu_exact) {
                     maxd = isnan(dlt) ? INFINITY : fmax(maxd, fabs(dlt)), num += dlt * dlt;
                 }
                 const double nmse = num / s2;
-                test_note("%s, %s%s %dx%d (%zu values): max |Δ| %.3g·std, NMSE %.3g", reg[r].name, format_get(cases[ci].wtype)->name,
-                          cases[ci].ds ? " + deepstack" : "", nx, ny, n, maxd / sd, nmse);
+                test_note("%s, %s%s, E %d, %dx%d (%zu values): max |Δ| %.3g·std, NMSE %.3g", reg[r].name,
+                          format_get(cases[ci].wtype)->name, cases[ci].ds ? " + deepstack" : "", m->n_embd, nx, ny, n, maxd / sd, nmse);
                 CHECK_MSG(sd > 0.05 && maxd <= 1e-3 * sd && nmse <= 1e-8, "%s: max |Δ| %.3g·std (limit 1e-3), NMSE %.3g (limit 1e-8)",
                           reg[r].name, maxd / sd, nmse);
             }
