@@ -208,7 +208,8 @@ static bool vl_files(char *model, char *mmproj, char *png, size_t cap) {
 }
 
 /* the greedy continuation of an image prompt with the encoder on each device = with it on the CPU backend (the
- * exact arithmetic); a device that is not there, or the option without an image, refused in one line */
+ * exact arithmetic), in `run` and in `chat` (two pictures, one encoder); a device that is not there, or the
+ * option without an image, refused in one line */
 TEST(device, vision_cli_run_on_the_device) {
     if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
 #if DL_PNG
@@ -238,6 +239,32 @@ TEST(device, vision_cli_run_on_the_device) {
         if (out) test_note("%s: %s", dv[d], out);
         free(out), free(er);
     }
+    /* chat: two pictures through one kept encoder (cli_vision_open at the first /image) */
+    char in[1200], *chat_cpu = NULL;
+    snprintf(in, sizeof in, "/image %s\nDescribe it.\n/image %s\nAnd now?\n/exit\n", png, png);
+    const char *cfmt = "chat -m %s --mmproj %s --vision-device %s -n 4 --temp 0 -t 1 --no-think";
+    snprintf(args, sizeof args, cfmt, model, mp, "cpu");
+    er = NULL;
+    rc = cli_run(args, in, &chat_cpu, &er);
+    CHECK_MSG(rc == 0 && chat_cpu && er && strstr(er, "[image ") && !strstr(er, "deltallm chat:"), "chat on cpu: rc %d: %s", rc,
+              er ? er : "");
+    free(er);
+    for (int d = 0; chat_cpu && d < nd; d++) {
+        char *out = NULL;
+        er = NULL;
+        snprintf(args, sizeof args, cfmt, model, mp, dv[d]);
+        rc = cli_run(args, in, &out, &er);
+        CHECK_MSG(rc == 0 && out && !strcmp(out, chat_cpu), "chat on %s: rc %d, '%s' against the CPU's '%s' (%s)", dv[d], rc,
+                  out ? out : "", chat_cpu, er ? er : "");
+        free(out), free(er);
+    }
+    free(chat_cpu);
+    snprintf(args, sizeof args, cfmt, model, mp, "nosuch");
+    char *out = NULL;
+    er = NULL;
+    rc = cli_run(args, in, &out, &er);
+    CHECK_MSG(er && strstr(er, "unknown backend 'nosuch'"), "chat --vision-device nosuch: rc %d, stderr '%s'", rc, er ? er : "");
+    free(out), free(er);
     const struct {
         const char *args, *expect;
     } bad[] = {{"run -m %s --mmproj %s --image %s --vision-device nosuch -p x -n 1", "unknown backend 'nosuch'"},
