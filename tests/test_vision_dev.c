@@ -114,6 +114,29 @@ TEST(vision, backend_encoder_equals_exact) {
         mmproj_close(m);
         free(buf);
     }
+    /* one VisionDev over images of three sizes (its activation buffer kept, then grown): each = a fresh exact encode */
+    {
+        uint8_t *buf = NULL;
+        Mmproj *m = tiny(FMT_F32, true, false, &buf);
+        REQUIRE(m);
+        Err err = {{0}};
+        VisionDev *vd = vision_dev_open(m, &(BackendOptions){.name = "ref", .n_threads = 1, .mode = MATMUL_EXACT}, &err);
+        REQUIRE_MSG(vd, "%s", err.msg);
+        static const int sizes[][2] = {{8, 8}, {24, 16}, {8, 8}, {16, 32}};
+        for (int i = 0; i < 4; i++) {
+            const int nx = sizes[i][0], ny = sizes[i][1];
+            const size_t n = (size_t)vision_n_tokens(m, nx, ny) * mmproj_out_width(m);
+            float *pix = pixels(nx, ny, 11u + (unsigned)i), *ref = encode_exact(m, pix, nx, ny), *got = malloc(sizeof(float) * n);
+            CHECK_MSG(vision_dev_encode(vd, pix, nx, ny, got, &err) == 0, "%s", err.msg);
+            CHECK_MSG(ref && memcmp(got, ref, sizeof(float) * n) == 0, "image %d (%dx%d) after the others: not the exact bits", i, nx, ny);
+            free(pix), free(ref), free(got);
+        }
+        float px[3 * 12 * 8] = {0}, o[64];
+        CHECK(vision_dev_encode(vd, px, 12, 8, o, &err) == -1 && strstr(err.msg, "multiple of 8"));
+        vision_dev_close(vd);
+        mmproj_close(m);
+        free(buf);
+    }
     /* a backend that is not there: one line naming it */
     uint8_t *buf = NULL;
     Mmproj *m = tiny(FMT_F32, false, false, &buf);
@@ -166,6 +189,30 @@ TEST(device, vision_encoder_matches_cpu_exact) {
             mmproj_close(m);
             free(buf);
         }
+    }
+    /* heads of 264: past attn_full.comp's 256, refused by name at the encode */
+    for (int r = 0; r < nr; r++) {
+        Err err = {{0}};
+        if (reg[r].host || !backend_available(&reg[r], &err)) continue;
+        MmprojSpec sp;
+        uint8_t *buf = NULL;
+        size_t size = 0;
+        REQUIRE(mmproj_synth_preset(&sp, "tiny", &err) == 0);
+        sp.n_embd = 528, sp.n_head = 2, sp.n_layer = 1;
+        REQUIRE_MSG(mmproj_synth_write_mem(&sp, &buf, &size, &err) == 0, "%s", err.msg);
+        Gguf *g = gguf_open_memory(buf, size, &err);
+        Mmproj *m = g ? mmproj_from_gguf(g, &err) : NULL;
+        REQUIRE_MSG(m, "%s", err.msg);
+        VisionDev *vd = vision_dev_open(m, &(BackendOptions){.name = reg[r].name, .mode = MATMUL_EXACT}, &err);
+        CHECK_MSG(vd, "%s", err.msg);
+        float *pix = pixels(8, 8, 3), out[64];
+        const int rc = vd ? vision_dev_encode(vd, pix, 8, 8, out, &err) : -1;
+        CHECK_MSG(vd && rc == -1 && strstr(err.msg, "at most 256") && !strchr(err.msg, '\n'), "%s: rc %d: %s", reg[r].name, rc, err.msg);
+        test_note("%s, heads of 264: %s", reg[r].name, err.msg);
+        free(pix);
+        vision_dev_close(vd);
+        mmproj_close(m);
+        free(buf);
     }
     if (!nd) test_skip("no device backend can run here");
 }

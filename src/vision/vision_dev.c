@@ -1,6 +1,6 @@
 /* vision_dev.c — the vision tower on a backend (vision_dev.h): the projector's tensors as a Weight registry
  * bound once, and per image one command stream (begin, the inputs' uploads, the graph, the download, submit,
- * wait) over one buffer holding every activation. */
+ * wait) over one buffer holding every activation (kept for the next image, grown when one needs more). */
 #include "vision/vision_dev.h"
 
 #include "gguf/format.h"
@@ -24,6 +24,8 @@ struct VisionDev {
     int n_w;
     const Weight *patch0, *patch1, *patch_b, *post_ln_w, *post_ln_b, *mm0, *mm0_b, *mm2, *mm2_b;
     DevLayer *layers;
+    BBuf *buf; /* the activations, kept between images and grown when an image needs more */
+    size_t buf_bytes;
 };
 
 static const Weight *add_mat(VisionDev *vd, const MatW *mw, const char *name, int layer) {
@@ -93,6 +95,7 @@ VisionDev *vision_dev_open(const Mmproj *m, const BackendOptions *o, Err *err) {
 
 void vision_dev_close(VisionDev *vd) {
     if (!vd) return;
+    if (vd->buf) vd->be->vt->free(vd->be, vd->buf);
     backend_destroy(vd->be);
     free(vd->w), free(vd->layers), free(vd);
 }
@@ -124,11 +127,15 @@ int vision_dev_encode(VisionDev *vd, const float *pix, int nx, int ny, float *ou
     const size_t at_r = at_p + up256(4 * fx), at_o = at_r + up256(8 * (size_t)T), total = at_o + up256(4 * fo);
     float *hp = malloc(sizeof(float) * (size_t)T * K), *hpos = malloc(sizeof(float) * fx);
     int32_t *hr = malloc(sizeof(int32_t) * 2 * (size_t)T);
-    BBuf *buf = hp && hpos && hr ? vt->alloc(be, total, err) : NULL;
+    if (hp && hpos && hr && total > vd->buf_bytes) {
+        if (vd->buf) vt->free(be, vd->buf);
+        vd->buf_bytes = (vd->buf = vt->alloc(be, total, err)) ? total : 0;
+        if (!vd->buf) err_prefix(err, "vision: activations of a %d×%d image (%d patches)", nx, ny, T);
+    }
+    BBuf *buf = hp && hpos && hr ? vd->buf : NULL;
     if (!buf) {
         free(hp), free(hpos), free(hr);
-        if (hp && hpos && hr) return err_prefix(err, "vision: activations of a %d×%d image (%d patches)", nx, ny, T), -1;
-        return err_set(err, "vision: out of memory for a %d×%d image (%d patches)", nx, ny, T);
+        return err_set(err, "vision: out of memory for a %d×%d image (%d patches)", nx, ny, T); /* a first message stays */
     }
     const BView x = {buf, 0}, h = {buf, at_h}, a = {buf, at_a}, b = {buf, at_b}, posf = {buf, at_p}, rpos = {buf, at_r};
     const BView o = {buf, at_o};
@@ -191,7 +198,6 @@ int vision_dev_encode(VisionDev *vd, const float *pix, int nx, int ny, float *ou
     int rc = vt->submit(be, err);
     if (rc == 0) rc = vt->wait(be, err);
     if (rc) err_prefix(err, "vision encoder on %s", be->name);
-    vt->free(be, buf);
     free(hp), free(hpos), free(hr);
     return rc ? -1 : 0;
 }
