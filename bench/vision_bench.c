@@ -2,13 +2,14 @@
  * the same files and writes the table).
  *
  *   vision_bench --mmproj F --rgb FILE --size WxH [--threads 1,2] [--reps N] [--arith fast|llama|exact] [--profile]
- *                [--no-warmup] [--device NAME]
+ *                [--no-warmup] [--device NAME] [--out FILE]
  *
  * FILE: raw RGB bytes, W·H·3 (what bench/vision.sh writes for both engines). Per thread count: the image
  * pre-processed once, one untimed encode (not with --no-warmup), then the best and mean of N timed encodes (the machine is shared:
  * the minimum is the least disturbed run). --profile adds the time per stage. One JSON line per thread count.
  * --device NAME: the tower through the backend interface on that backend (vision/vision_dev.h: "vulkan", or a
- * host backend in the exact arithmetic), its weights bound once before the timed encodes. */
+ * host backend in the exact arithmetic), its weights bound once before the timed encodes. --out FILE: the last
+ * encode's embeddings as raw floats ([tokens][width]), to compare paths. */
 #include "base/clock.h"
 #include "base/pool.h"
 #include "kernels/cpu/isa.h"
@@ -23,7 +24,7 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
-    const char *mp = NULL, *rgbp = NULL, *threads = "1,2", *arith = "fast", *device = NULL;
+    const char *mp = NULL, *rgbp = NULL, *threads = "1,2", *arith = "fast", *device = NULL, *outp = NULL;
     int w = 0, h = 0, reps = 3, profile = 0, warm = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--profile")) profile = 1;
         else if (!strcmp(a, "--no-warmup")) warm = 0;
         else if (!strcmp(a, "--device") && v) device = v, i++;
+        else if (!strcmp(a, "--out") && v) outp = v, i++;
         else {
             fprintf(stderr, "usage: vision_bench --mmproj F --rgb FILE --size WxH [--threads 1,2] [--reps N] [--arith fast|llama|exact] [--profile]\n");
             return 2;
@@ -109,6 +111,11 @@ int main(int argc, char **argv) {
         pool_destroy(pool);
         while (*p && *p != ',') p++;
         if (*p == ',') p++;
+    }
+    if (outp) {
+        FILE *fo = fopen(outp, "wb");
+        if (!fo || fwrite(out, sizeof(float), (size_t)T * W, fo) != (size_t)T * W) fprintf(stderr, "vision_bench: cannot write %s\n", outp);
+        if (fo) fclose(fo);
     }
     free(out), free(pix), free(rgb);
     mmproj_close(m);
