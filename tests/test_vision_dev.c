@@ -331,3 +331,68 @@ TEST(device, vision_cli_run_on_the_device) {
     test_skip("PNG support not built");
 #endif
 }
+
+/* ---- attention_full past llvmpipe's loop limit ------------------------------------------------------------------ */
+
+/* 7744 patches of heads of 256: on llvmpipe (65535 loop steps per invocation, vk_internal.h) one workgroup's walk
+ * over the keys is past the limit — measured there: 7680 keys right, 7872 wrong by 1.1e-3 without the guard — so
+ * the op must be refused by name; a device without the limit must compute it (4 query rows against a double
+ * reference). */
+TEST(device, vision_attention_past_llvmpipe_loop_limit) {
+    int nr, nd = 0;
+    const BackendReg *reg = backend_registry(&nr);
+    const int T = 7744, d = 256;
+    const size_t n = (size_t)T * 3 * d;
+    float *x = malloc(n * 4), *o = malloc((size_t)T * d * 4);
+    uint32_t s = 12345;
+    for (size_t i = 0; i < n; i++) s = s * 1664525u + 1013904223u, x[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+    for (int r = 0; r < nr; r++) {
+        Err err = {{0}};
+        if (reg[r].host) continue;
+        if (!backend_available(&reg[r], &err)) {
+            test_skip("%s: %s", reg[r].name, err.msg);
+            continue;
+        }
+        nd++;
+        Backend *be = backend_create(&(BackendOptions){.name = reg[r].name, .mode = MATMUL_EXACT}, &err);
+        REQUIRE_MSG(be, "%s", err.msg);
+        BBuf *b = be->vt->alloc(be, (n + (size_t)T * d) * 4, &err);
+        REQUIRE_MSG(b, "%s", err.msg);
+        const BView xv = {b, 0}, ov = {b, n * 4};
+        be->vt->begin(be);
+        be->vt->upload(be, xv, x, n * 4);
+        const FullAttnArgs a = {T, 1, d, 1.0f / 16.0f, xv, bv_f32(xv, d), bv_f32(xv, 2 * d), ov, 3 * d, 3 * d, 3 * d, d};
+        be->vt->attention_full(be, &a);
+        be->vt->download(be, o, ov, (size_t)T * d * 4);
+        const int rc = be->vt->submit(be, &err) ? -1 : be->vt->wait(be, &err);
+        if (rc) {
+            test_note("%s: %s", reg[r].name, err.msg);
+            CHECK_MSG(strstr(err.msg, "llvmpipe's limit") && !strchr(err.msg, '\n'), "%s: %s", reg[r].name, err.msg);
+        } else { /* no limit on this device: the result */
+            double worst = 0, *p = malloc(sizeof(double) * T);
+            const int rows[] = {0, 1, T / 2, T - 1};
+            for (int ri = 0; ri < 4; ri++) {
+                const size_t t = (size_t)rows[ri];
+                double mx = -1e300, sum = 0;
+                for (int u = 0; u < T; u++) {
+                    double dot = 0;
+                    for (int i = 0; i < d; i++) dot += (double)x[t * 3 * d + i] * x[(size_t)u * 3 * d + d + i];
+                    p[u] = dot / 16.0, mx = fmax(mx, p[u]);
+                }
+                for (int u = 0; u < T; u++) sum += p[u] = exp(p[u] - mx);
+                for (int i = 0; i < d; i++) {
+                    double v = 0;
+                    for (int u = 0; u < T; u++) v += p[u] / sum * x[(size_t)u * 3 * d + 2 * d + i];
+                    worst = fmax(worst, fabs(v - o[t * d + i]));
+                }
+            }
+            free(p);
+            test_note("%s: computed, max |Δ| %.3g on 4 rows", reg[r].name, worst);
+            CHECK_MSG(worst < 1e-5, "%s: max |Δ| %.3g", reg[r].name, worst);
+        }
+        be->vt->free(be, b);
+        backend_destroy(be);
+    }
+    free(x), free(o);
+    if (!nd) test_skip("no device backend can run here");
+}

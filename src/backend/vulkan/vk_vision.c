@@ -59,6 +59,19 @@ static void v_attention_full(Backend *be, const FullAttnArgs *a) {
         vks_fail(b, "full attention over heads of %d: the Vulkan backend takes at most 256", a->d);
         return;
     }
+    if (b->d->loop_limited) {
+        /* llvmpipe's loop steps per invocation (vk_internal.h), counted as it counts them: each loop's condition
+         * checks, exit included. Per 64-key block: the score's d + 1, two reductions of 7, the output groups' loop
+         * (one more than its groups of 64 dimensions) with 65 per group, the block loop's own: d + 23 + 66 per group,
+         * plus 1 of margin. Measured on lavapipe at d = 256: 120 blocks right (3e-8), 123 and 124 blocks wrong
+         * (1.1e-3, 1.6e-3); this refuses from 121. */
+        const int64_t groups = ((int64_t)a->d + 63) / 64, per_block = (int64_t)a->d + 24 + 66 * groups;
+        if (((int64_t)a->T + 63) / 64 * per_block + groups + 1 > VK_LOOP_ITERS_LLVMPIPE) {
+            vks_fail(b, "full attention over %d patches (head dim %d) passes llvmpipe's limit of %d loop steps per "
+                        "invocation, past which its results are wrong", a->T, a->d, VK_LOOP_ITERS_LLVMPIPE);
+            return;
+        }
+    }
     const FullAttnPush p = {va(a->q), va(a->k), va(a->v), va(a->out), (uint32_t)a->T, (uint32_t)a->n_head, (uint32_t)a->d, 0,
                             (uint32_t)a->q_row, (uint32_t)a->k_row, (uint32_t)a->v_row, (uint32_t)a->o_row, a->scale};
     const uint64_t T = (uint64_t)a->T, H = (uint64_t)a->n_head, d = (uint64_t)a->d;
