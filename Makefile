@@ -67,7 +67,8 @@ endif
 VK_FORMATS     = f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl mxfp4 q2_K q3_K q4_K q5_K q6_K \
                  iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq4_xs iq1_s iq1_m
 VK_FMT_KERNELS = mm_vec mm_mat mm_coop get_rows
-VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy dn_prep attn_prep attn_combine dn_prep_scan
+VK_KERNELS     = eltwise norm rope dn_gates moe_route moe_group conv_silu dn_recurrent dn_chunked attention probe_copy dn_prep attn_prep attn_combine \
+                 dn_prep_scan layer_norm rope_2d attn_full
 VK_SHADERS     = src/backend/vulkan/shaders
 # mm_vec's two-format variants (mm_vec2_A_B: the pair or gate + up of a K-quant mix in one dispatch)
 VK_PAIR_FORMATS = q2_K q3_K q4_K q5_K q6_K q8_0
@@ -161,7 +162,7 @@ $(BUILD)/gen/image-$(PNG)$(JPEG).stamp:
 	@mkdir -p $(@D) && rm -f $(BUILD)/gen/image-*.stamp && touch $@
 $(call obj,src/image/image.c): CFLAGS += -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG)
 $(call obj,src/image/image.c): $(BUILD)/gen/image-$(PNG)$(JPEG).stamp
-$(call obj,tests/test_vision.c tests/test_vision_oracle.c): CFLAGS += -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG)
+$(call obj,tests/test_vision.c tests/test_vision_oracle.c tests/test_vision_dev.c): CFLAGS += -DDL_PNG=$(PNG) -DDL_JPEG=$(JPEG)
 $(call obj,tests/test_vision.c tests/test_vision_oracle.c): $(BUILD)/gen/image-$(PNG)$(JPEG).stamp
 
 $(SPV_DIR)/%.spv: $(VK_SHADERS)/%.comp $(wildcard $(VK_SHADERS)/*.glsl) src/backend/vulkan/vk_tables.h

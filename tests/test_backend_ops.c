@@ -786,6 +786,187 @@ TEST(backend_ops, moe_ffn_fused_experts) {
     device_report();
 }
 
+/* ---- the vision tower's ops: layer_norm, bias_act, rope_2d, attention_full ---------------------------------- */
+
+enum { VIS_LN, VIS_LN_NOWB, VIS_BIAS, VIS_BIAS_GELU, VIS_GELU, VIS_ROPE2D, VIS_ATTN, VIS_COUNT };
+static const char *const vis_names[VIS_COUNT] = {"layer_norm", "layer_norm (no w, b)", "bias_act", "bias_act (gelu)",
+                                                 "bias_act (gelu, no bias)", "rope_2d", "attention_full"};
+
+typedef struct VisCase {
+    int op, R, H, n; /* attention: R = T, n = d */
+    const float *a;
+    const int32_t *pos; /* [R][2] */
+    const Weight *w, *b;
+} VisCase;
+
+/* strided layouts: LayerNorm vectors with gaps; rope rows of H heads + 5 floats; attention q, k, v as the thirds of
+ * one [T][3·H·d] qkv row (as the tower has them) and an output row with a gap of 3 */
+static size_t vis_out_floats(const VisCase *c) {
+    switch (c->op) {
+    case VIS_LN:
+    case VIS_LN_NOWB: return (size_t)c->R * c->H * c->n;
+    case VIS_ROPE2D: return (size_t)c->R * ((size_t)c->H * c->n + 5);
+    case VIS_ATTN: return (size_t)c->R * ((size_t)c->H * c->n + 3);
+    default: return (size_t)c->R * c->n;
+    }
+}
+
+static void run_vis(Env *e, const void *ctx, float *out) {
+    const VisCase *c = ctx;
+    Backend *be = e->be;
+    const BackendVt *vt = be->vt;
+    const int R = c->R, H = c->H, n = c->n;
+    const size_t no = vis_out_floats(c);
+    const BView a = put(e, c->a, NA * 4), pos = put(e, c->pos, 2 * 80 * 4), y = put(e, NULL, no * 4);
+    switch (c->op) {
+    case VIS_LN:
+    case VIS_LN_NOWB: {
+        const VecSet s = {R, H, n, (int64_t)H * n + 5, n + 1, (int64_t)H * n, n};
+        const bool wb = c->op == VIS_LN;
+        vt->layer_norm(be, a, y, wb ? c->w : NULL, wb ? c->b : NULL, &s, 1e-6f);
+        break;
+    }
+    case VIS_BIAS:
+    case VIS_BIAS_GELU:
+    case VIS_GELU:
+        vt->copy(be, y, a, no * 4);
+        vt->bias_act(be, y, c->op == VIS_GELU ? NULL : c->b, R, n, c->op == VIS_BIAS ? ACT_NONE : ACT_GELU);
+        break;
+    case VIS_ROPE2D: {
+        const Rope2dArgs r = {R, H, n, (int64_t)H * n + 5, 10000.0f};
+        vt->copy(be, y, a, no * 4);
+        vt->rope_2d(be, y, pos, &r);
+        break;
+    }
+    case VIS_ATTN: {
+        const int64_t E = (int64_t)H * n;
+        const FullAttnArgs at = {R, H, n, 1.0f / sqrtf((float)n), a, bv_f32(a, E), bv_f32(a, 2 * E), y, 3 * E, 3 * E, 3 * E, E + 3};
+        vt->fill(be, y, 0, no * 4);
+        vt->attention_full(be, &at);
+        break;
+    }
+    }
+    float *h = get(e, y, no);
+    memcpy(out, h, no * 4);
+    free(h);
+}
+
+static double gelu_d(double x) { return 0.5 * x * (1 + tanh(0.7978845608028654 * x * (1 + 0.044715 * x * x))); }
+
+/* The reference backend's output against the op's definition in double */
+static int check_vis_definition(const VisCase *c, const float *y) {
+    const int R = c->R, H = c->H, n = c->n;
+    const float *a = c->a, *w = c->w->host, *b = c->b->host;
+    int bad = 0;
+    switch (c->op) {
+    case VIS_LN:
+    case VIS_LN_NOWB:
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < H; h++) {
+                const float *x = a + (int64_t)r * (H * n + 5) + h * (n + 1);
+                double m = 0, v = 0;
+                for (int i = 0; i < n; i++) m += x[i];
+                m /= n;
+                for (int i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
+                const double sc = 1 / sqrt(v / n + 1e-6);
+                for (int i = 0; i < n; i++) {
+                    const double want = c->op == VIS_LN ? (x[i] - m) * sc * w[i] + b[i] : (x[i] - m) * sc;
+                    bad += fabs(y[(int64_t)r * H * n + h * n + i] - want) > 1e-5 * (1 + fabs(want));
+                }
+            }
+        break;
+    case VIS_BIAS:
+    case VIS_BIAS_GELU:
+    case VIS_GELU:
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < n; i++) {
+                const double x = (double)a[r * n + i] + (c->op == VIS_GELU ? 0 : b[i]);
+                const double want = c->op == VIS_BIAS ? x : gelu_d(x);
+                bad += fabs(y[r * n + i] - want) > 1e-5 * (1 + fabs(want));
+            }
+        break;
+    case VIS_ROPE2D: {
+        const double s = pow(10000.0, -4.0 / n);
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < H; h++) {
+                const float *x = a + (int64_t)r * (H * n + 5) + h * n;
+                const float *o = y + (int64_t)r * (H * n + 5) + h * n;
+                for (int k = 0; k < n / 2; k++) {
+                    const double th = k < n / 4 ? c->pos[2 * r] * pow(s, k) : c->pos[2 * r + 1] * pow(s, k - n / 4);
+                    bad += fabs(o[k] - (x[k] * cos(th) - x[k + n / 2] * sin(th))) > 5e-4;
+                    bad += fabs(o[k + n / 2] - (x[k] * sin(th) + x[k + n / 2] * cos(th))) > 5e-4;
+                }
+            }
+        for (int r = 0; r < R; r++) /* the gap between rows is not written */
+            for (int i = 0; i < 5; i++) bad += y[(int64_t)r * (H * n + 5) + H * n + i] != a[(int64_t)r * (H * n + 5) + H * n + i];
+        break;
+    }
+    case VIS_ATTN: {
+        const int64_t E = (int64_t)H * n;
+        double *p = malloc(sizeof(double) * (size_t)R);
+        for (int t = 0; t < R; t++)
+            for (int h = 0; h < H; h++) {
+                const float *q = a + t * 3 * E + h * n;
+                double mx = -1e300, sum = 0;
+                for (int u = 0; u < R; u++) {
+                    const float *k = a + u * 3 * E + E + h * n;
+                    double s = 0;
+                    for (int i = 0; i < n; i++) s += (double)q[i] * k[i];
+                    p[u] = s / sqrt(n);
+                    mx = fmax(mx, p[u]);
+                }
+                for (int u = 0; u < R; u++) sum += p[u] = exp(p[u] - mx);
+                for (int i = 0; i < n; i++) {
+                    double o = 0;
+                    for (int u = 0; u < R; u++) o += p[u] / sum * a[u * 3 * E + 2 * E + h * n + i];
+                    bad += fabs(y[t * (E + 3) + h * n + i] - o) > 1e-5;
+                }
+            }
+        for (int t = 0; t < R; t++) /* the gap */
+            for (int i = 0; i < 3; i++) bad += y[t * (E + 3) + E + i] != 0;
+        free(p);
+        break;
+    }
+    }
+    return bad;
+}
+
+TEST(backend_ops, vision_ops) {
+    float *a = frnd(NA, 2.0f), *w = frnd(512, 1.0f), *bias = frnd(512, 1.0f);
+    for (int i = 0; i < 64; i += 7) a[i] = 30.0f * (i % 2 ? 1 : -1); /* GELU's saturated ends */
+    for (int i = 3; i < 300; i += 11) a[i] += 4.0f;                   /* a LayerNorm mean away from 0 */
+    int32_t pos[2 * 80];
+    for (int r = 0; r < 80; r++) pos[2 * r] = (r * 7) % 48, pos[2 * r + 1] = (r * 5 + 3) % 48; /* rows and columns differ */
+    Weight ws[2] = {vec(0, w, 512), vec(1, bias, 512)};
+    static const int shapes[][4] = {
+        {VIS_LN, 5, 3, 67},     {VIS_LN, 2, 1, 300},     {VIS_LN_NOWB, 4, 2, 33}, {VIS_BIAS, 7, 1, 131},
+        {VIS_BIAS_GELU, 5, 1, 83}, {VIS_GELU, 3, 1, 77}, {VIS_ROPE2D, 5, 3, 24},  {VIS_ROPE2D, 7, 4, 72},
+        {VIS_ATTN, 1, 2, 16},   {VIS_ATTN, 7, 3, 24},    {VIS_ATTN, 70, 2, 16},   {VIS_ATTN, 9, 2, 72},
+    };
+    bool seen[VIS_COUNT] = {0};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const VisCase vc = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], a, pos, &ws[0], &ws[1]};
+        char what[48];
+        snprintf(what, sizeof what, "R=%d H=%d n=%d", vc.R, vc.H, vc.n);
+        const size_t no = vis_out_floats(&vc);
+        seen[vc.op] |= over_backends(vis_names[vc.op], what, MATMUL_GGML, ws, 2, run_vis, &vc, no) > 0;
+        BeCase all[16];
+        backend_list(all, MATMUL_GGML);
+        Env e;
+        if (env_open(&e, &all[0], ws, 2)) {
+            float *out = malloc(no * sizeof *out);
+            run_vis(&e, &vc, out);
+            const int bad = check_vis_definition(&vc, out);
+            CHECK_MSG(bad == 0, "%s %s: %d elements off the op's definition", vis_names[vc.op], what, bad);
+            free(out);
+        }
+        env_close(&e);
+    }
+    for (int op = 0; op < VIS_COUNT; op++) CHECK_MSG(seen[op], "op %s never compared", vis_names[op]);
+    free(a), free(w), free(bias);
+    device_report();
+}
+
 /* ---- memory: upload, download, copy, fill round trips ------------------------------------------------------- */
 
 static void run_mem(Env *e, const void *ctx, float *out) {

@@ -9,6 +9,7 @@
 #include "test_http.h"
 #include "test_vision_oracle.h"
 
+#include "backend/backend.h"
 #include "cli/cli_image.h"
 #include "deltallm.h"
 #include "image/image.h"
@@ -583,4 +584,63 @@ TEST(server_vision, base64_decoder) {
     CHECK(sv_base64_decode("aGVsb", 5, &o, &n, &err) != 0 && strstr(err.msg, "ends inside"));
     FRESH;
     CHECK(sv_base64_decode("a*b", 3, &o, &n, &err) != 0 && strstr(err.msg, "0x2a"));
+}
+
+/* serve --vision-device: the image's logprobs with the encoder on each device = with it on the CPU backend (the
+ * exact arithmetic; both through vision/vision_dev.h), within 1e-3; an unknown backend refused at start in one
+ * line, and the option without --mmproj too. */
+TEST(device, vision_server_on_the_device) {
+    if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
+    const VFiles *f = files();
+    REQUIRE_MSG(f->ok, "could not write the test files");
+    const char *dv[8];
+    int nr, nd = 0;
+    const BackendReg *reg = backend_registry(&nr);
+    for (int r = 0; r < nr && nd < 8; r++) {
+        Err err = {{0}};
+        if (!reg[r].host && backend_available(&reg[r], &err)) dv[nd++] = reg[r].name;
+        else if (!reg[r].host) test_skip("%s: %s", reg[r].name, err.msg);
+    }
+    char *um = user_image(f->data_url, "Describe it."), *body = chat_body(um, "");
+    /* run 0: the CPU backend; 1 … nd: the devices; nd + 1: no --vision-device (the CPU encoder's fast path) */
+    double lp[2 + 8][16];
+    int n[2 + 8] = {0};
+    for (int d = 0; d <= nd + 1; d++) {
+        ServerConfig c;
+        test_server_config(&c);
+        c.model_path = f->model, c.chat_template_file = NULL, c.chat_format = "qwen35", c.ctx_size = 1024;
+        c.mmproj = f->mmproj, c.vision_device = d == 0 ? "cpu" : d <= nd ? dv[d - 1] : NULL;
+        const char *name = c.vision_device ? c.vision_device : "the fast path";
+        Server *s = test_server_start(&c);
+        if (!s) continue;
+        int st;
+        cJSON *r = post(server_port(s), "/v1/chat/completions", body, &st);
+        CHECK_MSG(st == 200 && r, "%s: status %d", name, st);
+        n[d] = r ? logprobs_of(choice0(r), lp[d]) : 0;
+        CHECK_MSG(n[d] == 6, "%s: %d logprobs", name, n[d]);
+        cJSON_Delete(r);
+        server_stop(s);
+        if (d == 0) continue;
+        double worst = 0;
+        for (int k = 0; k < n[d] && k < n[0]; k++) worst = fmax(worst, fabs(lp[d][k] - lp[0][k]));
+        test_note("%s: max |Δ logprob| against the CPU backend %.2g", name, worst);
+        if (d <= nd) CHECK_MSG(n[0] == 6 && worst < 1e-3, "%s: logprobs differ from the CPU backend's by %.3g", name, worst);
+        else /* the option reaches the encoder: the fast path's embeddings are not the exact ones (1e-3·std apart; on
+              * this random model the greedy tokens' logprobs then move by 0.3) */
+            CHECK_MSG(n[0] == 6 && worst > 0, "the fast path gives the CPU backend's logprobs: --vision-device ignored?");
+    }
+    const char *bad_dev[] = {"nosuch", NULL};
+    for (int i = 0; i < 2; i++) {
+        ServerConfig c;
+        test_server_config(&c);
+        c.model_path = f->model, c.chat_format = "qwen35", c.ctx_size = 1024;
+        c.mmproj = i == 0 ? f->mmproj : NULL, c.vision_device = i == 0 ? bad_dev[0] : "cpu";
+        Err err = {{0}};
+        Server *s = server_start(&c, &err);
+        CHECK_MSG(!s && !strchr(err.msg, '\n') && strstr(err.msg, i == 0 ? "unknown backend 'nosuch'" : "--vision-device needs --mmproj"),
+                  "case %d: %s", i, err.msg);
+        if (s) server_stop(s);
+    }
+    free(um), free(body);
+    if (!nd) test_skip("no device backend can run here");
 }

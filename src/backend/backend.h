@@ -185,6 +185,28 @@ typedef struct AttnPrepArgs {
     BView rows_at;
 } AttnPrepArgs;
 
+/* The vision tower's 2-D rotary (kernels/ops.h op_rope_2d) in place on rows × heads head vectors of d (heads d
+ * apart, rows row_stride floats apart); pos is int32 [rows][2]: each row's (patch row, patch column). The angle
+ * step is base^(−4/d) (ggml's vision M-RoPE with sections d/4). */
+typedef struct Rope2dArgs {
+    int rows, heads, d;
+    int64_t row_stride;
+    float base;
+} Rope2dArgs;
+
+/* Full (non-causal) attention of T rows over the same T rows, n_head heads of d (the vision tower's patches):
+ * out row t, head h = softmax_u(q_t,h · k_u,h · scale) · v_u,h (kernels/ops.h op_attn_full_row). Rows of q, k,
+ * v and out are *_row floats apart, heads d apart within a row (q, k and v may be parts of one qkv row). */
+typedef struct FullAttnArgs {
+    int T, n_head, d;
+    float scale;
+    BView q, k, v, out;
+    int64_t q_row, k_row, v_row, o_row;
+} FullAttnArgs;
+
+/* bias_act's activations */
+enum { ACT_NONE = 0, ACT_GELU = 1 };
+
 /* ---- the backend ---------------------------------------------------------------------------------------- */
 
 typedef struct Backend Backend;
@@ -279,6 +301,14 @@ typedef struct BackendVt {
     void (*moe_combine)(Backend *be, BView out, BView eo, BView w, int R, int k, int width); /* Σ_s w[t][s]·eo[t][s] */
     void (*sigmoid)(Backend *be, BView x, int64_t n);                                 /* in place */
     void (*add_scaled)(Backend *be, BView y, BView x, BView s, int rows, int n);      /* y[r] += x[r]·s[r] */
+
+    /* the vision tower's ops (src/vision/vision_dev.c; kernels/ops.h "vision tower ops" are their scalar spec):
+     * LayerNorm with weight and bias (each may be NULL), F32 throughout */
+    void (*layer_norm)(Backend *be, BView x, BView y, const Weight *w, const Weight *b, const VecSet *s, float eps);
+    /* y[r][i] = act(y[r][i] + b[i]) over rows of n (b may be NULL; act ACT_NONE or ACT_GELU: op_gelu) */
+    void (*bias_act)(Backend *be, BView y, const Weight *b, int rows, int n, int act);
+    void (*rope_2d)(Backend *be, BView x, BView pos, const Rope2dArgs *a);
+    void (*attention_full)(Backend *be, const FullAttnArgs *a);
 
     /* optional (NULL where a backend has no use for them; registry.c's check lists the required ones) */
     void (*moe_ffn)(Backend *be, const MoeArgs *a);

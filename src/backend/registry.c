@@ -141,6 +141,10 @@ static const char *missing_op(const BackendVt *vt) {
     REQUIRED(moe_combine);
     REQUIRED(sigmoid);
     REQUIRED(add_scaled);
+    REQUIRED(layer_norm);
+    REQUIRED(bias_act);
+    REQUIRED(rope_2d);
+    REQUIRED(attention_full);
 #undef REQUIRED
     return NULL;
 }

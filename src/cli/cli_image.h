@@ -16,10 +16,20 @@
 
 typedef MmImage CliImage;
 
-/* Encodes the image file with the projector (checked against the engine's embedding width). n_threads ≤ 0: the
- * default. 0, or -1 with one line in err. */
+/* Encodes the image file with the projector (checked against the engine's embedding width) on the CPU encoder's
+ * fast path. n_threads ≤ 0: the default. 0, or -1 with one line in err. */
 int cli_image_encode(const DlEngine *e, const char *mmproj, const char *image, int n_threads, CliImage *out,
                      DlError *err);
+/* The same with the tower on a backend when device is not NULL (run --vision-device: "vulkan", "vulkan:N",
+ * "cpu", "ref"), through vision/vision_dev.h in F32 (the exact arithmetic on a host backend). */
+int cli_image_encode_on(const DlEngine *e, const char *mmproj, const char *image, int n_threads, const char *device,
+                        CliImage *out, DlError *err);
+/* The projector opened once for several pictures (chat): the same checks and backend as cli_image_encode_on,
+ * the weights bound to the device once. NULL with one line in err. */
+typedef struct CliVision CliVision;
+CliVision *cli_vision_open(const DlEngine *e, const char *mmproj, int n_threads, const char *device, DlError *err);
+int cli_vision_encode(CliVision *v, const char *image, CliImage *out, DlError *err);
+void cli_vision_close(CliVision *v);
 void cli_image_free(CliImage *img);
 /* Evaluates ids (one <|image_pad|> per image, imgs in order) with the images in their places, from the
  * session's position on. *n_eval receives the positions evaluated (context rows used). */

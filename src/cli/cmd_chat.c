@@ -42,6 +42,7 @@ static void usage(void) {
            "  -p, --prompt TEXT        a first message, sent before reading the prompt line\n"
            "  --mmproj FILE            vision projector (llama.cpp's Qwen3.5 mmproj): /image FILE attaches a picture\n"
            "  --image FILE             (with --mmproj) a picture for the first message\n"
+           "  --vision-device NAME     run the vision encoder on that backend (vulkan[:N], cpu, ref; F32 arithmetic)\n"
            "%s%s"
            "  (-n defaults to -1: each reply runs until end of generation or a full context)\n"
            "at the prompt: /reset forgets the conversation, /image FILE attaches a picture to the next message,\n"
@@ -145,12 +146,15 @@ static void print_help(void) {
                     "Ctrl-C stops the reply being generated.\n");
 }
 
-/* Encodes a picture for the next message; -1 (the reason printed) when it cannot. */
-static int attach_image(DlEngine *e, ChatConv *conv, const char *mmproj, const char *path, const GenOptions *o) {
+/* Encodes a picture for the next message; -1 (the reason printed) when it cannot. The projector (and the encoder's
+ * backend with --vision-device) is opened at the first picture and kept in *vis for the next ones. */
+static int attach_image(DlEngine *e, ChatConv *conv, CliVision **vis, const char *mmproj, const char *device, const char *path,
+                        const GenOptions *o) {
     DlError err = {{0}};
-    CliImage img;
+    CliImage img = {0};
     int gw = 0, gh = 0;
-    if (cli_image_encode(e, mmproj, path, (int)o->threads, &img, &err) || (gw = img.gw, gh = img.gh, 0) ||
+    if (!*vis) *vis = cli_vision_open(e, mmproj, (int)o->threads, device, &err);
+    if (!*vis || cli_vision_encode(*vis, path, &img, &err) || (gw = img.gw, gh = img.gh, 0) ||
         chat_conv_attach(conv, &img, &err)) {
         cli_image_free(&img);
         fprintf(stderr, "deltallm chat: %s\n", err.msg);
@@ -189,7 +193,8 @@ static void chat_turn(ChatConv *conv, const char *msg, DlSampler *smp, const Gen
 int cmd_chat(int argc, char **argv) {
     GenOptions o;
     gen_options_init(&o, -1);
-    const char *first = NULL, *mmproj = NULL, *image = NULL;
+    const char *first = NULL, *mmproj = NULL, *image = NULL, *vision_device = NULL;
+    CliVision *vis = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = gen_options_parse(&o, "chat", argc, argv, &i);
@@ -203,9 +208,13 @@ int cmd_chat(int argc, char **argv) {
         } else if (!strcmp(a, "--mmproj") || !strcmp(a, "--image")) {
             if (i + 1 >= argc) return cli_usage_error("chat", "%s needs a value", a);
             *(a[2] == 'm' ? &mmproj : &image) = argv[++i];
+        } else if (!strcmp(a, "--vision-device")) {
+            if (i + 1 >= argc) return cli_usage_error("chat", "%s needs a value", a);
+            vision_device = argv[++i];
         } else return cli_usage_error("chat", "unknown option '%s' (see --help)", a);
     }
     if (image && !mmproj) return cli_usage_error("chat", "--image needs --mmproj (the vision projector)");
+    if (vision_device && !mmproj) return cli_usage_error("chat", "--vision-device needs --mmproj");
     if (!o.model && !(o.model = cli_default_model()))
         return cli_usage_error("chat", "needs -m MODEL.gguf (the embedded %s is not here)", CLI_DEFAULT_MODEL);
     const bool tty_in = isatty(STDIN_FILENO), tty_out = isatty(STDOUT_FILENO);
@@ -223,7 +232,7 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     if (!(conv = chat_conv_new(e, &tmpl, o.system_prompt, o.think, &err)) || !(smp = gen_new_sampler(&o, e, &err)))
         goto done;
-    if (image && attach_image(e, conv, mmproj, image, &o)) goto done_quiet;
+    if (image && attach_image(e, conv, &vis, mmproj, vision_device, image, &o)) goto done_quiet;
     if (pipe2(sigint_pipe, O_CLOEXEC | O_NONBLOCK)) {
         snprintf(err.msg, sizeof err.msg, "cannot create a pipe: %s", strerror(errno));
         goto done;
@@ -270,7 +279,7 @@ int cmd_chat(int argc, char **argv) {
                 while (*path == ' ' || *path == '\t') path++;
                 if (!mmproj) fprintf(stderr, "/image needs a vision projector: start chat with --mmproj FILE\n");
                 else if (!*path) fprintf(stderr, "usage: /image FILE (a PNG or JPEG)\n");
-                else attach_image(e, conv, mmproj, path, &o);
+                else attach_image(e, conv, &vis, mmproj, vision_device, path, &o);
             } else {
                 fprintf(stderr, "unknown command %.*s (/help lists them; type // to send a message that starts with /)\n",
                         (int)n, msg);
@@ -284,6 +293,7 @@ done:
     if (rc) fprintf(stderr, "deltallm chat: %s\n", err.msg[0] ? err.msg : "failed");
 done_quiet:
     free(buf);
+    cli_vision_close(vis);
     dl_sampler_free(smp);
     chat_conv_free(conv);
     dl_engine_close(e);

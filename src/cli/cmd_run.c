@@ -26,6 +26,8 @@ static void usage(void) {
            "  -cnv, --conversation     interactive multi-turn chat (the same as `deltallm chat`)\n"
            "  --mmproj FILE --image F  an image (PNG or JPEG) before the prompt, through the vision projector FILE\n"
            "                           (llama.cpp's Qwen3.5 mmproj: qwen3vl_merger); CPU backend\n"
+           "  --vision-device NAME     run the vision encoder on that backend (vulkan[:N], cpu, ref; F32 arithmetic)\n"
+           "                           instead of the CPU encoder's fast path\n"
            "%s%s%s"
            "  (-n defaults to 64; with drafting, -v also prints the drafts' acceptance)\n",
            gen_options_help, draft_options_help, cli_engine_help);
@@ -38,7 +40,7 @@ int cmd_run(int argc, char **argv) {
     gen_options_init(&o, 64);
     DraftOptions dro;
     draft_options_init(&dro);
-    const char *prompt = NULL, *file = NULL, *mmproj = NULL, *image = NULL;
+    const char *prompt = NULL, *file = NULL, *mmproj = NULL, *image = NULL, *vision_device = NULL;
     bool chat = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -57,6 +59,9 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--mmproj") || !strcmp(a, "--image")) {
             if (!v) return cli_usage_error("run", "%s needs a value", a);
             *(a[2] == 'm' ? &mmproj : &image) = argv[++i];
+        } else if (!strcmp(a, "--vision-device")) {
+            if (!v) return cli_usage_error("run", "%s needs a value", a);
+            vision_device = argv[++i];
         } else if (!strcmp(a, "--chat")) chat = true;
         else return cli_usage_error("run", "unknown option '%s' (see --help)", a);
     }
@@ -67,6 +72,7 @@ int cmd_run(int argc, char **argv) {
     if (!chat && !o.think) return cli_usage_error("run", "--no-think needs --chat (it changes the chat template)");
     if (!chat && o.system_prompt) return cli_usage_error("run", "--system-prompt needs --chat");
     if (!image != !mmproj) return cli_usage_error("run", "--image needs --mmproj (the vision projector) and the reverse");
+    if (vision_device && !image) return cli_usage_error("run", "--vision-device needs --mmproj and --image");
     char *text = NULL;
     size_t text_len = 0;
     if (file) {
@@ -92,7 +98,7 @@ int cmd_run(int argc, char **argv) {
     DlEngine *e = gen_open_engine(&o, &err);
     if (!e) goto done;
     if (image) { /* the image's embeddings; its place: the marker the chat template writes, before the text */
-        if (cli_image_encode(e, mmproj, image, (int)o.threads, &img, &err)) goto done;
+        if (cli_image_encode_on(e, mmproj, image, (int)o.threads, vision_device, &img, &err)) goto done;
         const size_t ml = strlen(CLI_IMAGE_MARKER);
         char *t = malloc(ml + text_len + 1);
         if (!t) goto done;

@@ -32,6 +32,7 @@ static void usage(void) {
            "  --alias NAME             model id reported by the API (default: the file name)\n"
            "  --mmproj FILE            vision projector (llama.cpp's Qwen3.5 mmproj): chat requests may hold images\n"
            "                           (image_url data URLs, input_image, Anthropic base64 image blocks); CPU backend\n"
+           "  --vision-device NAME     run the vision encoder on that backend (vulkan[:N], cpu, ref; F32 arithmetic)\n"
            "  --chat-template-file F   use this chat template instead of the GGUF's\n"
            "  --chat-format NAME       force the chat format: chatml, qwen3, qwen3-coder, qwen35\n"
            "  --queue N                requests that may wait for a slot (default 64; beyond: 503)\n"
@@ -136,6 +137,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--mmproj")) {
             NEEDV;
             c.mmproj = val;
+        } else if (!strcmp(a, "--vision-device")) {
+            NEEDV;
+            c.vision_device = val;
         } else if (!strcmp(a, "--chat-template-file")) {
             NEEDV;
             c.chat_template_file = val;

@@ -243,4 +243,19 @@ void op_rope(float *x, int n_rot, int pos, float base, float freq_scale, const i
  * section sees 0); op_rope_thw(x, …, p, p, p, …) is op_rope(x, …, p, …) bit for bit. sections NULL: NEOX at t. */
 void op_rope_thw(float *x, int n_rot, int pt, int ph, int pw, float base, float freq_scale, const int *sections);
 
+/* ---- vision tower ops (scalar: ops_vision.c; the CPU encoder's exact arithmetic) ---------------------------- */
+
+/* y = (x − mean) / sqrt(var + eps) · w + b (ggml_norm, sums in double); w and b may be NULL. y may alias x. */
+void op_layernorm(const float *x, const float *w, const float *b, int n, float eps, float *y);
+/* ggml_gelu's tanh form in float (libm tanhf) */
+float op_gelu(float x);
+/* The vision 2-D rotary of one head of d (ggml_rope_multi, vision mode, sections d/4): NeoX pairs (k, k + d/2);
+ * pair k < d/4 turns by row·s^k, pair k ≥ d/4 by col·s^(k − d/4), s = theta_scale (10000^(−4/d)); the angle
+ * built by repeated products (ggml's order). */
+void op_rope_2d(float *x, int d, int row, int col, float theta_scale);
+/* One query row of full attention over T keys: out = softmax(q·kᵀ·scale)·v, key u at k + u·k_row, value u at
+ * v + u·v_row; the softmax max-subtracted, its sum in double; scores: T floats of scratch. */
+void op_attn_full_row(const float *q, const float *k, int64_t k_row, const float *v, int64_t v_row, int T, int d,
+                      float scale, float *scores, float *out);
+
 #endif

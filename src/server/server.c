@@ -220,15 +220,20 @@ Server *server_start(const ServerConfig *c, Err *err) {
         srv_log(LOG_INFO, "rank %d (%s, pid %d): layers [%d, %d)%s", st[i].rank, st[i].host, st[i].pid, st[i].l0, st[i].l1,
                 st[i].rank ? "" : " + embeddings, head, sampling");
     if (setup_template(s, err)) goto fail;
+    if (c->vision_device && !c->mmproj) {
+        err_set(err, "--vision-device needs --mmproj");
+        goto fail;
+    }
     if (c->mmproj) {
         if (c->draft || c->mpi) {
             err_set(err, "--mmproj cannot be used with %s yet (images need one process and plain decoding)",
                     c->draft ? "drafting" : "--mpi");
             goto fail;
         }
-        if (!(s->vision = sv_open(c->mmproj, s->engine, c->threads, err))) goto fail;
+        if (!(s->vision = sv_open(c->mmproj, s->engine, c->threads, c->vision_device, err))) goto fail;
         s->defaults.images = true;
-        srv_log(LOG_INFO, "vision projector %s: images in chat requests", c->mmproj);
+        srv_log(LOG_INFO, "vision projector %s: images in chat requests (encoder on %s)", c->mmproj,
+                c->vision_device ? c->vision_device : "the CPU");
     }
     if (c->alias) {
         s->model_id = strdup(c->alias);

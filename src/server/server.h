@@ -62,6 +62,7 @@ typedef struct ServerConfig {
     const char *model_draft; /* a smaller model of the same vocabulary drafts (NULL: the MTP block) */
     const DlStage *stages;   /* -ngl's split (NULL: every layer on backend) */
     const char *mmproj;      /* the vision projector: chat requests may hold images (NULL: text only) */
+    const char *vision_device; /* the backend the vision tower runs on (NULL: the CPU encoder's fast path) */
     int n_stages;
 } ServerConfig;
 

@@ -10,6 +10,7 @@
 #include "image/image.h"
 #include "server/util.h"
 #include "vision/mmproj.h"
+#include "vision/vision_dev.h"
 
 enum { SV_CACHE_MAX = 64 };                /* images kept */
 #define SV_CACHE_BYTES ((size_t)512 << 20) /* of embeddings kept */
@@ -18,7 +19,8 @@ struct ServerVision {
     Mmproj *m;
     char *path;
     Pool *pool;
-    pthread_mutex_t enc_mu; /* one encode at a time (the pool is one) */
+    VisionDev *vd;          /* the tower on a backend (--vision-device), or NULL: the CPU encoder with pool */
+    pthread_mutex_t enc_mu; /* one encode at a time (the pool is one, the backend's stream is one) */
     pthread_mutex_t mu;     /* the cache */
     SvImage *head;
     int n;
@@ -26,7 +28,7 @@ struct ServerVision {
     uint64_t encoded, hits;
 };
 
-ServerVision *sv_open(const char *mmproj, const DlEngine *e, int n_threads, Err *err) {
+ServerVision *sv_open(const char *mmproj, const DlEngine *e, int n_threads, const char *device, Err *err) {
     if (dl_token_id(e, "<|image_pad|>") < 0 || dl_token_id(e, "<|vision_start|>") < 0)
         return err_set(err, "--mmproj: the model's vocabulary has no <|vision_start|> / <|image_pad|> tokens (not a "
                             "Qwen3.5 vision model)"),
@@ -34,8 +36,12 @@ ServerVision *sv_open(const char *mmproj, const DlEngine *e, int n_threads, Err 
     ServerVision *v = calloc(1, sizeof *v);
     if (!v) return err_set(err, "out of memory"), NULL;
     if (!(v->m = mmproj_open(mmproj, err)) || mm_projector_check(v->m, mmproj, dl_engine_info(e)->n_embd, err) ||
-        !(v->pool = pool_create(n_threads > 0 ? n_threads : pool_default_threads(), err)) || !(v->path = strdup(mmproj))) {
+        !(v->pool = pool_create(n_threads > 0 ? n_threads : pool_default_threads(), err)) || !(v->path = strdup(mmproj)) ||
+        (device && !(v->vd = vision_dev_open(v->m, &(BackendOptions){.name = device, .n_threads = n_threads, .mode = MATMUL_EXACT,
+                                                                     .cpu.isa = -1}, err)))) {
         if (!err->msg[0]) err_set(err, "out of memory");
+        if (device && v->m && v->path && !v->vd) err_prefix(err, "--vision-device");
+        free(v->path);
         pool_destroy(v->pool);
         mmproj_close(v->m);
         free(v);
@@ -57,6 +63,7 @@ void sv_close(ServerVision *v) {
     for (SvImage *im = v->head, *next; im; im = next) next = im->next, sv_image_unref(im);
     pthread_mutex_destroy(&v->mu);
     pthread_mutex_destroy(&v->enc_mu);
+    vision_dev_close(v->vd);
     pool_destroy(v->pool);
     mmproj_close(v->m);
     free(v->path);
@@ -170,7 +177,8 @@ int sv_image_from_url(ServerVision *v, const char *url, const char *where, SvIma
         BAD("%s: %s", where, er.msg);
     } else {
         pthread_mutex_lock(&v->enc_mu);
-        rc = mm_image_encode(v->m, rgb.rgb, rgb.w, rgb.h, v->pool, &im->img, &er);
+        rc = v->vd ? mm_image_encode_dev(v->m, v->vd, rgb.rgb, rgb.w, rgb.h, &im->img, &er)
+                   : mm_image_encode(v->m, rgb.rgb, rgb.w, rgb.h, v->pool, &im->img, &er);
         pthread_mutex_unlock(&v->enc_mu);
         if (rc) BAD("%s: %s", where, er.msg);
     }

@@ -31,8 +31,10 @@ typedef struct SvImage {
 
 typedef struct ServerVision ServerVision;
 
-/* Opens the projector and checks it against the text model. n_threads ≤ 0: the default. */
-ServerVision *sv_open(const char *mmproj, const DlEngine *e, int n_threads, Err *err);
+/* Opens the projector and checks it against the text model. n_threads ≤ 0: the default. device NULL: images are
+ * encoded on the CPU encoder's fast path; else the tower runs on that backend (serve --vision-device: "vulkan",
+ * "vulkan:N", "cpu", "ref"; vision/vision_dev.h, F32), its weights bound here once. */
+ServerVision *sv_open(const char *mmproj, const DlEngine *e, int n_threads, const char *device, Err *err);
 void sv_close(ServerVision *v);
 /* Images encoded (not taken from the cache) and taken from the cache, since the start. */
 void sv_stats(ServerVision *v, uint64_t *encoded, uint64_t *hits);

@@ -14,10 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-float vision_gelu(float x) {
-    const float k = 0.79788456080286535588f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
-}
+float vision_gelu(float x) { return op_gelu(x); }
 
 /* GELU of every F16 input, in float (not rounded to F16 after, as ggml's table is: one rounding less) */
 static float *gelu_table;
@@ -41,19 +38,9 @@ int vision_n_tokens(const Mmproj *m, int nx, int ny) {
     return (nx / a) * (ny / a);
 }
 
-/* ggml_norm then ·w + b: mean and variance summed in double */
+/* ggml_norm then ·w + b: mean and variance summed in double (kernels/ref/ops_vision.c) */
 static void layernorm(const float *x, const float *w, const float *b, int n, float eps, float *y) {
-    double s = 0;
-    for (int i = 0; i < n; i++) s += x[i];
-    const float mean = (float)(s / n);
-    double s2 = 0;
-    for (int i = 0; i < n; i++) {
-        const float v = x[i] - mean;
-        y[i] = v;
-        s2 += (double)v * v;
-    }
-    const float scale = 1.0f / sqrtf((float)(s2 / n) + eps);
-    for (int i = 0; i < n; i++) y[i] = y[i] * scale * w[i] + b[i];
+    op_layernorm(x, w, b, n, eps, y);
 }
 
 static void add_bias(float *y, const float *b, int64_t T, int n) {
@@ -165,7 +152,7 @@ static void attn_heads(void *ctx, int64_t b, int64_t e, int thread) {
  * BILINEAR | ALIGN_CORNERS, as llama.cpp's qwen3vl graph asks, = torch.linspace(0, S - 1, n) in the Hugging
  * Face model): output i samples input i / sf, sf = (n − 1)/(S − 1) in float; the lower index clamped, the
  * fraction clamped to [0, 1]. Written in merge order into pos [T][E]. */
-static void positions(const Mmproj *m, int px, int py, float *pos) {
+void vision_positions(const Mmproj *m, int px, int py, float *pos) {
     const int E = m->n_embd, S = m->n_pos_side;
     const float sx = px > 1 && S > 1 ? (float)(px - 1) / (float)(S - 1) : (float)px / (float)S;
     const float sy = py > 1 && S > 1 ? (float)(py - 1) / (float)(S - 1) : (float)py / (float)S;
@@ -194,6 +181,21 @@ static void positions(const Mmproj *m, int px, int py, float *pos) {
                     const float *c = m->pos_embd + ((size_t)y1 * S + x0) * E, *dd = m->pos_embd + ((size_t)y1 * S + x1) * E;
                     for (int i = 0; i < E; i++)
                         dst[i] = a[i] * (1 - ax) * (1 - ay) + b[i] * ax * (1 - ay) + c[i] * (1 - ax) * ay + dd[i] * ax * ay;
+                }
+}
+
+void vision_patches(const Mmproj *m, const float *pix, int nx, int ny, float *h) {
+    const int p = m->patch_size, px = nx / p, py = ny / p, K = 3 * p * p;
+    int idx = 0;
+    for (int yb = 0; yb < py / 2; yb++)
+        for (int xb = 0; xb < px / 2; xb++)
+            for (int dy = 0; dy < 2; dy++)
+                for (int dx = 0; dx < 2; dx++, idx++) {
+                    const int y0 = (2 * yb + dy) * p, x0 = (2 * xb + dx) * p;
+                    float *dst = h + (size_t)idx * K;
+                    for (int ch = 0; ch < 3; ch++)
+                        for (int ky = 0; ky < p; ky++)
+                            memcpy(dst + (ch * p + ky) * p, pix + ((size_t)ch * ny + y0 + ky) * nx + x0, sizeof(float) * (size_t)p);
                 }
 }
 
@@ -286,28 +288,14 @@ int vision_encode(const Mmproj *m, const float *pix, int nx, int ny, const Visio
             t0 = t1;                                                                                               \
         }                                                                                                          \
     } while (0)
-    /* patches in merge order, each [3][p][p] */
-    {
-        int idx = 0;
-        for (int yb = 0; yb < py / 2; yb++)
-            for (int xb = 0; xb < px / 2; xb++)
-                for (int dy = 0; dy < 2; dy++)
-                    for (int dx = 0; dx < 2; dx++, idx++) {
-                        const int y0 = (2 * yb + dy) * p, x0 = (2 * xb + dx) * p;
-                        float *dst = h + (size_t)idx * K;
-                        for (int ch = 0; ch < 3; ch++)
-                            for (int ky = 0; ky < p; ky++)
-                                memcpy(dst + (ch * p + ky) * p, pix + ((size_t)ch * ny + y0 + ky) * nx + x0,
-                                       sizeof(float) * (size_t)p);
-                    }
-    }
+    vision_patches(m, pix, nx, ny, h); /* patches in merge order, each [3][p][p] */
     LAP(other);
     ops->matmul(&c, &m->patch0, h, T, x);
     ops->matmul(&c, &m->patch1, h, T, a);
     LAP(matmul);
     for (size_t i = 0; i < (size_t)T * E; i++) x[i] += a[i];
     add_bias(x, m->patch_b, T, E);
-    positions(m, px, py, a);
+    vision_positions(m, px, py, a);
     for (size_t i = 0; i < (size_t)T * E; i++) x[i] += a[i];
     rope2d_table(px, py, d, powf(10000.0f, -4.0f / (float)d), cs);
     LAP(other);

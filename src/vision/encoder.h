@@ -43,4 +43,11 @@ float vision_gelu(float x);
  * not rounded to F16 again. */
 float vision_gelu_fast(float x);
 
+/* The pieces of vision_encode the device path (vision_dev.h) shares, so both feed the tower the same inputs:
+ * the patches of an nx × ny image in merge order into h [T][3·p·p] (each [3][p][p], ggml's im2col order), and
+ * the learned position table bilinearly resized (aligned corners) to the px × py patch grid, in merge order,
+ * into pos [T][E]. */
+void vision_patches(const Mmproj *m, const float *pix, int nx, int ny, float *h);
+void vision_positions(const Mmproj *m, int px, int py, float *pos);
+
 #endif

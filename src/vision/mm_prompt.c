@@ -11,6 +11,7 @@
 #include "kernels/cpu/kernels_cpu.h"
 #include "vision/encoder.h"
 #include "vision/preprocess.h"
+#include "vision/vision_dev.h"
 
 int mm_projector_check(const Mmproj *m, const char *name, int n_embd, Err *err) {
     if (m->n_deepstack)
@@ -24,7 +25,8 @@ int mm_projector_check(const Mmproj *m, const char *name, int n_embd, Err *err) 
     return 0;
 }
 
-int mm_image_encode(const Mmproj *m, const uint8_t *rgb, int w, int h, Pool *pool, MmImage *out, Err *err) {
+/* pre-processing, then the tower on vd when given, else on the CPU's fast path with pool */
+static int encode(const Mmproj *m, VisionDev *vd, const uint8_t *rgb, int w, int h, Pool *pool, MmImage *out, Err *err) {
     memset(out, 0, sizeof *out);
     float *pix = NULL;
     int nx, ny;
@@ -35,6 +37,8 @@ int mm_image_encode(const Mmproj *m, const uint8_t *rgb, int w, int h, Pool *poo
     int rc = -1;
     if (!out->embd) {
         err_set(err, "out of memory for %d image embeddings", out->n_tokens);
+    } else if (vd) {
+        rc = vision_dev_encode(vd, pix, nx, ny, out->embd, err);
     } else {
         /* the fast arithmetic (GEMM kernels, vattn, the GELU table): within llama.cpp's own distance (docs/VISION.md) */
         const VisionRun run = {ops_cpu(isa_best()), MATMUL_FAST, pool, isa_best(), NULL};
@@ -43,6 +47,14 @@ int mm_image_encode(const Mmproj *m, const uint8_t *rgb, int w, int h, Pool *poo
     free(pix);
     if (rc) mm_image_free(out);
     return rc;
+}
+
+int mm_image_encode(const Mmproj *m, const uint8_t *rgb, int w, int h, Pool *pool, MmImage *out, Err *err) {
+    return encode(m, NULL, rgb, w, h, pool, out, err);
+}
+
+int mm_image_encode_dev(const Mmproj *m, VisionDev *vd, const uint8_t *rgb, int w, int h, MmImage *out, Err *err) {
+    return encode(m, vd, rgb, w, h, NULL, out, err);
 }
 
 void mm_image_free(MmImage *img) {

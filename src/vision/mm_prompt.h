@@ -29,6 +29,9 @@ int mm_projector_check(const Mmproj *m, const char *name, int n_embd, Err *err);
 /* Pre-processes and encodes 8-bit RGB [h][w][3] (exact mode, matmuls on the CPU kernels of this machine,
  * threads from pool, NULL: the caller's). 0, or -1 with one line in err. */
 int mm_image_encode(const Mmproj *m, const uint8_t *rgb, int w, int h, Pool *pool, MmImage *out, Err *err);
+/* The same with the tower on a backend (vision_dev.h: a device, or a host backend), vd opened on m. */
+typedef struct VisionDev VisionDev;
+int mm_image_encode_dev(const Mmproj *m, VisionDev *vd, const uint8_t *rgb, int w, int h, MmImage *out, Err *err);
 void mm_image_free(MmImage *img);
 
 /* The rows of a prompt with images: ids holds one <|image_pad|> (pad) per image, in order; imgs[k] goes at the

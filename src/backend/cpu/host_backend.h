@@ -1,6 +1,7 @@
 /* host_backend.h — the host backends ("ref" and "cpu"), shared by their files: backend_cpu.c (memory,
  * binding, the matmul and sequence ops through the kernels' Ops table), host_ops.c (the row ops: the loops
- * over activations the forward pass no longer has) and pack.c (load-time repacking).
+ * over activations the forward pass no longer has), host_vision.c (the vision tower's ops) and pack.c (load-time
+ * repacking).
  *
  * Host memory: a BBuf is a big_alloc'ed block; a BView resolves to base + off. Caller memory wrapped by
  * wrap_host is a view of a BBuf whose base is 0 and whose offset is the address. */
@@ -105,6 +106,8 @@ int host_devices(const BackendOptions *o, BackendDevice *out, int cap, Err *err)
 
 /* The row ops (host_ops.c), installed into a vtable by backend_cpu.c. */
 void host_ops_install(BackendVt *vt);
+/* The vision tower's ops (host_vision.c), installed by host_ops_install. */
+void host_vision_install(BackendVt *vt);
 /* The kernels' view of weight w, or of its expert `expert` (≥ 0; its bytes at data when not NULL: an expert
  * cache's copy, read without panels). */
 MatW host_expert_mat(const HostBackend *hb, const Weight *w, int expert, const void *data);

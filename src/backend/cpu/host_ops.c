@@ -294,4 +294,5 @@ void host_ops_install(BackendVt *vt) {
     vt->moe_combine = h_moe_combine;
     vt->sigmoid = h_sigmoid;
     vt->add_scaled = h_add_scaled;
+    host_vision_install(vt);
 }

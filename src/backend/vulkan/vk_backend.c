@@ -372,6 +372,7 @@ static void build_vt(void) {
     vt->copy_probe = v_copy_probe;
     vks_install(vt);
     vk_ops_install(vt);
+    vk_vision_install(vt);
     vk_matmul_install(vt);
     vk_seq_install(vt);
     vt_no_prep_scan = *vt;

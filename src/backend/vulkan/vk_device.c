@@ -22,7 +22,8 @@ static char instance_error[512];
 
 static const char *const kernel_names[VK_KERNEL_COUNT] = {
     "eltwise", "norm", "rope", "dn_gates", "moe_route", "moe_group", "conv_silu", "dn_recurrent", "dn_chunked",
-    "attention", "probe_copy", "dn_prep", "attn_prep", "attn_combine", "dn_prep_scan",
+    "attention", "probe_copy", "dn_prep", "attn_prep", "attn_combine", "dn_prep_scan", "layer_norm", "rope_2d",
+    "attn_full",
 };
 static const char *const fmt_kernel_names[VKF_COUNT] = {"mm_vec", "mm_mat", "mm_coop", "get_rows"};
 

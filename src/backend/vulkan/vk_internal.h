@@ -78,8 +78,8 @@ typedef enum VkFmtKernel { VKF_MM_VEC, VKF_MM_MAT, VKF_MM_COOP, VKF_GET_ROWS, VK
 /* Kernels without format variants, in the order of vk_kernel_names (vk_device.c). */
 typedef enum VkKernel {
     VK_ELTWISE, VK_NORM, VK_ROPE, VK_DN_GATES, VK_MOE_ROUTE, VK_MOE_GROUP, VK_CONV_SILU, VK_DN_RECURRENT,
-    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_DN_PREP, VK_ATTN_PREP, VK_ATTN_COMBINE, VK_DN_PREP_SCAN,
-    VK_KERNEL_COUNT
+    VK_DN_CHUNKED, VK_ATTENTION, VK_PROBE_COPY, VK_DN_PREP, VK_ATTN_PREP, VK_ATTN_COMBINE, VK_DN_PREP_SCAN, VK_LAYER_NORM,
+    VK_ROPE_2D, VK_ATTN_FULL, VK_KERNEL_COUNT
 } VkKernel;
 
 #define VK_PUSH_BYTES 128 /* push-constant block of every kernel */
@@ -272,6 +272,7 @@ BView vk_scratch(VkBackend *b, size_t bytes);
 void vk_ops_install(BackendVt *vt);
 void vk_matmul_install(BackendVt *vt);
 void vk_seq_install(BackendVt *vt);
+void vk_vision_install(BackendVt *vt); /* vk_vision.c: the vision tower's ops */
 /* y = silu(g)·u over rows of n (y may alias g) */
 void vk_swiglu(VkBackend *b, BView y, BView g, BView u, int rows, int n);
 /* the weight view of an entry (expert e of a stack when e >= 0) */

@@ -1,12 +1,12 @@
 /* vk_ops.c — the row ops of the Vulkan backend: norms, gates, RoPE, KV append, routing, gather / scatter,
- * the weighted sums and the activations, each one dispatch of a small kernel (shaders/eltwise.comp,
- * norm.comp, rope.comp, dn_gates.comp, moe_route.comp). The push-constant structs mirror the shaders'
- * blocks field for field. */
+ * the weighted sums and the activations (and the vision tower's bias + GELU), each one dispatch of a small
+ * kernel (shaders/eltwise.comp, norm.comp, rope.comp, dn_gates.comp, moe_route.comp). The push-constant structs
+ * mirror the shaders' blocks field for field. */
 #include "backend/vulkan/vk_internal.h"
 
 #include <math.h>
 
-enum { OP_ADD, OP_COPY, OP_SIGMOID, OP_SILU, OP_SWIGLU, OP_ADD_SCALED, OP_MUL_SIGMOID, OP_GATHER, OP_SCATTER, OP_COMBINE };
+enum { OP_ADD, OP_COPY, OP_SIGMOID, OP_SILU, OP_SWIGLU, OP_ADD_SCALED, OP_MUL_SIGMOID, OP_GATHER, OP_SCATTER, OP_COMBINE, OP_BIAS_ACT };
 
 typedef struct EltPush {
     uint64_t a, b, c;
@@ -96,6 +96,15 @@ static void v_moe_combine(Backend *be, BView out, BView eo, BView w, int R, int 
     const uint64_t rk = (uint64_t)R * (uint64_t)k;
     const VkAcc a[3] = {elt_a(out, &p), acc_r(eo, 4 * rk * (uint64_t)width), acc_r(w, 4 * rk)};
     elt(vkb(be), &p, a, 3);
+}
+
+/* the vision tower's bias (a bound vector) and activation over rows of n */
+static void v_bias_act(Backend *be, BView y, const Weight *bias, int rows, int n, int act) {
+    VkBackend *b = vkb(be);
+    const EltPush p = {va(y), bias ? va(vk_weight(b, bias, -1)) : 0, 0, (uint32_t)n, (uint32_t)rows, 1, OP_BIAS_ACT, (uint32_t)act,
+                       (uint32_t)n, 0, 0, 0};
+    const VkAcc a = elt_a(y, &p);
+    elt(b, &p, &a, 1);
 }
 
 static void v_kv_append(Backend *be, BView cache, int row0, BView src, int T, int width, bool v) {
@@ -212,4 +221,5 @@ void vk_ops_install(BackendVt *vt) {
     vt->moe_combine = v_moe_combine;
     vt->sigmoid = v_sigmoid;
     vt->add_scaled = v_add_scaled;
+    vt->bias_act = v_bias_act;
 }

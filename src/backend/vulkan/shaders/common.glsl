@@ -44,5 +44,10 @@ float bf2f(uint h) { return uintBitsToFloat(h << 16); }
 float sigmoid_f(float x) { return 1.0 / (1.0 + exp(-x)); }
 float silu_f(float x) { return x / (1.0 + exp(-x)); }
 float softplus_f(float x) { return x > 20.0 ? x : log(1.0 + exp(x)); }
+// ggml_gelu's tanh form; tanh(z) as 1 − 2/(e^{2z} + 1), which saturates to ±1 where e^{2z} overflows or vanishes
+float gelu_f(float x) {
+    const float z = 0.79788456080286535588 * x * (1.0 + 0.044715 * x * x);
+    return 0.5 * x * (2.0 - 2.0 / (exp(2.0 * z) + 1.0));
+}
 
 // rows beyond a grid's 65535 groups in y: kernels loop over gl_WorkGroupID.y + k·gl_NumWorkGroups.y

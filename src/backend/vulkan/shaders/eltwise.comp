@@ -14,6 +14,7 @@
 #define OP_GATHER 7u      // a[r] = b[c[r]]
 #define OP_SCATTER 8u     // a[c[r]] = b[r]
 #define OP_COMBINE 9u     // a[r] = Σ_s b[r·k + s] · c[r·k + s], in slot order
+#define OP_BIAS_ACT 10u   // a = act(a + b[i]) (b optional: address 0), act k: 0 none, 1 GELU (tanh form)
 
 layout(push_constant) uniform Push {
     uint64_t a, b, c;
@@ -39,6 +40,12 @@ void main() {
                 case OP_MUL_SIGMOID: A.v[ai] *= sigmoid_f(B.v[bi]); break;
                 case OP_GATHER: A.v[ai] = B.v[uint(IX.v[r]) * p.b_row + i]; break;
                 case OP_SCATTER: A.v[uint(IX.v[r]) * p.a_row + i] = B.v[bi]; break;
+                case OP_BIAS_ACT: {
+                    float x = A.v[ai];
+                    if (p.b != 0ul) x += B.v[i];
+                    A.v[ai] = p.k == 1u ? gelu_f(x) : x;
+                    break;
+                }
                 case OP_COMBINE: {
                     float s = B.v[(r * p.k) * p.n + i] * C.v[r * p.k];
                     for (uint q = 1u; q < p.k; q++) s += B.v[(r * p.k + q) * p.n + i] * C.v[r * p.k + q];
