@@ -123,29 +123,10 @@ static void attn_heads(void *ctx, int64_t b, int64_t e, int thread) {
     const int T = j->T, H = j->H, d = j->d, E = H * d;
     float *sc = j->scores + (size_t)thread * (size_t)T;
     const float scale = 1.0f / sqrtf((float)d);
-    for (int64_t h = b; h < e; h++) {
-        for (int t = 0; t < T; t++) {
-            const float *q = j->qkv + (size_t)t * 3 * E + (size_t)h * d;
-            float mx = -INFINITY;
-            for (int u = 0; u < T; u++) {
-                const float *k = j->qkv + (size_t)u * 3 * E + E + (size_t)h * d;
-                float s = 0;
-                for (int i = 0; i < d; i++) s += q[i] * k[i];
-                sc[u] = s * scale;
-                if (sc[u] > mx) mx = sc[u];
-            }
-            double sum = 0;
-            for (int u = 0; u < T; u++) sum += sc[u] = expf(sc[u] - mx);
-            const float inv = (float)(1.0 / sum);
-            float *o = j->out + (size_t)t * E + (size_t)h * d;
-            memset(o, 0, sizeof(float) * (size_t)d);
-            for (int u = 0; u < T; u++) {
-                const float *v = j->qkv + (size_t)u * 3 * E + 2 * E + (size_t)h * d;
-                const float p = sc[u] * inv;
-                for (int i = 0; i < d; i++) o[i] += p * v[i];
-            }
-        }
-    }
+    for (int64_t h = b; h < e; h++) /* the scalar spec (kernels/ref/ops_vision.c), rows of [q | k | v] */
+        for (int t = 0; t < T; t++)
+            op_attn_full_row(j->qkv + (size_t)t * 3 * E + (size_t)h * d, j->qkv + E + (size_t)h * d, 3 * (int64_t)E,
+                             j->qkv + 2 * E + (size_t)h * d, 3 * (int64_t)E, T, d, scale, sc, j->out + (size_t)t * E + (size_t)h * d);
 }
 
 /* bilinear resize of the learned position grid (side S) to px × py with aligned corners (ggml_interpolate's
