@@ -130,7 +130,11 @@ static void compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t 
     const int64_t nb = j->K / QK;
     const size_t panel_bytes = 16 * j->w->row_bytes;
     int64_t o = o0;
-    if (t1 - t0 >= 4) /* prefill: 32 rows × 4 tokens where two panels are left, one token tile at a time */
+    /* up to 8 tokens (a decode of a few streams, a verify) the one-pass 16-row tiles below: each weight read once
+     * from memory. The 32 × 4 tiles from 4 tokens were faster on matrices that stay in the cache (4096², T = 8:
+     * 1.18-1.25 -> 0.68-0.96 ms) but slower on the streamed ones decode reads (the 248320 × 1024 head, T = 8:
+     * 12.9-13.7 -> 18.3-22.5 ms CPU; 2026-12-06, docs/KERNELS.md) */
+    if (t1 - t0 > 8) /* prefill: 32 rows × 4 tokens where two panels are left, one token tile at a time */
         for (; o + 32 <= o1; o += 32) {
             const uint8_t *q0 = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes, *q1 = q0 + panel_bytes;
             int64_t t = t0;
