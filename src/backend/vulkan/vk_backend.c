@@ -93,7 +93,7 @@ static int v_reserve(Backend *be, const BackendSizes *s, Err *err) {
 
 /* ---- weights ------------------------------------------------------------------------------------------------------ */
 
-static size_t span(const Weight *w) { return w->n_expert ? (size_t)w->n_expert * w->expert_stride : w->bytes; }
+static size_t weight_span(const Weight *w) { return w->n_expert ? (size_t)w->n_expert * w->expert_stride : w->bytes; }
 
 typedef struct Piece {
     uintptr_t b, e; /* host range */
@@ -178,7 +178,7 @@ static int v_bind(Backend *be, const Weight *w, int n, Err *err) {
     /* pieces: overlapping host ranges merged (tensors sharing bytes), in address order */
     int np = 0;
     for (int i = 0; i < n; i++) {
-        const uintptr_t lo = (uintptr_t)order[i]->host, hi = lo + span(order[i]);
+        const uintptr_t lo = (uintptr_t)order[i]->host, hi = lo + weight_span(order[i]);
         if (np && lo < pc[np - 1].e) {
             if (hi > pc[np - 1].e) pc[np - 1].e = hi;
         } else {

@@ -153,6 +153,13 @@ typedef struct VkAcc {
 } VkAcc;
 static inline VkAcc acc_r(BView v, uint64_t bytes) { return (VkAcc){v.buf, v.off, v.off + bytes, false}; }
 static inline VkAcc acc_w(BView v, uint64_t bytes) { return (VkAcc){v.buf, v.off, v.off + bytes, true}; }
+/* a grid dimension capped at the device minimum's 65535 (the kernels stride over the rest) */
+static inline uint32_t cap65535(uint64_t n) { return n > 65535 ? 65535 : (uint32_t)n; }
+/* bytes spanned by rows × heads vectors of n floats at strides row, head (floats) */
+static inline uint64_t span(uint64_t rows, uint64_t row, uint64_t heads, uint64_t head, uint64_t n) {
+    if (!rows || !heads || !n) return 0;
+    return 4 * ((rows - 1) * row + (heads - 1) * head + n);
+}
 
 typedef struct VkMark {
     int tag;

@@ -14,13 +14,6 @@ typedef struct EltPush {
     uint32_t a_row, a_head, b_row, b_head;
 } EltPush;
 
-static uint32_t cap65535(uint64_t n) { return n > 65535 ? 65535 : (uint32_t)n; }
-
-/* bytes spanned by rows × heads vectors of n floats at strides row, head (floats) */
-static uint64_t span(uint64_t rows, uint64_t row, uint64_t heads, uint64_t head, uint64_t n) {
-    if (!rows || !heads || !n) return 0;
-    return 4 * ((rows - 1) * row + (heads - 1) * head + n);
-}
 #define WHOLE ((uint64_t)1 << 62) /* a range through the end of the buffer (rows chosen by an index) */
 
 static void elt(VkBackend *b, const EltPush *p, const VkAcc *acc, int n_acc) {

@@ -266,7 +266,7 @@ static bool v_attn_prep(Backend *be, const AttnPrepArgs *a) {
     const VkAcc acc[8] = {acc_r(a->qg, 2 * R * HD), acc_w(a->qa, R * HD),    acc_r(a->ka, R * KVD), acc_r(a->va, R * KVD),
                           acc_w(a->k_cache, kb),     acc_w(a->v_cache, vb), acc_r(a->pos, 4 * R),  acc_r(a->rows_at, 4 * R)};
     vks_dispatch_acc(b, vk_pipe(b->d, VK_ATTN_PREP), &p, sizeof p, (uint32_t)(a->n_head + a->n_head_kv),
-                     R > 65535 ? 65535 : (uint32_t)R, 1, acc, a->rows_at.buf ? 8 : 7);
+                     cap65535(R), 1, acc, a->rows_at.buf ? 8 : 7);
     return true;
 }
 

@@ -5,14 +5,6 @@
 
 #include <math.h>
 
-static uint32_t cap65535(uint64_t n) { return n > 65535 ? 65535 : (uint32_t)n; }
-
-/* bytes spanned by rows × heads vectors of n floats at strides row, head (floats) */
-static uint64_t span(uint64_t rows, uint64_t row, uint64_t heads, uint64_t head, uint64_t n) {
-    if (!rows || !heads || !n) return 0;
-    return 4 * ((rows - 1) * row + (heads - 1) * head + n);
-}
-
 typedef struct LnPush {
     uint64_t x, y, w, b;
     uint32_t n, rows, heads, pad;
