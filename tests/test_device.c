@@ -11,6 +11,7 @@
  * backend's reason (the CLI test first checks that the binary refuses `--device NAME` in one line); CI's clean
  * machine has lavapipe (Debian's mesa-vulkan-drivers), so it skips nothing. */
 #include "test.h"
+#include "test_devices.h"
 #include "test_models.h"
 
 #include "cli/logit_compare.h"
@@ -25,15 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEVICES 8
-
-/* The registry's device backends that can run here (their names: what --device takes, device 0), into names;
- * one that cannot makes the calling test SKIP with its reason, and its name goes to *missing when asked. */
-static int devices(const char **names, const char **missing) {
+int test_devices(const char **names, const char **missing) {
     int nr, n = 0;
     const BackendReg *reg = backend_registry(&nr);
     if (missing) *missing = NULL;
-    for (int r = 0; r < nr && n < MAX_DEVICES; r++) {
+    for (int r = 0; r < nr && n < TEST_MAX_DEVICES; r++) {
         if (reg[r].host) continue;
         Err err = {{0}};
         if (backend_available(&reg[r], &err)) {
@@ -96,8 +93,8 @@ static int32_t *read_seq(const char *model, int len, int *T) {
 
 /* the accuracy table: one line per model and path */
 TEST(device, logits_every_model_prefill_and_decode) {
-    const char *dv[MAX_DEVICES];
-    const int nd = devices(dv, NULL);
+    const char *dv[TEST_MAX_DEVICES];
+    const int nd = test_devices(dv, NULL);
     for (int di = 0; di < nd; di++)
         for (size_t mi = 0; mi < N_MODELS; mi++) {
             char rel[256];
@@ -173,8 +170,8 @@ static bool generate(const char *model, const char *backend, bool exact, const D
 }
 
 TEST(device, greedy_16_tokens_f32_model) {
-    const char *dv[MAX_DEVICES];
-    const int nd = devices(dv, NULL);
+    const char *dv[TEST_MAX_DEVICES];
+    const int nd = test_devices(dv, NULL);
     for (int di = 0; di < nd; di++) {
         int T = 0;
         int32_t *ids = read_seq(test_model(0), 5, &T);
@@ -193,8 +190,8 @@ TEST(device, greedy_16_tokens_f32_model) {
 }
 
 TEST(device, ngl_splits_agree) {
-    const char *dv[MAX_DEVICES];
-    const int nd = devices(dv, NULL);
+    const char *dv[TEST_MAX_DEVICES];
+    const int nd = test_devices(dv, NULL);
     static const char *const split_models[] = {"models/m4-qwen35moe-q8_0.gguf", "models/m5-qwen35-7layer-int3-f16.gguf"};
     const int32_t prompt[] = {11, 257, 33, 470, 9, 101, 64, 300};
     for (int di = 0; di < nd; di++)
@@ -221,8 +218,8 @@ TEST(device, ngl_splits_agree) {
 /* ---- what a decoded token costs in traffic, and refusals ---------------------------------------------------------- */
 
 TEST(device, decode_traffic_is_ids_and_logits) {
-    const char *dv[MAX_DEVICES];
-    const int nd = devices(dv, NULL);
+    const char *dv[TEST_MAX_DEVICES];
+    const int nd = test_devices(dv, NULL);
     for (int di = 0; di < nd; di++) {
         Err err = {{0}};
         Model *m = model_load(test_data("models/m3-qwen35-dense-bf16.gguf"), &err);
@@ -252,8 +249,8 @@ TEST(device, decode_traffic_is_ids_and_logits) {
 }
 
 TEST(device, format_without_kernel_refused_by_name) {
-    const char *dv[MAX_DEVICES];
-    const int nd = devices(dv, NULL);
+    const char *dv[TEST_MAX_DEVICES];
+    const int nd = test_devices(dv, NULL);
     for (int di = 0; di < nd; di++) {
         const char *name = dv[di];
         char bad[64];
@@ -322,8 +319,8 @@ TEST(device, cli_devices_device_and_ngl) {
     if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
     char args[1024];
     const char *model = test_data("models/m4-qwen35moe-q8_0.gguf");
-    const char *dv[MAX_DEVICES], *missing;
-    const int nd = devices(dv, &missing);
+    const char *dv[TEST_MAX_DEVICES], *missing;
+    const int nd = test_devices(dv, &missing);
     if (missing) { /* the binary says so in one line */
         snprintf(args, sizeof args, "run -m '%s' -p hello -n 2 --device %s", model, missing);
         cli_refuses(args, 1, missing);
@@ -384,8 +381,8 @@ TEST(device, cli_devices_device_and_ngl) {
      * (make test runs the server suite on the device). */
     #ifndef UNDER_ASAN
     TEST(device, server_suite_on_the_device) {
-        const char *dv[MAX_DEVICES];
-        const int nd = devices(dv, NULL);
+        const char *dv[TEST_MAX_DEVICES];
+        const int nd = test_devices(dv, NULL);
         if (nd && !server_node_suite) return test_skip("this test build has no server");
         /* the load script with 40 requests at concurrency 8, not 200: on lavapipe the 200 took 1002 s on the shared
          * machine; what the device adds (batched decode of 4 slots, state checkpoints) 40 exercise as well */

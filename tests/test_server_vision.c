@@ -6,6 +6,7 @@
  * in it) gives twice the same; the Responses and Anthropic forms give the chat form's output; remote URLs, bad
  * base64, a corrupt or huge PNG and a server without --mmproj are one-line 400s; /props and /v1/models say so. */
 #include "test.h"
+#include "test_devices.h"
 #include "test_http.h"
 #include "test_vision_oracle.h"
 
@@ -593,18 +594,12 @@ TEST(device, vision_server_on_the_device) {
     if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
     const VFiles *f = files();
     REQUIRE_MSG(f->ok, "could not write the test files");
-    const char *dv[8];
-    int nr, nd = 0;
-    const BackendReg *reg = backend_registry(&nr);
-    for (int r = 0; r < nr && nd < 8; r++) {
-        Err err = {{0}};
-        if (!reg[r].host && backend_available(&reg[r], &err)) dv[nd++] = reg[r].name;
-        else if (!reg[r].host) test_skip("%s: %s", reg[r].name, err.msg);
-    }
+    const char *dv[TEST_MAX_DEVICES];
+    const int nd = test_devices(dv, NULL);
     char *um = user_image(f->data_url, "Describe it."), *body = chat_body(um, "");
     /* run 0: the CPU backend; 1 … nd: the devices; nd + 1: no --vision-device (the CPU encoder's fast path) */
-    double lp[2 + 8][16];
-    int n[2 + 8] = {0};
+    double lp[2 + TEST_MAX_DEVICES][16];
+    int n[2 + TEST_MAX_DEVICES] = {0};
     for (int d = 0; d <= nd + 1; d++) {
         ServerConfig c;
         test_server_config(&c);

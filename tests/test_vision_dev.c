@@ -6,6 +6,7 @@
  * the second. Tiny synthetic towers (the `tiny` preset: 2 blocks of 32, 2 heads of 16, patch 4; and one of 2 heads of
  * 72 on 80 patches), F32 and F16 weights, with and without a deepstack merger. */
 #include "test.h"
+#include "test_devices.h"
 
 #include "backend/backend.h"
 #include "gguf/format.h"
@@ -260,14 +261,8 @@ static bool vl_files(char *model, char *mmproj, char *png, size_t cap) {
 TEST(device, vision_cli_run_on_the_device) {
     if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
 #if DL_PNG
-    const char *dv[8];
-    int nr, nd = 0;
-    const BackendReg *reg = backend_registry(&nr);
-    for (int r = 0; r < nr && nd < 8; r++) {
-        Err err = {{0}};
-        if (!reg[r].host && backend_available(&reg[r], &err)) dv[nd++] = reg[r].name;
-        else if (!reg[r].host) test_skip("%s: %s", reg[r].name, err.msg);
-    }
+    const char *dv[TEST_MAX_DEVICES];
+    const int nd = test_devices(dv, NULL);
     char model[512], mp[512], png[512], args[2048];
     REQUIRE(vl_files(model, mp, png, sizeof model));
     const char *fmt = "run -m %s --mmproj %s --image %s --vision-device %s -p 'Describe it.' -n 8 --temp 0 -t 1";
