@@ -652,44 +652,50 @@ TEST(kernels, attention_tiled_fast_invariant) {
     Isa isas[ISA_COUNT];
     const int n_isa = test_isas(isas);
     static const uint32_t kts[] = {FMT_F32, FMT_F16, FMT_Q8_0}, vts[] = {FMT_F32, FMT_F16, FMT_Q4_0};
-    static const int chunks[] = {1, 7, 4};
+    /* chunks of 1..4 tokens run the direct path (≤ 16 rows: the cache read by the products, rows padded to a
+     * register tile), 5 and 7 the tile path, the whole batch too; group 4 and group 3 (decode's 3 rows padded) */
+    static const int chunks[] = {1, 7, 4, 2, 3, 5};
+    static const int groups[][2] = {{4, 1}, {6, 2}};
     at_mode = MATMUL_FAST;
-    AtCase c = {40, ATTN_TILED_MIN_CTX - 12, 4, 1, 64, NULL, NULL, NULL}; /* rows 0..11 mirror, 12..39 tiled */
-    at_make(&c);
-    const size_t rowf = (size_t)c.H * c.d, no = (size_t)c.T * rowf;
-    const int nm = ATTN_TILED_MIN_CTX - c.pos0;
-    int bad = 0;
-    double worst = 0;
-    for (size_t ti = 0; ti < sizeof kts / sizeof kts[0]; ti++) {
-        at_kt = kts[ti], at_vt = vts[ti];
-        float *ro = at_run(attention_ref, &c, NULL);
-        for (int ii = 0; ii < n_isa; ii++) {
-            const AttentionFn fn = attention_cpu_select(isas[ii]);
-            float *whole = at_run(fn, &c, NULL), *whole2 = at_run(fn, &c, pool2());
-            CHECK_MSG(same_bits(whole, whole2, no, NULL), "%s types %u/%u: 1 and 2 threads differ", isa_name(isas[ii]), at_kt, at_vt);
-            CHECK_MSG(same_bits(ro, whole, (size_t)nm * rowf, NULL), "%s types %u/%u: the mirrored rows are not the reference's",
-                      isa_name(isas[ii]), at_kt, at_vt);
-            const double e = rel_err(ro + nm * rowf, whole + nm * rowf, no - nm * rowf);
-            worst = fmax(worst, e);
-            CHECK_MSG(e <= 1e-5, "%s types %u/%u: the tiled rows are off by %.3g", isa_name(isas[ii]), at_kt, at_vt, e);
-            for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++)
-                for (int t0 = 0; t0 < c.T; t0 += chunks[ci]) {
-                    const int n = c.T - t0 < chunks[ci] ? c.T - t0 : chunks[ci];
-                    AtCase s = {n, c.pos0 + t0, c.H, c.Hkv, c.d, c.q + t0 * rowf, c.k, c.v};
-                    float *o = at_run(fn, &s, ci == 2 ? pool2() : NULL);
-                    size_t w = 0;
-                    if (!same_bits(whole + t0 * rowf, o, (size_t)n * rowf, &w))
-                        bad++, CHECK_MSG(false, "%s types %u/%u: rows %d..%d in chunks of %d differ from the batch at row %zu",
-                                         isa_name(isas[ii]), at_kt, at_vt, t0, t0 + n - 1, chunks[ci], t0 + w / rowf);
-                    free(o);
-                }
-            free(whole), free(whole2);
+    for (int gi = 0; gi < 2; gi++) {
+        AtCase c = {40, ATTN_TILED_MIN_CTX - 12, groups[gi][0], groups[gi][1], 64, NULL, NULL, NULL}; /* rows 0..11 mirror, 12..39 tiled */
+        at_make(&c);
+        const size_t rowf = (size_t)c.H * c.d, no = (size_t)c.T * rowf;
+        const int nm = ATTN_TILED_MIN_CTX - c.pos0;
+        int bad = 0;
+        double worst = 0;
+        for (size_t ti = 0; ti < sizeof kts / sizeof kts[0]; ti++) {
+            at_kt = kts[ti], at_vt = vts[ti];
+            float *ro = at_run(attention_ref, &c, NULL);
+            for (int ii = 0; ii < n_isa; ii++) {
+                const AttentionFn fn = attention_cpu_select(isas[ii]);
+                float *whole = at_run(fn, &c, NULL), *whole2 = at_run(fn, &c, pool2());
+                CHECK_MSG(same_bits(whole, whole2, no, NULL), "%s types %u/%u: 1 and 2 threads differ", isa_name(isas[ii]), at_kt, at_vt);
+                CHECK_MSG(same_bits(ro, whole, (size_t)nm * rowf, NULL), "%s types %u/%u: the mirrored rows are not the reference's",
+                          isa_name(isas[ii]), at_kt, at_vt);
+                const double e = rel_err(ro + nm * rowf, whole + nm * rowf, no - nm * rowf);
+                worst = fmax(worst, e);
+                CHECK_MSG(e <= 1e-5, "%s types %u/%u: the tiled rows are off by %.3g", isa_name(isas[ii]), at_kt, at_vt, e);
+                for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++)
+                    for (int t0 = 0; t0 < c.T; t0 += chunks[ci]) {
+                        const int n = c.T - t0 < chunks[ci] ? c.T - t0 : chunks[ci];
+                        AtCase s = {n, c.pos0 + t0, c.H, c.Hkv, c.d, c.q + t0 * rowf, c.k, c.v};
+                        float *o = at_run(fn, &s, ci % 2 == 0 ? pool2() : NULL);
+                        size_t w = 0;
+                        if (!same_bits(whole + t0 * rowf, o, (size_t)n * rowf, &w))
+                            bad++, CHECK_MSG(false, "%s types %u/%u: rows %d..%d in chunks of %d differ from the batch at row %zu",
+                                             isa_name(isas[ii]), at_kt, at_vt, t0, t0 + n - 1, chunks[ci], t0 + w / rowf);
+                        free(o);
+                    }
+                free(whole), free(whole2);
+            }
+            free(ro);
         }
-        free(ro);
+        if (!bad)
+            test_note("heads %d / %d, context %d..%d (tiled past %d), F32 / F16 / Q8_0+Q4_0 caches: alone = batch = chunks of "
+                      "2, 3, 4, 5 and 7, 1 and 2 threads; mirrored rows = reference bits, tiled within %.2e", c.H, c.Hkv,
+                      c.pos0 + 1, c.pos0 + c.T, ATTN_TILED_MIN_CTX, worst);
+        free(c.q), free(c.k), free(c.v);
     }
     at_mode = MATMUL_GGML, at_kt = FMT_F32, at_vt = FMT_F32;
-    if (!bad)
-        test_note("context %d..%d (tiled past %d), F32 / F16 / Q8_0+Q4_0 caches: alone = batch = chunks of 7 = of 4, 1 and 2 "
-                  "threads; mirrored rows = reference bits, tiled within %.2e", c.pos0 + 1, c.pos0 + c.T, ATTN_TILED_MIN_CTX, worst);
-    free(c.q), free(c.k), free(c.v);
 }

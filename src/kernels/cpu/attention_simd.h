@@ -22,7 +22,9 @@
  *   row's tiles are the same fixed blocks, keys it does not see add exact zeros (P = 0, α = 1), and its max, sum
  *   and output depend on its own scores only — so a query row gives the same bits alone, in a batch, in chunks
  *   or in a verify. F16 / Q8_0 / Q4_0 caches: each key / value tile is dequantized (tile_dequant, the bits of
- *   kv_v16) into the workspace first.
+ *   kv_v16) into the workspace first. An item of at most KT_MAXR rows (decode, short verifies) skips the
+ *   workspace tiles: its products read the cache directly (kt_products), prefetching the next tile, with the
+ *   same bits — at depth 32k decode is bound by the cache's latency, not its arithmetic.
  *
  * The op: the llama arithmetic mirrors below ATTN_TILED_MIN_CTX context positions (pos0 + T) and tiles from
  * there on (F32 caches); the fast arithmetic splits per query row — a row whose context is at most
@@ -323,6 +325,138 @@ static void tile_dequant(KvPtr p, int64_t stride, int n, int d, float *dst) {
     }
 }
 
+/* ---- few rows (decode, short verifies): the two products read the cache directly -----------------------------
+ * The same bits as the tile path (tile_dequant, transpose_pad, gemm_nn): a score is the fma chain over d, from
+ * zero, of Qs[m][d]·K[j][d] in d order, and an output element gemm_tile's chain over the keys from AL[m]·O — only
+ * the two 64-key tiles in the workspace go (decode's rows are few, so widening and transposing whole tiles
+ * through L2 cost more than the products: seq_bench attnkv). Keys are widened 16 × 16 at a time and transposed in
+ * L1; rows are taken KT_MR at a time (AVX-512: all of them, the keys split to keep 16 accumulators). */
+#if defined(__AVX512F__)
+#define KT_MAXR 16 /* rows the direct path takes (more: the tile path, which transposes a tile once for all) */
+#define KT_PAD(R) ((R) <= 4 ? 4 : (R) <= 8 ? 8 : 16) /* rows its register tiles compute */
+#else
+#define KT_MAXR 12
+#define KT_PAD(R) (((R) + 5) / 6 * 6)
+#endif
+
+/* S[m][j] (row stride TK) for m < MR, j < 16·NV: keys j ≥ nk read as zero */
+SIMD_INLINE void kt_scores(const int MR, const int NV, int nk, int d, const float *Qs, KvPtr k0, int64_t kstride,
+                           float *S, const uint32_t type) {
+    V16 acc[16][4];
+    float tmp[16 * 16] __attribute__((aligned(64))), bt[16 * 64] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[m][v] = v16_zero();
+    for (int c = 0; c < d; c += 16) {
+        for (int v = 0; v < NV; v++) { /* bt[dd][16v + r] = K[16v + r][c + dd] */
+            for (int r = 0; r < 16; r++) {
+                const KvPtr row = kv_at(k0, (16 * v + r) * kstride);
+                __builtin_prefetch(kv_addr(row, TK * kstride + c, type)); /* the next tile's key, one line ahead of use */
+                v16_store(tmp + 16 * r, 16 * v + r < nk ? kv_v16(row, c, type) : v16_zero());
+            }
+            v16_transpose16(tmp, 16, bt + 16 * v, 16 * NV);
+        }
+#pragma GCC unroll 16
+        for (int dd = 0; dd < 16; dd++) {
+            V16 b[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) b[v] = v16_load(bt + dd * 16 * NV + 16 * v);
+#pragma GCC unroll 16
+            for (int m = 0; m < MR; m++) {
+                const V16 x = v16_set1(Qs[m * d + c + dd]);
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) acc[m][v] = v16_fmadd(x, b[v], acc[m][v]);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) v16_store(S + m * TK + 16 * v, acc[m][v]);
+}
+
+/* the scores of rows [0, R) (R ≤ KT_MAXR) against keys [0, nk) of a tile (64 columns written) */
+SIMD_INLINE void kt_scores_rows(int R, int nk, int d, const float *Qs, KvPtr k0, int64_t kstride, float *S,
+                                const uint32_t type) {
+#if defined(__AVX512F__)
+    if (R <= 4)
+        kt_scores(4, 4, nk, d, Qs, k0, kstride, S, type);
+    else if (R <= 8)
+        for (int j = 0; j < TK; j += 32) kt_scores(8, 2, nk - j, d, Qs, kv_at(k0, j * kstride), kstride, S + j, type);
+    else
+        for (int j = 0; j < TK; j += 16) kt_scores(16, 1, nk - j, d, Qs, kv_at(k0, j * kstride), kstride, S + j, type);
+#else
+    for (int m = 0; m < R; m += 6)
+        for (int j = 0; j < TK; j += 16)
+            kt_scores(6, 1, nk - j, d, Qs + m * d, kv_at(k0, j * kstride), kstride, S + m * TK + j, type);
+#endif
+}
+
+/* O[m][:] = AL[m]·O[m][:] + Σ_{k < nk} P[m][k]·V[k][:] for m < R, gemm_nn's register tiles with B read from the
+ * cache (V[k] at kv_at(v0, k·vstride)) */
+SIMD_INLINE void kt_pv_tile(const int MR, const int NV, int nk, const float *P, KvPtr v0, int64_t vstride, float *O,
+                            int d, const float *AL, const uint32_t type) {
+    V16 acc[16][4];
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[m][v] = v16_mul(v16_set1(AL[m]), v16_load(O + m * d + 16 * v));
+    for (int k = 0; k < nk; k++) {
+        V16 b[4];
+        const KvPtr row = kv_at(v0, k * vstride);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) b[v] = kv_v16(row, 16 * v, type);
+        __builtin_prefetch(kv_addr(row, TK * vstride, type)); /* the next tile's value row */
+#pragma GCC unroll 16
+        for (int m = 0; m < MR; m++) {
+            const V16 x = v16_set1(P[m * TK + k]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[m][v] = v16_fmadd(x, b[v], acc[m][v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; m++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) v16_store(O + m * d + 16 * v, acc[m][v]);
+}
+
+/* all rows in one pass over the value rows on AVX-512 (rows padded to 4, 8 or 16: the caller zeroes the padding's
+ * P, O and AL), so a quantized tile is widened once; AVX2 takes 6 rows at a time */
+SIMD_INLINE void kt_pv_rows(int R, int nk, const float *P, KvPtr v0, int64_t vstride, float *O, int d,
+                            const float *AL, const uint32_t type) {
+#if defined(__AVX512F__)
+    const int MR = R <= 4 ? 4 : R <= 8 ? 8 : 16, NV = 16 / MR;
+    for (int n = 0; n < d; n += 16 * NV)
+        if (MR == 4) kt_pv_tile(4, 4, nk, P, kv_at(v0, n), vstride, O + n, d, AL, type);
+        else if (MR == 8) kt_pv_tile(8, 2, nk, P, kv_at(v0, n), vstride, O + n, d, AL, type);
+        else kt_pv_tile(16, 1, nk, P, kv_at(v0, n), vstride, O + n, d, AL, type);
+#else
+    for (int m = 0; m < R; m += 6)
+        for (int n = 0; n < d; n += 16) kt_pv_tile(6, 1, nk, P + m * TK, kv_at(v0, n), vstride, O + m * d + n, d, AL + m, type);
+#endif
+}
+
+/* the direct path per cache type (a constant in each copy) */
+static void kt_products(bool scores, int R, int nk, int d, const float *A, KvPtr p, int64_t stride, float *out,
+                        const float *AL) {
+#define KT_CASE(T)                                                                                                   \
+    case T:                                                                                                          \
+        if (scores) kt_scores_rows(R, nk, d, A, p, stride, out, T);                                                   \
+        else kt_pv_rows(R, nk, A, p, stride, out, d, AL, T);                                                         \
+        break
+    switch (p.type) {
+        KT_CASE(FMT_F16);
+        KT_CASE(FMT_Q8_0);
+        KT_CASE(FMT_Q4_0);
+    default:
+        if (scores) kt_scores_rows(R, nk, d, A, p, stride, out, FMT_F32);
+        else kt_pv_rows(R, nk, A, p, stride, out, d, AL, FMT_F32);
+        break;
+    }
+#undef KT_CASE
+}
+
 static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
     const TiledJob *job = ctx;
     const AttnArgs *a = job->a;
@@ -354,9 +488,18 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
                 const V16 sc = v16_set1(a->scale);
                 for (int i = 0; i < d; i += 16) v16_store(Qs + r * d + i, v16_mul(v16_load(q + i), sc));
             }
+        const bool direct = gemm && R <= KT_MAXR && d % 64 == 0; /* same bits as the tiles */
+        if (direct) /* the rows a register tile pads: zero Q, scores, O and rescale */
+            for (int r = R; r < KT_PAD(R); r++) {
+                memset(Qs + r * d, 0, sizeof(float) * (size_t)d);
+                memset(O + r * d, 0, sizeof(float) * (size_t)d);
+                AL[r] = 0.0f;
+            }
         for (int k0t = 0; k0t < n_end; k0t += TK) {
             const int bk = n_end - k0t < TK ? n_end - k0t : TK;
-            if (gemm && kf32) {
+            if (direct)
+                kt_products(true, R, bk, d, Qs, kv_at(k0, k0t * kv_stride), kv_stride, S, NULL);
+            else if (gemm && kf32) {
                 transpose_pad((const float *)k0.base + k0.i + k0t * kv_stride, kv_stride, bk, d, Kt, TK);
                 gemm_nn(R, (bk + 15) & ~15, d, Qs, d, Kt, TK, S, TK, INIT_ZERO, NULL, 0, 0.0f, -1, -1);
             } else if (gemm) {
@@ -392,7 +535,9 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
                 L[r] = L[r] * AL[r] + v16_hsum(sum);
                 M[r] = m_new;
             }
-            if (vf32)
+            if (direct && !vf32)
+                kt_products(false, R, bk, d, S, kv_at(v0, k0t * kv_stride), kv_stride, O, AL);
+            else if (vf32)
                 gemm_nn(R, d, bk, S, TK, (const float *)v0.base + v0.i + k0t * kv_stride, kv_stride, O, d, INIT_ROWSCALE, AL,
                         0, 0.0f, -1, -1);
             else {
