@@ -246,8 +246,8 @@ int dl_session_eval(DlSession *s, const int32_t *tokens, size_t n, DlError *err)
 /* Multimodal input: n positions of which the rows with is_embd[i] set take embd[i·n_embd …] instead of
  * tokens[i]'s embedding (an image's tokens from the vision encoder; tokens[i] stays a valid id, e.g. the image
  * pad token). pos_thw [n][3], or NULL: each row's (time, height, width) rotary positions for IMROPE models (text
- * rows p, p, p); afterwards the text continues at rotary position next_pos. CPU backend, one process, no
- * drafting. */
+ * rows p, p, p); afterwards the text continues at rotary position next_pos. Any backend (a device, -ngl
+ * stages); one process, no drafting. */
 int dl_session_eval_embd(DlSession *s, const int32_t *tokens, const float *embd, const uint8_t *is_embd,
                          const int32_t *pos_thw, size_t n, int next_pos, DlError *err);
 /* The rotary position the next token takes (dl_session_n_past for text-only timelines). */

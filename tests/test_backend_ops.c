@@ -409,7 +409,7 @@ static void run_row(Env *e, const void *ctx, float *out) {
     case OP_ROPE:
     case OP_IMROPE: {
         static const int sections[4] = {11, 11, 10, 0};
-        const RopeArgs r = {R, H, n, n - 16, (int64_t)H * n, 10000000.0f, 1.0f, c->op == OP_IMROPE ? sections : NULL};
+        const RopeArgs r = {R, H, n, n - 16, (int64_t)H * n, 10000000.0f, 1.0f, c->op == OP_IMROPE ? sections : NULL, false};
         vt->copy(be, y, a, NA * 4);
         vt->rope(be, y, idx, &r);
         break;
@@ -964,6 +964,138 @@ TEST(backend_ops, vision_ops) {
     }
     for (int op = 0; op < VIS_COUNT; op++) CHECK_MSG(seen[op], "op %s never compared", vis_names[op]);
     free(a), free(w), free(bias);
+    device_report();
+}
+
+/* ---- rope with (time, height, width) positions per row (RopeArgs.thw: an image's rows) ---------------------- */
+
+typedef struct ThwCase {
+    int R, H, d, n_rot;
+    const int *sections; /* NULL: NEOX (t only) */
+    const float *a;
+    const int32_t *thw; /* [R][3] */
+} ThwCase;
+
+/* rows of H heads of d with a gap of 5 floats (not written) */
+static size_t thw_floats(const ThwCase *c) { return (size_t)c->R * ((size_t)c->H * c->d + 5); }
+
+static void run_thw(Env *e, const void *ctx, float *out) {
+    const ThwCase *c = ctx;
+    const size_t no = thw_floats(c);
+    const BView y = put(e, c->a, no * 4), pos = put(e, c->thw, 3 * 4 * (size_t)c->R);
+    const RopeArgs r = {c->R, c->H, c->d, c->n_rot, (int64_t)c->H * c->d + 5, 10000000.0f, 1.0f, c->sections, true};
+    e->be->vt->rope(e->be, y, pos, &r);
+    float *h = get(e, y, no);
+    memcpy(out, h, no * 4);
+    free(h);
+}
+
+/* The axis of pair i (0 t, 1 h, 2 w, 3 the 4th section: angle 0), written from docs/VISION.md's rule */
+static int thw_axis(const int *sec, int i) {
+    if (!sec) return 0;
+    const int n = sec[0] + sec[1] + sec[2] + sec[3], s = i % n;
+    if (s % 3 == 0 && s < 3 * sec[0]) return 0;
+    if (s % 3 == 1 && s < 3 * sec[1]) return 1;
+    if (s % 3 == 2 && s < 3 * sec[2]) return 2;
+    return 3;
+}
+
+/* the reference backend's output against the definition in double: pair i of the first n_rot turns by
+ * pos[axis]·base^(−2i/n_rot); the float angle is built by i products (relative error ≲ (i + 1)·2⁻²⁴), hence the
+ * tolerance; the rest of each head and the gaps untouched. Counts how many pairs turned by the h or w axis. */
+static int check_thw_definition(const ThwCase *c, const float *y, int *hw_pairs) {
+    const int R = c->R, H = c->H, d = c->d, half = c->n_rot / 2;
+    const int64_t rs = (int64_t)H * d + 5;
+    int bad = 0;
+    *hw_pairs = 0;
+    for (int r = 0; r < R; r++) {
+        for (int h = 0; h < H; h++) {
+            const float *x = c->a + r * rs + h * d, *o = y + r * rs + h * d;
+            for (int i = 0; i < half; i++) {
+                const int ax = thw_axis(c->sections, i);
+                const double p = ax == 3 ? 0 : c->thw[3 * r + ax];
+                *hw_pairs += (ax == 1 || ax == 2) && h == 0;
+                const double th = p * pow(10000000.0, -2.0 * i / c->n_rot);
+                const double x0 = x[i], x1 = x[i + half], amp = fabs(x0) + fabs(x1);
+                const double tol = 1e-5 + amp * (4.0 * (i + 1) * 6e-8 * fabs(th) + 1e-6);
+                bad += fabs(o[i] - (x0 * cos(th) - x1 * sin(th))) > tol;
+                bad += fabs(o[i + half] - (x0 * sin(th) + x1 * cos(th))) > tol;
+            }
+            for (int i = c->n_rot; i < d; i++) bad += o[i] != x[i];
+        }
+        for (int i = 0; i < 5; i++) bad += y[r * rs + H * d + i] != c->a[r * rs + H * d + i];
+    }
+    return bad;
+}
+
+/* Every backend against the reference on odd shapes (host: bit for bit; a device: its NMSE bound), the reference
+ * against the definition; sections {11, 11, 10, 0} (Qwen3.5's: 32 pairs, the w section ending at pair 29) and
+ * {3, 3, 2, 4} over 20 pairs (wrapping at 12: pairs 8–11 and 20… in the 4th section, each axis's boundary crossed)
+ * and NEOX; positions with t, h and w apart, some past 4000 (the device's 2π reduction). Then on every backend
+ * rows with t = h = w = p give the one-position rope's bits at p (text rows of an image batch). */
+TEST(backend_ops, rope_thw) {
+    static const int qwen[4] = {11, 11, 10, 0}, small[4] = {3, 3, 2, 4};
+    static const struct {
+        int R, H, d, n_rot;
+        const int *sections;
+    } shapes[] = {{5, 3, 64, 64, qwen}, {7, 2, 80, 64, qwen}, {9, 3, 48, 40, small}, {3, 1, 38, 38, NULL}, {1, 4, 64, 64, qwen}};
+    float *a = frnd(NA, 3.0f);
+    int32_t thw[3 * 16];
+    for (int r = 0; r < 16; r++) { /* an image at p0 = 4 (y, x) = (r / 4, r % 4), a few rows far on */
+        const int p0 = r < 12 ? 4 : 4100 + 3 * r;
+        thw[3 * r] = p0, thw[3 * r + 1] = p0 + r / 4 + (r % 3), thw[3 * r + 2] = p0 + 2 * (r % 4) + 1;
+    }
+    bool compared = false;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const ThwCase tc = {shapes[i].R, shapes[i].H, shapes[i].d, shapes[i].n_rot, shapes[i].sections, a, thw};
+        REQUIRE(thw_floats(&tc) <= NA);
+        char what[64];
+        snprintf(what, sizeof what, "R=%d H=%d d=%d n_rot=%d %s", tc.R, tc.H, tc.d, tc.n_rot,
+                 tc.sections == qwen ? "[11,11,10,0]" : tc.sections ? "[3,3,2,4]" : "neox");
+        const size_t no = thw_floats(&tc);
+        compared |= over_backends("rope (thw)", what, MATMUL_GGML, NULL, 0, run_thw, &tc, no) > 0;
+        BeCase all[16];
+        backend_list(all, MATMUL_GGML);
+        Env e;
+        if (env_open(&e, &all[0], NULL, 0)) {
+            float *out = malloc(no * sizeof *out);
+            run_thw(&e, &tc, out);
+            int hw = 0;
+            const int bad = check_thw_definition(&tc, out, &hw);
+            CHECK_MSG(bad == 0, "rope (thw) %s: %d elements off the definition", what, bad);
+            CHECK_MSG(tc.sections ? hw > 0 : hw == 0, "rope (thw) %s: %d pairs on the h / w axes", what, hw);
+            free(out);
+        }
+        env_close(&e);
+    }
+    CHECK_MSG(compared, "rope (thw) never compared");
+    /* text rows: t = h = w = p through the thw form = the one-position form, bit for bit, on every backend */
+    BeCase cs[16];
+    const int nb = backend_list(cs, MATMUL_GGML);
+    int32_t p1[16], p3[3 * 16];
+    for (int r = 0; r < 16; r++) p1[r] = r < 12 ? 7 * r + 1 : 5000 + r, p3[3 * r] = p3[3 * r + 1] = p3[3 * r + 2] = p1[r];
+    for (int bi = 0; bi < nb; bi++) {
+        Env e;
+        if (!env_open(&e, &cs[bi], NULL, 0)) {
+            env_close(&e);
+            continue;
+        }
+        for (int si = 0; si < 2; si++) {
+            const int R = 13, H = 3, d = 64;
+            const size_t no = (size_t)R * H * d;
+            const BView y1 = put(&e, a, no * 4), y3 = put(&e, a, no * 4), q1 = put(&e, p1, sizeof p1), q3 = put(&e, p3, sizeof p3);
+            RopeArgs r = {R, H, d, 64, (int64_t)H * d, 10000000.0f, 1.0f, si ? qwen : NULL, false};
+            e.be->vt->rope(e.be, y1, q1, &r);
+            r.thw = true;
+            e.be->vt->rope(e.be, y3, q3, &r);
+            float *o1 = get(&e, y1, no), *o3 = get(&e, y3, no);
+            CHECK_MSG(!memcmp(o1, o3, no * 4), "%s %s: t = h = w = p is not the text rope's bits", cs[bi].label,
+                      si ? "imrope" : "neox");
+            free(o1), free(o3);
+        }
+        env_close(&e);
+    }
+    free(a);
     device_report();
 }
 

@@ -588,8 +588,8 @@ TEST(server_vision, base64_decoder) {
 }
 
 /* serve --vision-device: the image's logprobs with the encoder on each device = with it on the CPU backend (the
- * exact arithmetic; both through vision/vision_dev.h), within 1e-3; an unknown backend refused at start in one
- * line, and the option without --mmproj too. */
+ * exact arithmetic; both through vision/vision_dev.h), within 1e-3; serve --device: the text model on the device
+ * answers an image request; an unknown backend refused at start in one line, and the option without --mmproj too. */
 TEST(device, vision_server_on_the_device) {
     if (!strstr(image_formats(), "png")) return test_skip("PNG support not built");
     const VFiles *f = files();
@@ -623,6 +623,28 @@ TEST(device, vision_server_on_the_device) {
         else /* the option reaches the encoder: the fast path's embeddings are not the exact ones (1e-3·std apart; on
               * this random model the greedy tokens' logprobs then move by 0.3) */
             CHECK_MSG(n[0] == 6 && worst > 0, "the fast path gives the CPU backend's logprobs: --vision-device ignored?");
+    }
+    /* the text model on each device (the CPU encoder's fast path, as run nd + 1): the image request answered, its
+     * logprobs within 0.2 of the CPU's — the server takes no --arith, so the CPU runs its fast arithmetic, whose
+     * distance to F32 this is (measured 0.068 on lavapipe); the device's own bound (1e-3·std of the exact mode) is
+     * device/vision_text_model_on_the_device's */
+    for (int d = 0; d < nd && n[nd + 1] == 6; d++) {
+        ServerConfig c;
+        test_server_config(&c);
+        c.model_path = f->model, c.chat_template_file = NULL, c.chat_format = "qwen35", c.ctx_size = 1024;
+        c.mmproj = f->mmproj, c.backend = dv[d];
+        Server *s = test_server_start(&c);
+        if (!s) continue;
+        int st;
+        cJSON *r = post(server_port(s), "/v1/chat/completions", body, &st);
+        double lpd[16];
+        const int nl = r ? logprobs_of(choice0(r), lpd) : 0;
+        double worst = 0;
+        for (int k = 0; k < nl && k < 6; k++) worst = fmax(worst, fabs(lpd[k] - lp[nd + 1][k]));
+        test_note("text model on %s: %d logprobs, max |Δ logprob| against the CPU's fast arithmetic %.2g", dv[d], nl, worst);
+        CHECK_MSG(st == 200 && nl == 6 && worst < 0.2, "text model on %s: status %d, %d logprobs, max |Δ| %.3g", dv[d], st, nl, worst);
+        cJSON_Delete(r);
+        server_stop(s);
     }
     const char *bad_dev[] = {"nosuch", NULL};
     for (int i = 0; i < 2; i++) {

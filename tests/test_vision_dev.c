@@ -4,7 +4,9 @@
  * `device`: lavapipe here) the same embeddings within the device's F32 arithmetic — max |Δ| ≤ 1e-3·std of the
  * exact embeddings and NMSE ≤ 1e-8, the text model's device bound in the first and the backend-ops row ops' scale in
  * the second. Tiny synthetic towers (the `tiny` preset: 2 blocks of 32, 2 heads of 16, patch 4; and one of 2 heads of
- * 72 on 80 patches), F32 and F16 weights, with and without a deepstack merger. */
+ * 72 on 80 patches), F32 and F16 weights, with and without a deepstack merger. Also (group `device`) an image
+ * prompt's text side with the text model on each device, all of it or one stage of two (RopeArgs.thw), against the
+ * CPU's exact mode, through the library and `run --device`. */
 #include "test.h"
 #include "test_devices.h"
 
@@ -256,8 +258,9 @@ static bool vl_files(char *model, char *mmproj, char *png, size_t cap) {
 }
 
 /* the greedy continuation of an image prompt with the encoder on each device = with it on the CPU backend (the
- * exact arithmetic), in `run` and in `chat` (two pictures, one encoder); a device that is not there, or the
- * option without an image, refused in one line */
+ * exact arithmetic), in `run` and in `chat` (two pictures, one encoder); with the text model on each device
+ * (`--device`, and `-ngl 1`) = the CPU's exact path (`--exact`); a device that is not there, or the option without
+ * an image, refused in one line */
 TEST(device, vision_cli_run_on_the_device) {
     if (!cli_bin()) return test_skip("DELTALLM_BIN not set");
 #if DL_PNG
@@ -280,6 +283,29 @@ TEST(device, vision_cli_run_on_the_device) {
                   cpu_out, er ? er : "");
         if (out) test_note("%s: %s", dv[d], out);
         free(out), free(er);
+    }
+    /* the text model on the device (the encoder on the CPU's fast path in both): the CPU's exact path's text */
+    {
+        const char *tfmt = "run -m %s --mmproj %s --image %s %s -p 'Describe it.' -n 8 --temp 0 -t 1";
+        char *exact_out = NULL, dev[64];
+        er = NULL;
+        snprintf(args, sizeof args, tfmt, model, mp, png, "--exact");
+        rc = cli_run(args, NULL, &exact_out, &er);
+        CHECK_MSG(rc == 0 && exact_out && strstr(exact_out, "Describe it."), "--exact: rc %d: %s", rc, er ? er : "");
+        free(er);
+        for (int d = 0; exact_out && d < nd; d++)
+            for (int k = 0; k < 2; k++) {
+                char *out = NULL;
+                er = NULL;
+                snprintf(dev, sizeof dev, "--device %s%s", dv[d], k ? " -ngl 1" : "");
+                snprintf(args, sizeof args, tfmt, model, mp, png, dev);
+                rc = cli_run(args, NULL, &out, &er);
+                CHECK_MSG(rc == 0 && out && !strcmp(out, exact_out), "%s: rc %d, '%s' against the CPU exact path's '%s' (%s)", dev, rc,
+                          out ? out : "", exact_out, er ? er : "");
+                if (out) test_note("text model %s: %s", dev, out);
+                free(out), free(er);
+            }
+        free(exact_out);
     }
     /* chat: two pictures through one kept encoder (cli_vision_open at the first /image) */
     char in[1200], *chat_cpu = NULL;
@@ -390,4 +416,96 @@ TEST(device, vision_attention_past_llvmpipe_loop_limit) {
     }
     free(x), free(o);
     if (!nd) test_skip("no device backend can run here");
+}
+
+/* ---- the text model on the device for an image prompt ------------------------------------------------------------ */
+
+#include "cli/cli_image.h"
+#include "cli/logit_compare.h"
+#include "test_vision_oracle.h"
+
+/* The oracle's recorded image prompt (test_vision_oracle.h: the width-64 qwen35, the F32 projector, the up-scaled
+ * PNG; the image's embeddings encoded once, on the CPU) with the text model on each of `stages`: the logits after
+ * the prompt and after each of 2 tokens decoded after it (the positions past the image; a decode pass recorded, then
+ * replayed, on a device) into lg [3][V], those tokens the CPU's greedy ones (want, when given) or this run's (into
+ * got). */
+static bool image_prompt_logits(const char *model, const CliImage *img, const char *backend, bool exact, const DlStage *stages,
+                                int n_stages, float *lg, const int32_t *want, int32_t *got) {
+    int n1, n2;
+    const int32_t *c2, *c1 = test_vision_oracle_prompt(&n1, &c2, &n2);
+    if (!c1) return test_check(false, __FILE__, __LINE__, "oracle", "the recorded prompt is missing");
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = model, p.backend = backend, p.exact = exact, p.n_threads = 2, p.n_ctx = 256, p.n_batch = 64;
+    p.stages = stages, p.n_stages = n_stages;
+    DlError err = {{0}};
+    DlEngine *e = dl_engine_open(&p, &err);
+    if (!e) return test_check(false, __FILE__, __LINE__, "engine", "%s: %s", backend ? backend : stages[0].backend, err.msg);
+    DlSession *s = dl_session_new(e, &err);
+    const int V = dl_engine_info(e)->n_vocab;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n1 + 1 + n2));
+    memcpy(ids, c1, sizeof(int32_t) * (size_t)n1);
+    ids[n1] = dl_token_id(e, "<|image_pad|>");
+    memcpy(ids + n1 + 1, c2, sizeof(int32_t) * (size_t)n2);
+    size_t n_eval = 0;
+    bool ok = s && cli_image_eval(e, s, ids, (size_t)(n1 + 1 + n2), img, &n_eval, &err) == 0;
+    for (int k = 0; ok && k < 3; k++) {
+        const float *l = dl_session_logits(s);
+        memcpy(lg + (size_t)k * V, l, sizeof(float) * (size_t)V);
+        int32_t best = 0;
+        for (int i = 1; i < V; i++) best = l[i] > l[best] ? i : best;
+        got[k] = best;
+        if (k < 2) ok = dl_session_eval(s, want ? &want[k] : &best, 1, &err) == 0;
+    }
+    if (!ok) test_check(false, __FILE__, __LINE__, "image prompt", "%s: %s", backend ? backend : stages[0].backend, err.msg);
+    free(ids);
+    dl_session_free(s);
+    dl_engine_close(e);
+    return ok;
+}
+
+/* An image prompt with the text model on each device (the IMROPE rows' (time, height, width) positions through the
+ * backend's rope, RopeArgs.thw) against the CPU's exact mode: the logits of the prompt's last row and of 2 decoded
+ * tokens after it within 1e-3·std (the device suite's bound) and the same greedy tokens; also split in two stages
+ * both ways (the device first, as -ngl 1 puts it: the image rows embedded there; and the CPU first: the attention
+ * layer, the model's second, on the device). */
+TEST(device, vision_text_model_on_the_device) {
+#if DL_PNG
+    const char *dv[TEST_MAX_DEVICES];
+    const int nd = test_devices(dv, NULL);
+    const char *model, *mmproj, *png;
+    REQUIRE(test_vision_oracle_files(&model, &mmproj, &png));
+    DlEngineParams p;
+    dl_engine_params_init(&p);
+    p.model_path = model, p.n_threads = 2, p.n_ctx = 256;
+    DlError err = {{0}};
+    DlEngine *e = dl_engine_open(&p, &err);
+    REQUIRE_MSG(e, "%s", err.msg);
+    CliImage img = {0};
+    REQUIRE_MSG(cli_image_encode(e, mmproj, png, 2, &img, &err) == 0, "%s", err.msg);
+    const int V = dl_engine_info(e)->n_vocab;
+    dl_engine_close(e);
+    float *ref = malloc(sizeof(float) * 3 * (size_t)V), *got = malloc(sizeof(float) * 3 * (size_t)V);
+    int32_t t_ref[3], t_got[3];
+    REQUIRE(image_prompt_logits(model, &img, "cpu", true, NULL, 0, ref, NULL, t_ref));
+    for (int d = 0; d < nd; d++) {
+        const DlStage first[2] = {{dv[d], 1}, {"cpu", 0}}, second[2] = {{"cpu", 1}, {dv[d], 0}};
+        static const char *const how[3] = {"all on the device", "-ngl 1 (layer 0 on the device)", "layer 1 (attention) on the device"};
+        for (int k = 0; k < 3; k++) {
+            const bool ok = k == 0 ? image_prompt_logits(model, &img, dv[d], false, NULL, 0, got, t_ref, t_got)
+                                   : image_prompt_logits(model, &img, NULL, true, k == 1 ? first : second, 2, got, t_ref, t_got);
+            if (!ok) continue;
+            const LogitMetrics m = logits_compare(ref, got, 3, V, 1e-3);
+            test_note("%s, %s: 3 rows of %d logits, max |Δ| %.3g·std, greedy tokens %s", dv[d], how[k], V, m.max_rel,
+                      memcmp(t_ref, t_got, sizeof t_ref) ? "differ" : "identical");
+            CHECK_MSG(m.max_rel <= 1e-3 && m.nonfinite == 0, "%s, %s: max |Δ| %.3g·std (limit 1e-3)", dv[d], how[k], m.max_rel);
+            CHECK_MSG(!memcmp(t_ref, t_got, sizeof t_ref), "%s, %s: greedy tokens differ", dv[d], how[k]);
+        }
+    }
+    free(ref), free(got);
+    cli_image_free(&img);
+    if (!nd) test_skip("no device backend can run here");
+#else
+    test_skip("PNG support not built");
+#endif
 }

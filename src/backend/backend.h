@@ -163,11 +163,15 @@ typedef struct MoeArgs {
 } MoeArgs;
 #define MOE_WORK_INTS(R, k, n_expert) (5 * (size_t)(R) * (size_t)(k) + 6 * (size_t)(n_expert) + 64)
 
+/* rope's positions: int32 [rows] (one position per row: text), or with thw int32 [rows][3], each row's own (time,
+ * height, width) for IMROPE's three axes (an image's tokens: kernels/ops.h op_rope_thw; a row with t = h = w = p
+ * gets op_rope's bits at p; without sections NEOX at t) */
 typedef struct RopeArgs {
     int rows, heads, d, n_rot;
     int64_t row_stride; /* floats between rows; heads are d apart */
     float base, freq_scale;
     const int *sections; /* 4 ints (IMROPE), or NULL (NEOX) */
+    bool thw;            /* positions [rows][3] (t, h, w) instead of [rows] */
 } RopeArgs;
 
 /* A gated-attention layer's q and k after the projections in one op (optional: BackendVt.attn_prep), with the
@@ -181,7 +185,7 @@ typedef struct AttnPrepArgs {
     float eps;
     const Weight *q_norm, *k_norm;
     BView qg, qa, ka, va, pos, k_cache, v_cache;
-    RopeArgs rope; /* rows, heads and row_stride are not read */
+    RopeArgs rope; /* rows, heads and row_stride are not read; a backend declines rope.thw (images) */
     BView rows_at;
 } AttnPrepArgs;
 
@@ -285,7 +289,7 @@ typedef struct BackendVt {
     bool (*attn_prep)(Backend *be, const AttnPrepArgs *a);
     /* out = rmsnorm(o)·w·silu(z) over rows vectors of n (z consumed: it holds silu(z) afterwards) */
     void (*gated_norm)(Backend *be, BView o, BView z, const Weight *w, int rows, int n, float eps, BView out);
-    void (*rope)(Backend *be, BView x, BView pos, const RopeArgs *a); /* pos: int32 per row */
+    void (*rope)(Backend *be, BView x, BView pos, const RopeArgs *a); /* pos: int32 per row, or [rows][3] (a->thw) */
     /* cache rows row0 … row0 + T − 1 of the K (v false) or V (v true) cache ← src [T][width] F32, rounded to the
      * cache's type (Backend.kv_k / kv_v; width a multiple of 32 for the block types) */
     void (*kv_append)(Backend *be, BView cache, int row0, BView src, int T, int width, bool v);

@@ -25,7 +25,7 @@ static void usage(void) {
            "  --chat                   wrap the prompt in the model's chat template (user turn + assistant prompt)\n"
            "  -cnv, --conversation     interactive multi-turn chat (the same as `deltallm chat`)\n"
            "  --mmproj FILE --image F  an image (PNG or JPEG) before the prompt, through the vision projector FILE\n"
-           "                           (llama.cpp's Qwen3.5 mmproj: qwen3vl_merger); CPU backend\n"
+           "                           (llama.cpp's Qwen3.5 mmproj: qwen3vl_merger); the text model on any --device\n"
            "  --vision-device NAME     run the vision encoder on that backend (vulkan[:N], cpu, ref; F32 arithmetic)\n"
            "                           instead of the CPU encoder's fast path\n"
            "%s%s%s"

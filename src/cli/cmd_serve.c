@@ -31,7 +31,7 @@ static void usage(void) {
            "  --api-key-file FILE      the same, the keys read from FILE, one per line (whitespace trimmed)\n"
            "  --alias NAME             model id reported by the API (default: the file name)\n"
            "  --mmproj FILE            vision projector (llama.cpp's Qwen3.5 mmproj): chat requests may hold images\n"
-           "                           (image_url data URLs, input_image, Anthropic base64 image blocks); CPU backend\n"
+           "                           (image_url data URLs, input_image, Anthropic base64 image blocks)\n"
            "  --vision-device NAME     run the vision encoder on that backend (vulkan[:N], cpu, ref; F32 arithmetic)\n"
            "  --chat-template-file F   use this chat template instead of the GGUF's\n"
            "  --chat-format NAME       force the chat format: chatml, qwen3, qwen3-coder, qwen35\n"

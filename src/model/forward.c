@@ -136,7 +136,7 @@ Forward *forward_new(const Model *m, const ForwardOptions *o, Err *err) {
         {&b->mg, fused_moe ? kE * Fe : 0, false, F},                {&b->mu, fused_moe ? kE * Fe : 0, false, F},
         {&b->mwork, moe_work, true, P},
         {&b->ids, 1, false, P},       {&b->pos, 1, false, P},       {&b->hrows, 1, false, P},
-        {&b->kvrow, 1, false, P},
+        {&b->kvrow, 1, false, P},     {&b->thw, 3, false, P},
     };
     const size_t n_specs = sizeof specs / sizeof specs[0];
     /* offsets: the pass's buffers first, then one region that each part's buffers take from its start */
@@ -317,14 +317,10 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
             h->kvrow[r] = seqs[s].state->n_past + t;
         }
     f->thw_on = f->mm.pos_thw != NULL;
-    if (f->thw_on) { /* multi-axis positions (images): the host rope of layer_attention.c reads them */
-        BView probe;
-        if (!f->be->vt->wrap_host(f->be, h->thw, sizeof(int32_t), &probe))
-            return err_set(err, "image positions need a host backend (the CPU), not %s", forward_ops_name(f));
+    if (f->thw_on) /* multi-axis positions (images), uploaded to b.thw below for the rope (RopeArgs.thw) */
         for (int s = 0, r = 0; s < n_seqs; s++)
             for (int t = 0; t < seqs[s].n_tokens; t++, r++)
                 for (int k = 0; k < 3; k++) h->thw[3 * r + k] = s == 0 ? f->mm.pos_thw[3 * t + k] : h->pos[r];
-    }
     Backend *be = f->be;
     if (f->prof.enabled) fwd_prof_begin(f);
     fwd_count_begin(f);
@@ -332,6 +328,7 @@ int forward_begin(Forward *f, const BatchSeq *seqs, int n_seqs, Err *err) {
     be->vt->upload(be, f->b.ids, h->ids, sizeof(int32_t) * (size_t)rows);
     be->vt->upload(be, f->b.pos, h->pos, sizeof(int32_t) * (size_t)rows);
     if (f->rows_on) be->vt->upload(be, f->b.kvrow, h->kvrow, sizeof(int32_t) * (size_t)rows);
+    if (f->thw_on) be->vt->upload(be, f->b.thw, h->thw, 3 * sizeof(int32_t) * (size_t)rows);
     if (f->dump && n_seqs == 1) dump_begin_ubatch(f->dump, seqs[0].state->n_past, rows);
     return 0;
 }

@@ -49,6 +49,7 @@ typedef struct Bufs {
     BView head;    /* [max_out][n_vocab] logits staging (several sequences, or a device: the head in chunks); its own buffer */
     BView ids;     /* int32 [R] token ids */
     BView pos;     /* int32 [R] positions */
+    BView thw;     /* int32 [R][3] (time, height, width) positions of a batch with images (thw_on) */
     BView kvrow;   /* int32 [R] cache rows (its sequence's n_past + t; a device reads them: forward_graph.c) */
     BView hrows;   /* int32 [R] rows that want logits */
 } Bufs;
@@ -144,7 +145,7 @@ struct Forward {
 
     Bufs b;
     HostIdx hx;
-    bool thw_on; /* this batch's rope takes hx.thw (images) */
+    bool thw_on; /* this batch's rope takes b.thw, uploaded from hx.thw (images) */
     BatchMM mm;  /* forward_set_mm: the next batch's first sequence's image rows */
     BBuf *mem; /* all buffers */
     void *host_mem;

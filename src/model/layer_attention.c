@@ -7,24 +7,6 @@
 #include "model/forward_internal.h"
 
 #include <math.h>
-#include <stdlib.h>
-
-/* IMROPE with each row's own (time, height, width) positions (an image's tokens), through host memory */
-static void rope_thw_rows(Forward *f, BView x, int R, int heads, int D, int stride, const int *sections) {
-    const ModelConfig *c = &f->m->cfg;
-    const size_t bytes = sizeof(float) * (size_t)R * (size_t)stride;
-    float *h = malloc(bytes);
-    ASSERT(h);
-    f->be->vt->download(f->be, h, x, bytes);
-    for (int r = 0; r < R; r++) {
-        const int32_t *p = f->hx.thw + 3 * r;
-        for (int k = 0; k < heads; k++)
-            op_rope_thw(h + (int64_t)r * stride + (int64_t)k * D, c->n_rot, p[0], p[1], p[2], c->rope_base,
-                        c->rope_freq_scale, sections);
-    }
-    f->be->vt->upload(f->be, x, h, bytes);
-    free(h);
-}
 
 void layer_attention(Forward *f, Bufs *b, int il) {
     const Model *m = f->m;
@@ -46,11 +28,13 @@ void layer_attention(Forward *f, Bufs *b, int il) {
      * nothing dumped: norms, RoPE and the cache stores in one op) */
     const VecSet qs = {R, H, D, 2 * HD, 2 * D, HD, D}, ks = {R, Hkv, D, KVD, D, KVD, D};
     const int *sections = c->rope_imrope ? c->rope_sections : NULL;
-    const RopeArgs rq = {R, H, D, c->n_rot, HD, c->rope_base, c->rope_freq_scale, sections};
-    const RopeArgs rk = {R, Hkv, D, c->n_rot, KVD, c->rope_base, c->rope_freq_scale, sections};
-    const bool fused = !fwd_dumping(f, il) && !f->thw_on; /* images: their positions go through the host rope */
+    /* a batch with images: every row's (time, height, width) from b.thw (text rows p, p, p: the same bits) */
+    const RopeArgs rq = {R, H, D, c->n_rot, HD, c->rope_base, c->rope_freq_scale, sections, f->thw_on};
+    const RopeArgs rk = {R, Hkv, D, c->n_rot, KVD, c->rope_base, c->rope_freq_scale, sections, f->thw_on};
+    const BView rpos = f->thw_on ? b->thw : b->pos;
+    const bool fused = !fwd_dumping(f, il);
     bool prepared = false;
-    if (fused && be->vt->attn_prep && f->n_seqs == 1) {
+    if (fused && !f->thw_on && be->vt->attn_prep && f->n_seqs == 1) { /* images: the rope unfused (rare batches) */
         /* the cache rows from b->kvrow on a device that reads them there (a recorded pass replays at later rows) */
         const SeqState *st = f->seqs[0].state;
         const int64_t row0 = f->rows_on ? 0 : (int64_t)st->n_past * KVD;
@@ -64,12 +48,9 @@ void layer_attention(Forward *f, Bufs *b, int il) {
     fwd_dump(f, "Qcur_normed", il, b->qa, D, H, R, 1);
     fwd_dump(f, "Kcur_normed", il, b->ka, D, Hkv, R, 1);
 
-    if (!prepared && f->thw_on) { /* images: (time, height, width) positions per row, on the host (forward_begin checked) */
-        rope_thw_rows(f, b->qa, R, H, D, HD, sections);
-        rope_thw_rows(f, b->ka, R, Hkv, D, KVD, sections);
-    } else if (!prepared) {
-        be->vt->rope(be, b->qa, b->pos, &rq);
-        be->vt->rope(be, b->ka, b->pos, &rk);
+    if (!prepared) {
+        be->vt->rope(be, b->qa, rpos, &rq);
+        be->vt->rope(be, b->ka, rpos, &rk);
     }
     for (int s = 0; s < f->n_seqs && !prepared; s++) {
         fwd_graph_spoil(f); /* the row from the host: this pass cannot be replayed at another */

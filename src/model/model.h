@@ -219,7 +219,8 @@ typedef struct BatchSeq {
 /* Multimodal input for the next batch's first sequence (images: src/vision/), set before forward_begin and
  * cleared by forward_end. embd [n_tokens][n_embd]: the rows where embd_row[t] is set (every row when
  * embd_row is NULL) come from here instead of the token embedding. pos_thw [n_tokens][3], or NULL: each token's
- * (time, height, width) rotary positions for IMROPE (text tokens p, p, p); a host backend only. */
+ * (time, height, width) rotary positions for IMROPE (text tokens p, p, p), uploaded like the positions and applied by
+ * the backend's rope (RopeArgs.thw) on any backend. */
 typedef struct BatchMM {
     const float *embd;
     const uint8_t *embd_row;

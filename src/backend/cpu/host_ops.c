@@ -143,8 +143,15 @@ static void rope_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
     const RopeJob *j = ctx;
     const RopeArgs *a = j->a;
     for (int64_t r = r0; r < r1; r++)
-        for (int h = 0; h < a->heads; h++)
-            op_rope(j->x + r * a->row_stride + (int64_t)h * a->d, a->n_rot, j->pos[r], a->base, a->freq_scale, a->sections);
+        for (int h = 0; h < a->heads; h++) {
+            float *x = j->x + r * a->row_stride + (int64_t)h * a->d;
+            if (a->thw) { /* an image's rows: (time, height, width) */
+                const int32_t *p = j->pos + 3 * r;
+                op_rope_thw(x, a->n_rot, p[0], p[1], p[2], a->base, a->freq_scale, a->sections);
+            } else {
+                op_rope(x, a->n_rot, j->pos[r], a->base, a->freq_scale, a->sections);
+            }
+        }
 }
 
 static void h_rope(Backend *be, BView xv, BView posv, const RopeArgs *a) {

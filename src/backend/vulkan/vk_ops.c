@@ -148,7 +148,7 @@ static void v_gated_norm(Backend *be, BView o, BView z, const Weight *w, int row
 
 typedef struct RopePush {
     uint64_t x, pos;
-    uint32_t rows, heads, d, n_rot, row_stride, imrope;
+    uint32_t rows, heads, d, n_rot, row_stride, flags; /* 1 IMROPE, 2 (t, h, w) positions */
     float theta_scale, freq_scale;
     int32_t s[4];
 } RopePush;
@@ -156,12 +156,12 @@ typedef struct RopePush {
 static void v_rope(Backend *be, BView x, BView pos, const RopeArgs *a) {
     VkBackend *b = vkb(be);
     RopePush p = {va(x), va(pos), (uint32_t)a->rows, (uint32_t)a->heads, (uint32_t)a->d, (uint32_t)a->n_rot,
-                  (uint32_t)a->row_stride, a->sections != NULL, powf(a->base, -2.0f / (float)a->n_rot), a->freq_scale,
-                  {0, 0, 0, 0}};
+                  (uint32_t)a->row_stride, (a->sections != NULL) | (a->thw ? 2u : 0u), powf(a->base, -2.0f / (float)a->n_rot),
+                  a->freq_scale, {0, 0, 0, 0}};
     for (int i = 0; a->sections && i < 4; i++) p.s[i] = a->sections[i];
     const uint32_t pairs = (uint32_t)(a->n_rot / 2) * (uint32_t)a->heads;
     const VkAcc acc[2] = {acc_w(x, span((uint64_t)a->rows, (uint64_t)a->row_stride, 1, 0, (uint64_t)a->heads * (uint64_t)a->d)),
-                          acc_r(pos, 4 * (uint64_t)a->rows)};
+                          acc_r(pos, (a->thw ? 12 : 4) * (uint64_t)a->rows)};
     vks_dispatch_acc(b, vk_pipe(b->d, VK_ROPE), &p, sizeof p, (pairs + 63) / 64, cap65535((uint64_t)a->rows), 1, acc, 2);
 }
 

@@ -249,7 +249,7 @@ _Static_assert(sizeof(AttnPrepPush) <= VK_PUSH_BYTES && sizeof(AttnPush) <= VK_P
 static bool v_attn_prep(Backend *be, const AttnPrepArgs *a) {
     VkBackend *b = vkb(be);
     const RopeArgs *r = &a->rope;
-    if (a->d > 512 || r->n_rot > a->d || r->n_rot % 2) return false;
+    if (a->d > 512 || r->n_rot > a->d || r->n_rot % 2 || r->thw) return false; /* images: the unfused rope */
     AttnPrepPush p = {va(a->qg), va(a->qa), va(a->ka), va(a->va), va(a->k_cache), va(a->v_cache),
                       va(vk_weight(b, a->q_norm, -1)), va(vk_weight(b, a->k_norm, -1)), va(a->pos), (uint32_t)a->rows,
                       (uint32_t)a->n_head, (uint32_t)a->n_head_kv, (uint32_t)a->d, (uint32_t)r->n_rot, r->sections != NULL,
