@@ -380,6 +380,8 @@ static void build_vt(void) {
     vt_unfused = *vt;
     vt_unfused.matmul_add = NULL;
     vt_unfused.matmul_add_gated = NULL;
+    vt_unfused.matmul_add_sigmoid = NULL;
+    vt_unfused.moe_ffn_combine = NULL;
     vt_unfused.matmul_swiglu = NULL;
     vt_unfused.dn_prep = NULL;
     vt_unfused.dn_prep_scan = NULL;
