@@ -158,10 +158,16 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
                         CHECK_MSG(4 * a.layer_barriers <= 3 * a.layer_dispatches, "%s: %.2f barriers per layer", names[i],
                                   (double)a.layer_barriers / ls);
                     }
-                    if (i >= 2) /* MoE (3 delta-net layers, 1 attention): 18 per layer before the down + combine and
-                                   the shared expert's down + gate + residual (4 dispatches fewer per layer) */
-                        CHECK_MSG(a.layer_dispatches <= 14 * a.layer_steps, "%s: %.2f dispatches per layer", names[i],
-                                  (double)a.layer_dispatches / ls);
+                    if (i >= 2) { /* MoE (every layer): 18 per layer with the down + combine and the shared expert's
+                                     down + gate + residual unmerged (moefuse=0: the same bits), 4 fewer merged */
+                        DevCounts c = {0};
+                        float *z = run(m, "moefuse=0", ids, T, step, &c);
+                        CHECK_MSG(z && memcmp(x, z, bytes) == 0, "%s: moefuse=0 logits differ", names[i]);
+                        CHECK_MSG(a.layer_dispatches <= 14 * a.layer_steps && c.layer_dispatches == a.layer_dispatches + 4 * a.layer_steps,
+                                  "%s: %.2f dispatches per layer (moefuse=0: %.2f)", names[i], (double)a.layer_dispatches / ls,
+                                  (double)c.layer_dispatches / ls);
+                        free(z);
+                    }
                     CHECK(b.passes == T - 1 && a.passes == T - 1);
                     /* without attn_prep the cache row comes from the host (kv_append): never replayed */
                     CHECK(b.replays == 0 && b.recorded == b.dispatches);

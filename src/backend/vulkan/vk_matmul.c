@@ -151,7 +151,7 @@ static bool v_matmul_add_gated(Backend *be, const MatArgs *a, BView z, const Wei
 static bool v_matmul_add_sigmoid(Backend *be, const MatArgs *a, BView g, BView res) {
     VkBackend *b = vkb(be);
     const Weight *w = a->w;
-    if (a->T <= 0 || pick(b, w, a->T) != K_VEC || a->data || a->o1 > 0 || a->x_norm) return false;
+    if (b->moe_fuse_off || a->T <= 0 || pick(b, w, a->T) != K_VEC || a->data || a->o1 > 0 || a->x_norm) return false;
     const uint64_t x = va(a->x), T = (uint64_t)a->T;
     const uint32_t flags = MM_SIGADD | (x % 16 == 0 && w->cols % 4 == 0 ? MM_XV4 : 0);
     const MatPush p = {va(vk_weight(b, w, a->expert)), x, va(a->y), 0, 0, 0, tab_addr(b), 0, (uint32_t)w->cols,
@@ -229,14 +229,15 @@ static void expert_product(VkBackend *b, Kind k, const Weight *w, uint64_t x, ui
  * items (indirect dispatches). With wt (moe_ffn_combine) the down product is instead one workgroup per row over
  * its k experts, writing Σ_s wt·down in slot order to out (MM_COMBINE): taken where the vector kernel is picked, at
  * most VK_VEC_TOKENS rows and k ≤ VK_VEC_TOKENS (decode; a larger batch would read an expert's rows once per row
- * routed to it instead of once per work item); else false, nothing recorded. */
+ * routed to it instead of once per work item) and not tuned off (moefuse=0); else false, nothing recorded. */
 static bool moe_ffn(VkBackend *b, const MoeArgs *a, const BView *wt, BView out) {
     const uint32_t n = (uint32_t)a->R * (uint32_t)a->k, nE = (uint32_t)a->n_expert;
     const uint32_t E = (uint32_t)a->gate->cols, F = (uint32_t)a->gate->rows;
     ASSERT(a->down->cols == F && a->down->rows == E);
     /* tokens per expert on average decide the kernel (every expert's items have the same tile) */
     const Kind k = pick(b, a->gate, (int64_t)n / (nE ? nE : 1) >= 16 ? a->R : 1);
-    if (wt && (k != K_VEC || a->R > VK_VEC_TOKENS || a->k > VK_VEC_TOKENS || a->k < 1 || nE > 1024)) return false;
+    if (wt && (b->moe_fuse_off || k != K_VEC || a->R > VK_VEC_TOKENS || a->k > VK_VEC_TOKENS || a->k < 1 || nE > 1024))
+        return false;
     if (nE > 1024) {
         vks_fail(b, "an MoE layer of %u experts: the Vulkan backend takes at most 1024", nE);
         return true;
