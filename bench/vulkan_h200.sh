@@ -301,6 +301,12 @@ one() {
         DELTALLM_VK_TUNE=prepscan=0 $B/deltallm bench $files -p 0 -n "$TG" -r 1 --device vulkan --json \
             >"$WORK/deltallm-noprepscan.json" 2>/dev/null || true
         cat "$WORK/deltallm-noprepscan.json" 2>/dev/null || true
+        if [ -f "$WORK/b4.gguf" ]; then
+            say "MoE decode with the down + combine and the shared expert's down + gate + residual unmerged (moefuse=0), b4"
+            DELTALLM_VK_TUNE=moefuse=0 $B/deltallm bench -m "$WORK/b4.gguf" -p 0 -n "$TG" -r 1 --device vulkan --json \
+                >"$WORK/deltallm-nomoefuse.json" 2>/dev/null || true
+            cat "$WORK/deltallm-nomoefuse.json" 2>/dev/null || true
+        fi
     else say "skipped the tensor-core-off prefill and the profile ($(left) s left)"; fi
     echo "one: done; now run 'two' on this machine at once"
 }

@@ -786,6 +786,162 @@ TEST(backend_ops, moe_ffn_fused_experts) {
     device_report();
 }
 
+/* The decode fusions of an MoE layer on a device (optional ops; a backend without them is not a case):
+ * moe_ffn_combine — the experts' down products summed with the routing weights in slot order by one workgroup per
+ * row — against the reference's one-row products and the combine in C (NMSE), and bit for bit against the same
+ * backend's moe_ffn + moe_combine; k = 1 … 8 experts per row, 1 … 4 rows sharing experts in other slot orders
+ * (k distinct per row, 10 experts), down rows not a multiple of the kernel's 16 (72) and K-quant rows (256). */
+TEST(backend_ops, moe_ffn_combine_decode) {
+    static const struct {
+        uint32_t gu, down;
+        int E, F;
+    } sets[] = {{FMT_F16, FMT_Q8_0, 72, 96}, {FMT_Q4_K, FMT_Q6_K, 256, 256}};
+    const int nE = 10;
+    BeCase cs[16];
+    const int nb = backend_list(cs, MATMUL_EXACT);
+    for (size_t si = 0; si < 2; si++) {
+        const int E = sets[si].E, F = sets[si].F;
+        void *mg, *mu, *md;
+        Weight w[3] = {mat(sets[si].gu, E, F, nE, &mg), mat(sets[si].gu, E, F, nE, &mu), mat(sets[si].down, F, E, nE, &md)};
+        w[1].id = 1, w[2].id = 2;
+        for (int i = 1; i < nb; i++) {
+            Env e;
+            if (!env_open(&e, &cs[i], w, 3) || !e.be->vt->moe_ffn_combine) {
+                env_close(&e);
+                continue;
+            }
+            double worst = 0;
+            int taken = 0, bitwise = 0;
+            for (int k = 1; k <= 8; k++)
+                for (int R = 1; R <= 4; R++) {
+                    const size_t n = (size_t)R * k;
+                    float *x = frnd((size_t)R * E, 1.0f), *wt = frnd(n, 1.0f), *eo = malloc(sizeof(float) * n * E);
+                    float *ref = malloc(sizeof(float) * (size_t)R * E);
+                    int32_t sel[32];
+                    for (int t = 0; t < R; t++) /* row t: experts t … t + k − 1, every other row in reverse */
+                        for (int j = 0; j < k; j++) sel[t * k + j] = (t + (t % 2 ? k - 1 - j : j)) % nE;
+                    moe_reference(&cs[0], w, x, sel, R, k, E, F, eo);
+                    for (int t = 0; t < R; t++)
+                        for (int c = 0; c < E; c++) {
+                            float acc = eo[(size_t)t * k * E + c] * wt[t * k];
+                            for (int j = 1; j < k; j++) acc += eo[((size_t)t * k + j) * E + c] * wt[t * k + j];
+                            ref[(size_t)t * E + c] = acc;
+                        }
+                    e.at = 0;
+                    const BView wv = put(&e, wt, 4 * n), out = put(&e, NULL, sizeof(float) * (size_t)R * E),
+                                out2 = put(&e, NULL, sizeof(float) * (size_t)R * E);
+                    const MoeArgs a = {&w[0], &w[1], &w[2], put(&e, x, sizeof(float) * (size_t)R * E), put(&e, sel, 4 * n),
+                                       put(&e, NULL, sizeof(float) * n * E), put(&e, NULL, sizeof(float) * n * F),
+                                       put(&e, NULL, sizeof(float) * n * F), put(&e, NULL, 4 * MOE_WORK_INTS(R, k, nE)), R,
+                                       k, nE};
+                    const bool done = e.be->vt->moe_ffn_combine(e.be, &a, wv, out);
+                    e.be->vt->moe_ffn(e.be, &a);
+                    e.be->vt->moe_combine(e.be, out2, a.eo, wv, R, k, E);
+                    Err err = {{0}};
+                    CHECK_MSG(e.be->vt->wait(e.be, &err) == 0, "%s: %s", cs[i].label, err.msg);
+                    char what[48];
+                    snprintf(what, sizeof what, "%s k=%d R=%d", format_get(sets[si].down)->name, k, R);
+                    CHECK_MSG(done, "%s: moe_ffn_combine declined %s (decode: vector kernel, R, k <= 8)", cs[i].label, what);
+                    if (done) {
+                        taken++;
+                        float *y = get(&e, out, (size_t)R * E), *y2 = get(&e, out2, (size_t)R * E);
+                        cs[i].nmse = device_bound_for(e.be, "moe_ffn", what, MATMUL_EXACT);
+                        same("moe_ffn_combine", what, &cs[i], ref, y, (size_t)R * E);
+                        const bool eq = memcmp(y, y2, sizeof(float) * (size_t)R * E) == 0;
+                        bitwise += eq;
+                        CHECK_MSG(eq, "%s %s: moe_ffn_combine differs from moe_ffn + moe_combine", cs[i].label, what);
+                        double num = 0, den = 0;
+                        for (size_t j = 0; j < (size_t)R * E; j++)
+                            num += ((double)y[j] - ref[j]) * ((double)y[j] - ref[j]), den += (double)ref[j] * ref[j];
+                        if (den > 0 && num / den > worst) worst = num / den;
+                        free(y), free(y2);
+                    }
+                    free(x), free(wt), free(eo), free(ref);
+                }
+            test_note("%s, %s experts: %d cases (k 1-8, 1-4 rows) taken, worst NMSE against the reference %.3g, %d bit "
+                      "for bit against moe_ffn + moe_combine",
+                      cs[i].label, format_get(sets[si].down)->name, taken, worst, bitwise);
+            env_close(&e);
+        }
+        free(mg), free(mu), free(md);
+    }
+    device_report();
+}
+
+/* matmul_add_sigmoid (the shared expert's down with its σ-gated add and the residual in the epilogue) against the
+ * reference's product with y + d·σ(g) and res + y in C (NMSE), and bit for bit against the same backend's matmul,
+ * sigmoid, add_scaled and add; 1 … 4 rows, with and without the residual, rows not a multiple of 16 */
+TEST(backend_ops, matmul_add_sigmoid) {
+    static const struct {
+        uint32_t type;
+        int cols, rows;
+    } sets[] = {{FMT_Q8_0, 96, 72}, {FMT_Q4_K, 256, 40}};
+    BeCase cs[16];
+    const int nb = backend_list(cs, MATMUL_EXACT);
+    for (size_t si = 0; si < 2; si++) {
+        const int C = sets[si].cols, N = sets[si].rows;
+        void *mw;
+        Weight w = mat(sets[si].type, C, N, 0, &mw);
+        for (int i = 1; i < nb; i++) {
+            Env e, r;
+            if (!env_open(&e, &cs[i], &w, 1) || !e.be->vt->matmul_add_sigmoid) {
+                env_close(&e);
+                continue;
+            }
+            REQUIRE(env_open(&r, &cs[0], &w, 1));
+            for (int T = 1; T <= 4; T++)
+                for (int with_res = 0; with_res < 2; with_res++) {
+                    const size_t ny = (size_t)T * N;
+                    float *x = frnd((size_t)T * C, 1.0f), *g = frnd((size_t)T, 3.0f), *y0 = frnd(ny, 1.0f), *r0 = frnd(ny, 1.0f);
+                    /* the reference: the product on the reference backend, the epilogue in C */
+                    r.at = 0;
+                    const BView rx = put(&r, x, sizeof(float) * (size_t)T * C), ry = put(&r, NULL, sizeof(float) * ny);
+                    r.be->vt->matmul(r.be, &(MatArgs){&w, -1, NULL, 0, 0, rx, ry, T, NULL, 0});
+                    float *d = get(&r, ry, ny), *ref = malloc(sizeof(float) * ny * 2);
+                    for (int t = 0; t < T; t++)
+                        for (int c = 0; c < N; c++) {
+                            const size_t j = (size_t)t * N + c;
+                            ref[j] = y0[j] + d[j] * (1.0f / (1.0f + expf(-g[t])));
+                            ref[ny + j] = with_res ? r0[j] + ref[j] : r0[j];
+                        }
+                    e.at = 0;
+                    const BView ex = put(&e, x, sizeof(float) * (size_t)T * C), eg = put(&e, g, 4 * (size_t)T),
+                                ey = put(&e, y0, 4 * ny), er = put(&e, r0, 4 * ny);
+                    const BView fg = put(&e, g, 4 * (size_t)T), fy = put(&e, y0, 4 * ny), fr = put(&e, r0, 4 * ny),
+                                ft = put(&e, NULL, 4 * ny);
+                    const bool done = e.be->vt->matmul_add_sigmoid(e.be, &(MatArgs){&w, -1, NULL, 0, 0, ex, ey, T, NULL, 0}, eg,
+                                                                   with_res ? er : (BView){0});
+                    e.be->vt->matmul(e.be, &(MatArgs){&w, -1, NULL, 0, 0, ex, ft, T, NULL, 0});
+                    e.be->vt->sigmoid(e.be, fg, T);
+                    e.be->vt->add_scaled(e.be, fy, ft, fg, T, N);
+                    if (with_res) e.be->vt->add(e.be, fr, fy, (int64_t)ny);
+                    Err err = {{0}};
+                    CHECK_MSG(e.be->vt->wait(e.be, &err) == 0, "%s: %s", cs[i].label, err.msg);
+                    char what[48];
+                    snprintf(what, sizeof what, "%s T=%d%s", format_get(sets[si].type)->name, T, with_res ? " +res" : "");
+                    CHECK_MSG(done, "%s: matmul_add_sigmoid declined %s", cs[i].label, what);
+                    if (done) {
+                        float *got = malloc(sizeof(float) * ny * 2), *un = malloc(sizeof(float) * ny * 2);
+                        e.be->vt->download(e.be, got, ey, 4 * ny);
+                        e.be->vt->download(e.be, got + ny, er, 4 * ny);
+                        e.be->vt->download(e.be, un, fy, 4 * ny);
+                        e.be->vt->download(e.be, un + ny, fr, 4 * ny);
+                        cs[i].nmse = device_bound_for(e.be, "matmul", what, MATMUL_EXACT);
+                        same("matmul_add_sigmoid", what, &cs[i], ref, got, 2 * ny);
+                        CHECK_MSG(memcmp(got, un, sizeof(float) * 2 * ny) == 0,
+                                  "%s %s: matmul_add_sigmoid differs from matmul, sigmoid, add_scaled, add", cs[i].label, what);
+                        free(got), free(un);
+                    }
+                    free(x), free(g), free(y0), free(r0), free(d), free(ref);
+                }
+            env_close(&r);
+            env_close(&e);
+        }
+        free(mw);
+    }
+    device_report();
+}
+
 /* ---- the vision tower's ops: layer_norm, bias_act, rope_2d, attention_full ---------------------------------- */
 
 enum { VIS_LN, VIS_LN_NOWB, VIS_BIAS, VIS_BIAS_GELU, VIS_GELU, VIS_ROPE2D, VIS_ATTN, VIS_COUNT };

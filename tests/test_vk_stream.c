@@ -111,8 +111,9 @@ static float *run(const Model *m, const char *tune, const int32_t *ids, int T, i
 }
 
 /* the fused ops and the dependency-tracked stream against the unfused ops with a barrier before every
- * command: the same bits, on a dense model (decode and prefill), a wide quantized one, an MoE one and an MoE one in
- * b5's K-quant mix (its pairs in two formats) */
+ * command: the same bits, on a dense model (decode, 3 tokens per pass and prefill), a wide quantized one, an MoE one
+ * and an MoE one in b5's K-quant mix (its pairs in two formats); the MoE ones' decode sums the experts in the down
+ * product and adds the shared expert and the residual in its down's epilogue */
 TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
     Backend *probe = vk_new(NULL);
     if (!probe) return;
@@ -131,13 +132,16 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
         int32_t ids[T];
         for (int t = 0; t < T; t++) ids[t] = (int32_t)((t * 37 + 11) % m->cfg.n_vocab);
         const size_t bytes = sizeof(float) * (size_t)T * (size_t)m->cfg.n_vocab;
-        for (int step = 1; step >= 0; step--) {
+        /* one token per pass, 3 per pass (a decode batch: the MoE layers' fused down + combine over 3 rows), all 12 */
+        static const int steps[] = {1, 3, 0};
+        for (size_t si = 0; si < 3; si++) {
+            const int step = steps[si];
             DevCounts a = {0}, b = {0};
             float *x = run(m, NULL, ids, T, step, &a), *y = run(m, "fuse=0,dep=0", ids, T, step, &b);
             if (x && y) {
                 CHECK_MSG(memcmp(x, y, bytes) == 0, "%s, %s: fused logits differ from the unfused ones", names[i],
-                          step ? "decode" : "prefill");
-                if (step) {
+                          step == 1 ? "decode" : step ? "3 per pass" : "prefill");
+                if (step == 1) {
                     const double ls = a.layer_steps ? (double)a.layer_steps : 1, lu = b.layer_steps ? (double)b.layer_steps : 1;
                     test_note("%s decode, per layer per token: %.2f dispatches / %.2f barriers (unfused, a barrier "
                               "each: %.2f / %.2f)",
@@ -153,6 +157,17 @@ TEST(vk_stream, fused_stream_bitwise_equal_to_unfused) {
                                   (double)a.layer_dispatches / ls);
                         CHECK_MSG(4 * a.layer_barriers <= 3 * a.layer_dispatches, "%s: %.2f barriers per layer", names[i],
                                   (double)a.layer_barriers / ls);
+                    }
+                    if (i >= 2) { /* MoE (every layer): 18 per layer with the down + combine and the shared expert's
+                                     down + gate + residual unmerged (moefuse=0: the same bits), 4 fewer merged */
+                        DevCounts c = {0};
+                        float *z = run(m, "moefuse=0", ids, T, step, &c);
+                        CHECK_MSG(z && memcmp(x, z, bytes) == 0, "%s: moefuse=0 logits differ", names[i]);
+                        const bool four = c.layer_dispatches == a.layer_dispatches + 4 * a.layer_steps;
+                        CHECK_MSG(a.layer_dispatches <= 14 * a.layer_steps && four,
+                                  "%s: %.2f dispatches per layer (moefuse=0: %.2f)", names[i], (double)a.layer_dispatches / ls,
+                                  (double)c.layer_dispatches / ls);
+                        free(z);
                     }
                     CHECK(b.passes == T - 1 && a.passes == T - 1);
                     /* without attn_prep the cache row comes from the host (kv_append): never replayed */

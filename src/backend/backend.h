@@ -265,6 +265,11 @@ typedef struct BackendVt {
      * written. Optional, and may decline (false: nothing recorded, the forward pass makes the two calls); offered
      * batches of up to fold_norm_rows rows */
     bool (*matmul_add_gated)(Backend *be, const MatArgs *a, BView z, const Weight *w, int n, float eps);
+    /* a->y[t] += (W·x_t)·σ(g[t]) for each row t (g: one float per row, the gate's logit; not written) with the bits of
+     * matmul into a temporary, sigmoid(g) and add_scaled, then, where res.buf is set, res += a->y (add): an MoE
+     * layer's shared expert, its σ-gated add and the residual in the down product's epilogue. Optional, and may
+     * decline (false: nothing recorded); offered batches of up to fold_norm_rows rows */
+    bool (*matmul_add_sigmoid)(Backend *be, const MatArgs *a, BView g, BView res);
     /* a->y = Wa·x and c->y = Wc·x (same x and T) with matmul's bits: two products of one input in one pass where
      * the backend can. Optional: NULL, and the forward pass makes the two calls */
     void (*matmul_pair)(Backend *be, const MatArgs *a, const MatArgs *c);
@@ -316,6 +321,10 @@ typedef struct BackendVt {
 
     /* optional (NULL where a backend has no use for them; registry.c's check lists the required ones) */
     void (*moe_ffn)(Backend *be, const MoeArgs *a);
+    /* moe_ffn and then moe_combine(out, a->eo, w, R, k, E) in one op with the bits of the two (eo not written): each
+     * row's k down products summed with the routing weights w [R][k] in slot order. May decline (false: nothing
+     * recorded, the forward pass makes the two calls) */
+    bool (*moe_ffn_combine)(Backend *be, const MoeArgs *a, BView w, BView out);
     /* Recorded passes (a device's: record once, replay; docs/VULKAN.md "A decode pass recorded once").
      * graph_capture, called after begin and the pass's input uploads and before its first op, keeps what is
      * recorded from there to graph_end as graph `slot` (< BACKEND_GRAPHS), replacing what the slot held, and

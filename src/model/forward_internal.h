@@ -189,6 +189,13 @@ void fwd_deltanet(Forward *f, const DeltaArgs *a);
 void fwd_attention(Forward *f, const AttentionArgs *a);
 void fwd_attention_gated(Forward *f, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head);
 void fwd_moe_ffn(Forward *f, const MoeArgs *a);
+/* the routed experts and their weighted sum in selection order into out (moe_ffn, moe_combine) in one op where the
+ * backend has moe_ffn_combine and takes it; false: nothing done */
+bool fwd_moe_ffn_combine(Forward *f, const MoeArgs *a, BView w, BView out);
+/* b.tmp += (w·x)·σ(g[t]) and b.x += b.tmp in one op (the shared expert's down, gate and the residual: the backend's
+ * matmul_add_sigmoid, which sets f->res_done); false (nothing done) where the backend has none, declines, the batch
+ * is past fold_norm_rows or the layer is dumped */
+bool fwd_out_matmul_sigmoid(Forward *f, const char *name, const Weight *w, BView x, BView g, int64_t T, int il);
 void fwd_swiglu(Forward *f, BView g, BView u, int rows, int n); /* g = silu(g)·u */
 /* The start of a phase: the host time, and a device timestamp when profiling on a device. */
 double fwd_phase_start(Forward *f);

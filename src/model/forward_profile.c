@@ -180,6 +180,22 @@ void fwd_deltanet(Forward *f, const DeltaArgs *a) {
 
 void fwd_moe_ffn(Forward *f, const MoeArgs *a) { TIMED(f, "moe experts (fused)", f->be->vt->moe_ffn(f->be, a)); }
 
+bool fwd_moe_ffn_combine(Forward *f, const MoeArgs *a, BView w, BView out) {
+    if (!f->be->vt->moe_ffn_combine) return false;
+    bool done = false;
+    TIMED(f, "moe experts+combine (fused)", done = f->be->vt->moe_ffn_combine(f->be, a, w, out));
+    return done;
+}
+
+bool fwd_out_matmul_sigmoid(Forward *f, const char *name, const Weight *w, BView x, BView g, int64_t T, int il) {
+    if (!f->be->vt->matmul_add_sigmoid || T > f->be->fold_norm_rows || fwd_dumping(f, il)) return false;
+    const MatArgs a = {w, -1, NULL, 0, 0, x, f->b.tmp, T, NULL, 0};
+    bool done = false;
+    TIMED(f, name, done = f->be->vt->matmul_add_sigmoid(f->be, &a, g, f->b.x));
+    if (done) f->res_done = true;
+    return done;
+}
+
 void fwd_attention(Forward *f, const AttentionArgs *a) { TIMED(f, "attention", f->be->vt->attention(f->be, a)); }
 
 void fwd_attention_gated(Forward *f, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head) {

@@ -3,6 +3,8 @@
  *   MoE (qwen3next, qwen35moe): softmax over all experts → top-k → renormalise (floor 6.1035e-5) → each
  *   selected expert's SwiGLU, summed in selection order with its weight → + the shared expert ⊙
  *   sigmoid(ffn_gate_inp_shexp·y)  (docs/MODEL.md, Feed-forward).
+ * On a device in decode the weighted sum is the down product's epilogue (moe_ffn_combine) and the shared expert's
+ * σ-gated add and the residual its down's (matmul_add_sigmoid): the same bits, fewer dispatches.
  * Experts run grouped: the selection comes back to the host once per layer, the rows routed to each expert
  * are listed (index work only), gathered and multiplied together, so each selected expert's weights are read
  * once per batch. The expert provider (model.h), when set, supplies the experts' bytes between routing and
@@ -102,22 +104,30 @@ static void ffn_moe(Forward *f, Bufs *b, const LayerW *l, int il) {
         fwd_dump_view(f, "ffn_moe_topk", il, b->es, kE, R, 1, 1, true);
         fwd_dump(f, "ffn_moe_weights_norm", il, b->ew, kE, R, 1, 1);
     }
+    /* the experts and their weighted sum in selection order (one op where the backend sums them in the down
+     * product: decode on a device) */
     if (be->vt->moe_ffn && !f->has_provider) {
         const MoeArgs ma = {l->gate_exps, l->up_exps, l->down_exps, b->h, b->es, b->eo, b->mg, b->mu, b->mwork, R, kE, nE};
-        fwd_moe_ffn(f, &ma);
+        if (!fwd_moe_ffn_combine(f, &ma, b->ew, b->tmp)) {
+            fwd_moe_ffn(f, &ma);
+            be->vt->moe_combine(be, b->tmp, b->eo, b->ew, R, kE, E);
+        }
     } else {
         experts_grouped_on_host(f, b, l, il);
+        be->vt->moe_combine(be, b->tmp, b->eo, b->ew, R, kE, E);
     }
-    /* weighted sum in selection order */
-    be->vt->moe_combine(be, b->tmp, b->eo, b->ew, R, kE, E);
     fwd_dump(f, "ffn_moe_out", il, b->tmp, E, R, 1, 1);
 
-    /* shared expert */
+    /* shared expert; where the backend adds it σ-gated and the residual in its down's epilogue, the gate's logits
+     * first (the epilogue reads them) */
     static const char *const labels[3] = {"shexp_gate", "shexp_up", "shexp_gate+up+swiglu"};
+    const bool early = be->vt->matmul_add_sigmoid && R <= be->fold_norm_rows && !fwd_dumping(f, il);
+    if (early) fwd_matmul(f, "shexp_gate_inp", l->shexp_gate, b->h, R, b->sgate);
     fwd_gate_up(f, labels, l->gate_shexp, l->up_shexp, b->h, R, b->fg, b->fu);
+    if (early && fwd_out_matmul_sigmoid(f, "shexp_down+gate+residual", l->down_shexp, b->fg, b->sgate, R, il)) return;
     fwd_matmul(f, "shexp_down", l->down_shexp, b->fg, R, b->tmp2);
     fwd_dump(f, "ffn_shexp", il, b->tmp2, E, R, 1, 1);
-    fwd_matmul(f, "shexp_gate_inp", l->shexp_gate, b->h, R, b->sgate);
+    if (!early) fwd_matmul(f, "shexp_gate_inp", l->shexp_gate, b->h, R, b->sgate);
     be->vt->sigmoid(be, b->sgate, R);
     fwd_dump(f, "shared_expert_gate_sigmoid", il, b->sgate, 1, R, 1, 1);
     be->vt->add_scaled(be, b->tmp, b->tmp2, b->sgate, R, E);

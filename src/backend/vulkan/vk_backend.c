@@ -380,6 +380,8 @@ static void build_vt(void) {
     vt_unfused = *vt;
     vt_unfused.matmul_add = NULL;
     vt_unfused.matmul_add_gated = NULL;
+    vt_unfused.matmul_add_sigmoid = NULL;
+    vt_unfused.moe_ffn_combine = NULL;
     vt_unfused.matmul_swiglu = NULL;
     vt_unfused.dn_prep = NULL;
     vt_unfused.dn_prep_scan = NULL;
@@ -389,8 +391,9 @@ static void build_vt(void) {
 }
 
 /* BackendOptions.tune: "key=value,..." with coop, tile, chunk, dep (0: a barrier before every command), fuse
- * (0: the unfused ops), prepscan (0: dn_prep and the recurrence not merged), graph (0: no recorded passes kept,
- * every pass recorded) — the last four for comparisons —,
+ * (0: the unfused ops), prepscan (0: dn_prep and the recurrence not merged), moefuse (0: MoE decode's down + combine
+ * and the shared expert's down + gate + residual not merged), graph (0: no recorded passes kept, every pass
+ * recorded) — the last five for comparisons —,
  * map (0: uploads and downloads through the staging ring even on host-visible memory: a discrete GPU's path) and
  * split (the keys above which decode's attention is split over the keys; 0: never) */
 static int parse_tune(VkBackend *b, const char *s, Err *err) {
@@ -400,18 +403,19 @@ static int parse_tune(VkBackend *b, const char *s, Err *err) {
         int used = 0;
         if (sscanf(s, "%15[a-z]=%ld%n", key, &v, &used) != 2 || v < 0 || v > (1 << 20))
             return err_set(err, "Vulkan tuning '%s': expected key=value pairs (coop=0|1, tile=N, chunk=N, dep=0|1, fuse=0|1, "
-                                "prepscan=0|1, graph=0|1, map=0|1, split=N)", s);
+                                "prepscan=0|1, moefuse=0|1, graph=0|1, map=0|1, split=N)", s);
         if (!strcmp(key, "coop")) b->coop = b->coop && v != 0;
         else if (!strcmp(key, "tile") && v >= 2) b->tile_min_rows = (int)v;
         else if (!strcmp(key, "chunk") && v >= 1) b->be.dn_chunk_min = (int)v;
         else if (!strcmp(key, "dep") && v <= 1) b->dep_off = v == 0;
         else if (!strcmp(key, "fuse") && v <= 1) b->fuse_off = v == 0;
         else if (!strcmp(key, "prepscan") && v <= 1) b->prep_scan_off = v == 0;
+        else if (!strcmp(key, "moefuse") && v <= 1) b->moe_fuse_off = v == 0;
         else if (!strcmp(key, "graph") && v <= 1) b->graph_off = v == 0;
         else if (!strcmp(key, "map") && v <= 1) b->map_off = v == 0;
         else if (!strcmp(key, "split")) b->attn_split_min = (int)v;
         else return err_set(err, "Vulkan tuning: unknown or out-of-range '%s=%ld' (coop=0|1, tile>=2, chunk>=1, dep=0|1, fuse=0|1, "
-                            "prepscan=0|1, graph=0|1, map=0|1, split>=0)", key, v);
+                            "prepscan=0|1, moefuse=0|1, graph=0|1, map=0|1, split>=0)", key, v);
         s += used;
         if (*s == ',') s++;
         else if (*s) return err_set(err, "Vulkan tuning: unexpected '%s'", s);

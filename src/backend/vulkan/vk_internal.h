@@ -205,6 +205,7 @@ typedef struct VkBackend {
     int n_pend;          /* -1: something unknown since the last barrier (the next command waits) */
     bool fuse_off;       /* tune fuse=0: the optional fused ops are not offered (comparisons) */
     bool prep_scan_off;  /* tune prepscan=0: dn_prep_scan not offered (dn_prep, then the recurrence) */
+    bool moe_fuse_off;   /* tune moefuse=0: moe_ffn_combine and matmul_add_sigmoid decline (MoE decode as before) */
     bool dep_off;        /* tune dep=0: a barrier before every command (the old stream, for comparisons) */
     /* staging ring (host-visible): uploads recorded in the stream read from here */
     BBuf *stage;

@@ -9,7 +9,9 @@
  *            the device has them (64 × 64 tiles)
  * A product runs over work items (mm_common.glsl); a plain product has one per tile of tokens, an MoE layer
  * one per tile of each expert's tokens, written on the device by moe_group.comp and dispatched indirectly.
- * A matrix handed in by an expert provider (host bytes) is uploaded for that product. */
+ * A matrix handed in by an expert provider (host bytes) is uploaded for that product. In decode an MoE layer's
+ * down product also sums each row's experts with the routing weights (moe_ffn_combine: one workgroup per row over
+ * its k experts), and the shared expert's down adds itself σ-gated and the residual (matmul_add_sigmoid). */
 #include "backend/vulkan/vk_internal.h"
 
 #include "gguf/format.h"
@@ -28,8 +30,11 @@ typedef struct MatPush {
     uint32_t flags;
     uint64_t w2, y2;
     uint32_t rows2, row_bytes2;
+    uint32_t k, n_expert; /* MM_COMBINE */
 } MatPush;
-enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4, MM_XV4 = 8, MM_NORM = 16, MM_GNORM = 32 }; /* mm_common.glsl */
+_Static_assert(sizeof(MatPush) <= VK_PUSH_BYTES, "push constants");
+/* mm_common.glsl */
+enum { MM_ACC = 1, MM_SWIGLU = 2, MM_PAIR = 4, MM_XV4 = 8, MM_NORM = 16, MM_GNORM = 32, MM_COMBINE = 64, MM_SIGADD = 128 };
 #define GN_HEADS 64 /* mm_vec.comp: MM_GNORM's heads per row at most */
 
 /* MM_GNORM's gated norm of x: rmsnorm(x)·w·silu(z) per n-float head (z: rows like x's) */
@@ -104,7 +109,7 @@ static void matmul(VkBackend *b, const MatArgs *a, uint32_t flags, const MatArgs
                        (uint32_t)w->cols, (uint32_t)rows, (uint32_t)a->T, (uint32_t)w->cols, (uint32_t)rows,
                        (uint32_t)w->row_bytes, gn ? gn->eps : a->x_eps, flags, a2 ? va(wv2) : gn ? va(gn->z) : 0,
                        (flags & MM_PAIR) ? va(a2->y) : 0, (uint32_t)(gn ? gn->n : rows2),
-                       (uint32_t)(a2 ? a2->w->row_bytes : w->row_bytes)};
+                       (uint32_t)(a2 ? a2->w->row_bytes : w->row_bytes), 0, 0};
     const int64_t span_rows = (flags & MM_PAIR) && rows2 > rows ? rows2 : rows;
     const uint32_t gx = (uint32_t)((span_rows + kind_rows[k] - 1) / kind_rows[k]);
     const uint32_t gy = (uint32_t)((a->T + kind_tokens[k] - 1) / kind_tokens[k]);
@@ -137,6 +142,27 @@ static bool v_matmul_add_gated(Backend *be, const MatArgs *a, BView z, const Wei
         return false;
     const GNorm gn = {z, w, n, eps};
     matmul(b, a, MM_ACC, NULL, &gn);
+    return true;
+}
+
+/* y += (W·x)·σ(g[t]) per row t, then res += y where res is given, in one mm_vec dispatch (MM_SIGADD: the shared
+ * expert's down, its gate and the residual; the epilogue has add_scaled's and add's expressions): decode, the vector
+ * kernel, no provided bytes, no folded norm */
+static bool v_matmul_add_sigmoid(Backend *be, const MatArgs *a, BView g, BView res) {
+    VkBackend *b = vkb(be);
+    const Weight *w = a->w;
+    if (b->moe_fuse_off || a->T <= 0 || pick(b, w, a->T) != K_VEC || a->data || a->o1 > 0 || a->x_norm) return false;
+    const uint64_t x = va(a->x), T = (uint64_t)a->T;
+    const uint32_t flags = MM_SIGADD | (x % 16 == 0 && w->cols % 4 == 0 ? MM_XV4 : 0);
+    const MatPush p = {va(vk_weight(b, w, a->expert)), x, va(a->y), 0, 0, 0, tab_addr(b), 0, (uint32_t)w->cols,
+                       (uint32_t)w->rows, (uint32_t)a->T, (uint32_t)w->cols, (uint32_t)w->rows, (uint32_t)w->row_bytes,
+                       0.0f, flags, va(g), res.buf ? va(res) : 0, 0, (uint32_t)w->row_bytes, 0, 0};
+    const uint64_t ybytes = 4 * T * (uint64_t)w->rows;
+    VkAcc acc[4] = {acc_r(a->x, 4 * T * (uint64_t)w->cols), acc_w(a->y, ybytes), acc_r(g, 4 * T)};
+    int n = 3;
+    if (res.buf) acc[n++] = acc_w(res, ybytes);
+    vks_dispatch_acc(b, vk_fmt_pipe(b->d, VKF_MM_VEC, w->type), &p, sizeof p, (uint32_t)((w->rows + VEC_ROWS - 1) / VEC_ROWS),
+                     (uint32_t)((T + VK_VEC_TOKENS - 1) / VK_VEC_TOKENS), 1, acc, n);
     return true;
 }
 
@@ -195,21 +221,27 @@ static void expert_product(VkBackend *b, Kind k, const Weight *w, uint64_t x, ui
                            uint64_t yidx, uint32_t ldy, uint64_t items, BView args, const VkAcc *acc, int n_acc) {
     const MatPush p = {va(vk_weight(b, w, 0)), x, y, items, xidx, yidx, tab_addr(b), w->expert_stride, (uint32_t)w->cols,
                        (uint32_t)w->rows, 0, ldx, ldy, (uint32_t)w->row_bytes, 0.0f, (x % 16 == 0 && ldx % 4 == 0) ? MM_XV4 : 0,
-                       0, 0, 0, (uint32_t)w->row_bytes};
+                       0, 0, 0, (uint32_t)w->row_bytes, 0, 0};
     vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], w->type), &p, sizeof p, args, acc, n_acc);
 }
 
-static void v_moe_ffn(Backend *be, const MoeArgs *a) {
-    VkBackend *b = vkb(be);
+/* The routed experts: moe_group lists the selection by expert, then gate + up + SwiGLU and down run over its work
+ * items (indirect dispatches). With wt (moe_ffn_combine) the down product is instead one workgroup per row over
+ * its k experts, writing Σ_s wt·down in slot order to out (MM_COMBINE): taken where the vector kernel is picked, at
+ * most VK_VEC_TOKENS rows and k ≤ VK_VEC_TOKENS (decode; a larger batch would read an expert's rows once per row
+ * routed to it instead of once per work item) and not tuned off (moefuse=0); else false, nothing recorded. */
+static bool moe_ffn(VkBackend *b, const MoeArgs *a, const BView *wt, BView out) {
     const uint32_t n = (uint32_t)a->R * (uint32_t)a->k, nE = (uint32_t)a->n_expert;
     const uint32_t E = (uint32_t)a->gate->cols, F = (uint32_t)a->gate->rows;
     ASSERT(a->down->cols == F && a->down->rows == E);
-    if (nE > 1024) {
-        vks_fail(b, "an MoE layer of %u experts: the Vulkan backend takes at most 1024", nE);
-        return;
-    }
     /* tokens per expert on average decide the kernel (every expert's items have the same tile) */
     const Kind k = pick(b, a->gate, (int64_t)n / (nE ? nE : 1) >= 16 ? a->R : 1);
+    if (wt && (b->moe_fuse_off || k != K_VEC || a->R > VK_VEC_TOKENS || a->k > VK_VEC_TOKENS || a->k < 1 || nE > 1024))
+        return false;
+    if (nE > 1024) {
+        vks_fail(b, "an MoE layer of %u experts: the Vulkan backend takes at most 1024", nE);
+        return true;
+    }
     const uint32_t tile = (uint32_t)kind_tokens[k], rows = (uint32_t)kind_rows[k];
     const uint32_t off_s = n, off_items = 2 * n, off_args = (2 * n + 3 * (n + nE) + 3) & ~3u;
     ASSERT(off_args + 8 <= MOE_WORK_INTS(a->R, a->k, a->n_expert));
@@ -224,23 +256,44 @@ static void v_moe_ffn(Backend *be, const MoeArgs *a) {
     const VkAcc wr = acc_r(a->work, wbytes), xr = acc_r(a->x, 4 * (uint64_t)a->R * E);
     const VkAcc gacc[3] = {wr, xr, acc_w(a->gate_out, nf)}, uacc[3] = {wr, xr, acc_w(a->up_out, nf)};
     const VkAcc dacc[3] = {wr, acc_r(a->gate_out, nf), acc_w(a->eo, 4 * (uint64_t)n * E)};
+    /* the activations at their grouped places, or with wt at their (row, slot) places, which the combined down reads */
+    const uint64_t act_at = wt ? sidx : 0;
     /* decode (the vector kernel): gate and up rows of each selected expert dotted by the same subgroup and
      * silu(g)·u written, one dispatch over all of them (MM_SWIGLU, the unfused ops' dot products and swiglu: the
      * same bits); else the two products and the swiglu */
     if (k == K_VEC && !b->fuse_off && a->gate->type == a->up->type && a->gate->row_bytes == a->up->row_bytes &&
         a->gate->expert_stride == a->up->expert_stride && a->up->rows == F && a->up->cols == E) {
         const VkAcc facc[3] = {wr, xr, acc_w(a->gate_out, nf)};
-        const MatPush p = {va(vk_weight(b, a->gate, 0)), va(a->x), va(a->gate_out), items, work, 0, tab_addr(b), a->gate->expert_stride,
-                     E, F, 0, E, F, (uint32_t)a->gate->row_bytes, 0.0f, MM_SWIGLU | ((va(a->x) % 16 == 0 && E % 4 == 0) ? MM_XV4 : 0),
-                     va(vk_weight(b, a->up, 0)), 0, 0, (uint32_t)a->up->row_bytes};
+        const MatPush p = {va(vk_weight(b, a->gate, 0)), va(a->x), va(a->gate_out), items, work, act_at, tab_addr(b),
+                           a->gate->expert_stride, E, F, 0, E, F, (uint32_t)a->gate->row_bytes, 0.0f,
+                           MM_SWIGLU | ((va(a->x) % 16 == 0 && E % 4 == 0) ? MM_XV4 : 0), va(vk_weight(b, a->up, 0)), 0, 0,
+                           (uint32_t)a->up->row_bytes, 0, 0};
         vks_dispatch_indirect(b, vk_fmt_pipe(b->d, kind_kernel[k], a->gate->type), &p, sizeof p, args_a, facc, 3);
     } else {
-        expert_product(b, k, a->gate, va(a->x), work, E, va(a->gate_out), 0, F, items, args_a, gacc, 3);
-        expert_product(b, k, a->up, va(a->x), work, E, va(a->up_out), 0, F, items, args_a, uacc, 3);
+        expert_product(b, k, a->gate, va(a->x), work, E, va(a->gate_out), act_at, F, items, args_a, gacc, 3);
+        expert_product(b, k, a->up, va(a->x), work, E, va(a->up_out), act_at, F, items, args_a, uacc, 3);
         vk_swiglu(b, a->gate_out, a->gate_out, a->up_out, (int)n, (int)F);
     }
-    expert_product(b, k, a->down, va(a->gate_out), 0, F, va(a->eo), sidx, E, items, args_b, dacc, 3);
+    if (!wt) {
+        expert_product(b, k, a->down, va(a->gate_out), 0, F, va(a->eo), sidx, E, items, args_b, dacc, 3);
+        return true;
+    }
+    /* row t's k slots dotted with their experts' down rows as the down dispatch dots them (x at the same alignment,
+     * so the same MM_XV4 form), summed as moe_combine sums them */
+    const uint64_t x = va(a->gate_out);
+    const MatPush p = {va(vk_weight(b, a->down, 0)), x, va(out), 0, va(a->sel), 0, tab_addr(b), a->down->expert_stride, F,
+                       E, (uint32_t)a->R, F, E, (uint32_t)a->down->row_bytes, 0.0f,
+                       MM_COMBINE | ((x % 16 == 0 && F % 4 == 0) ? MM_XV4 : 0), va(*wt), 0, 0,
+                       (uint32_t)a->down->row_bytes, (uint32_t)a->k, nE};
+    const VkAcc cacc[4] = {acc_r(a->gate_out, nf), acc_r(a->sel, 4 * (uint64_t)n), acc_r(*wt, 4 * (uint64_t)n),
+                           acc_w(out, 4 * (uint64_t)a->R * E)};
+    vks_dispatch_acc(b, vk_fmt_pipe(b->d, VKF_MM_VEC, a->down->type), &p, sizeof p, (E + VEC_ROWS - 1) / VEC_ROWS,
+                     (uint32_t)a->R, 1, cacc, 4);
+    return true;
 }
+
+static void v_moe_ffn(Backend *be, const MoeArgs *a) { moe_ffn(vkb(be), a, NULL, (BView){0}); }
+static bool v_moe_ffn_combine(Backend *be, const MoeArgs *a, BView w, BView out) { return moe_ffn(vkb(be), a, &w, out); }
 
 void vk_matmul_install(BackendVt *vt) {
     vt->matmul = v_matmul;
@@ -250,4 +303,6 @@ void vk_matmul_install(BackendVt *vt) {
     vt->matmul_pair = v_matmul_pair;
     vt->get_rows = v_get_rows;
     vt->moe_ffn = v_moe_ffn;
+    vt->moe_ffn_combine = v_moe_ffn_combine;
+    vt->matmul_add_sigmoid = v_matmul_add_sigmoid;
 }

@@ -13,12 +13,19 @@
 // estride's place and eps, with norm.comp's bits (the same 128-thread reduction, (x·scale)·w). MM_GNORM (mm_vec,
 // a plain product): x is the delta-net's gated RMSNorm on the fly, norm.comp's MODE_GATED bits per rows2-float
 // head of each row: ((x·scale_head)·w)·silu(z), the norm weight at estride's place, z at w2 (rows ldx apart).
+// MM_COMBINE (mm_vec, MoE decode's down product and combine): workgroup row y is token t, which owns the k
+// activation rows t·k … t·k + k − 1 (one per slot); y[t][row] = Σ_s (W_e·x[t·k + s])·wt[t·k + s] summed in slot
+// order as moe_combine sums (e = sel[t·k + s], clamped below n_expert; sel at xidx, wt at w2).
+// MM_SIGADD (mm_vec, a plain product): y += (W·x)·σ(g[t]) with g at w2 (one float per token: the bits of the
+// product, sigmoid and add_scaled), and where y2 ≠ 0 then y2 += y (add: a residual, rows ldy apart).
 #define MM_ACC 1u
 #define MM_SWIGLU 2u
 #define MM_PAIR 4u
 #define MM_XV4 8u
 #define MM_NORM 16u
 #define MM_GNORM 32u
+#define MM_COMBINE 64u
+#define MM_SIGADD 128u
 layout(push_constant) uniform MatPush {
     uint64_t w, x, y, items, xidx, yidx, tab, estride;
     uint cols, rows, T, ldx, ldy, row_bytes;
@@ -26,6 +33,7 @@ layout(push_constant) uniform MatPush {
     uint flags;
     uint64_t w2, y2;
     uint rows2, row_bytes2;
+    uint k, n_expert; // MM_COMBINE
 } p;
 
 void item_of(uint y, uint tile, out uint e, out uint p0, out uint n) {
