@@ -155,6 +155,10 @@ typedef struct DlModelInfo {
     uint64_t decode_bytes; /* weight bytes read per decoded token (experts: the average share selected) */
     const char *ops;      /* the kernels in use: "ref", "avx2", "avx512" */
     int n_threads;
+    /* the arithmetic and the K and V caches' element types as opened ("fast", "llama", "exact"; "f32", "f16",
+     * "q8_0", "q4_0"): DlEngineParams' names resolved (a device keeps F32; with stages, the last stage's) */
+    const char *arith;
+    const char *kv_type_k, *kv_type_v;
 } DlModelInfo;
 const DlModelInfo *dl_engine_info(const DlEngine *e);
 

@@ -632,7 +632,7 @@ TEST(device, vision_server_on_the_device) {
         ServerConfig c;
         test_server_config(&c);
         c.model_path = f->model, c.chat_template_file = NULL, c.chat_format = "qwen35", c.ctx_size = 1024;
-        c.mmproj = f->mmproj, c.backend = dv[d];
+        c.mmproj = f->mmproj, c.engine.backend = dv[d];
         Server *s = test_server_start(&c);
         if (!s) continue;
         int st;

@@ -104,6 +104,10 @@ int cli_engine_arg(const char *cmd, int argc, char **argv, int *i, CliEngine *o)
         o->ngl = (int)v;
         return 1;
     }
+    if (!strcmp(a, "--exact")) {
+        o->exact = true;
+        return 1;
+    }
     if (!strcmp(a, "--no-pack") || !strcmp(a, "--mpi")) {
         *(a[2] == 'n' ? &o->no_pack : &o->mpi) = true;
         return 1;
@@ -131,6 +135,7 @@ int cli_engine_apply(const CliEngine *o, DlEngineParams *p, Err *err) {
     p->isa = o->isa;
     p->deltanet = o->deltanet;
     p->arith = o->arith;
+    p->exact = p->exact || o->exact;
     p->kv_type_k = o->ctk;
     p->kv_type_v = o->ctv;
     p->no_pack = o->no_pack;
@@ -209,11 +214,11 @@ void cli_engine_report(DlEngine *e) {
                 (double)st[i].weight_bytes / (1u << 30));
 }
 
-int cli_engine_forward(const CliEngine *o, bool exact, int n_threads, ForwardOptions *fo, Err *err) {
+int cli_engine_forward(const CliEngine *o, int n_threads, ForwardOptions *fo, Err *err) {
     Isa isa;
     MatMode mode;
     int kv_k, kv_v;
-    if (isa_parse(o->isa, &isa, err) || deltanet_algo_parse(o->deltanet, &fo->algo, err) || arith_parse(o->arith, exact, &mode, err) ||
+    if (isa_parse(o->isa, &isa, err) || deltanet_algo_parse(o->deltanet, &fo->algo, err) || arith_parse(o->arith, o->exact, &mode, err) ||
         kv_type_parse(o->ctk, &kv_k, err) || kv_type_parse(o->ctv, &kv_v, err))
         return -1;
     if (o->ngl >= 0) return err_set(err, "-ngl splits the layers of an engine; this tool runs one backend (use --device)");

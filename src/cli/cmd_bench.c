@@ -95,7 +95,7 @@ int cmd_bench(int argc, char **argv) {
     long long pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, thr[MAX_LIST] = {0}, reps = 3, batch = 512, slots = 1, depth = 0;
     long long slot_list[MAX_LIST] = {1};
     int n_sl = 1;
-    bool json = false, profile = false, mlock_ = false, prefetch = true, exact = false, draft = false, n_given = false;
+    bool json = false, profile = false, mlock_ = false, prefetch = true, draft = false, n_given = false;
     const char *prompt = NULL;
     double accept[MAX_LIST];
     int n_accept = 0;
@@ -174,8 +174,6 @@ int cmd_bench(int argc, char **argv) {
             mlock_ = true;
         } else if (!strcmp(a, "--no-prefetch")) {
             prefetch = false;
-        } else if (!strcmp(a, "--exact")) {
-            exact = true;
         } else {
             return cli_usage_error("bench", "unknown or incomplete option '%s'", a);
         }
@@ -188,7 +186,7 @@ int cmd_bench(int argc, char **argv) {
         if (depth) return cli_usage_error("bench", "-d is not taken with --draft");
         if (n_tg != 1 || tg[0] < 2 || tg[0] > 65536)
             return cli_usage_error("bench", "--draft: -n takes one count of 2 to 65536 tokens");
-        BenchDraft bd = {models, n_models, thr, n_thr, n_given ? (int)tg[0] : 128, (int)reps, (int)batch, exact, json,
+        BenchDraft bd = {models, n_models, thr, n_thr, n_given ? (int)tg[0] : 128, (int)reps, (int)batch, eo.exact, json,
                          prefetch, mlock_, profile, prompt, accept, n_accept, dro, eo};
         return bench_draft(&bd);
     }
@@ -213,7 +211,6 @@ int cmd_bench(int argc, char **argv) {
             ep.n_ctx = (int)(max_tok + depth) + 8;
             ep.n_batch = (int)batch;
             ep.n_seq_max = (int)slots;
-            ep.exact = exact;
             Err ae = {{0}};
             if (cli_engine_apply(&eo, &ep, &ae)) return cli_usage_error("bench", "%s", ae.msg);
             DlEngine *e = dl_engine_open(&ep, &err);

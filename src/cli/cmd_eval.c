@@ -28,14 +28,13 @@ static int argmax(const float *x, int n) {
 
 /* eval --mpi: the steps through an engine over the MPI job. */
 static int eval_engine(const CliEngine *eo, const char *path, const int32_t *tokens, int n_tokens, int step, int greedy,
-                       bool exact, int threads, FILE *out, Err *err) {
+                       int threads, FILE *out, Err *err) {
     DlEngineParams p;
     dl_engine_params_init(&p);
     p.model_path = path;
     p.n_ctx = n_tokens + greedy;
     p.n_batch = step;
     p.n_threads = threads;
-    p.exact = exact;
     if (cli_engine_apply(eo, &p, err)) return -1;
     DlError de = {{0}};
     DlEngine *e = dl_engine_open(&p, &de);
@@ -71,7 +70,6 @@ int cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_path = NULL, *out_path = NULL, *dump_dir = NULL;
     long long chunk = 0, greedy = 0, threads = 0;
     uint64_t dump_layers = ~0ull;
-    bool exact = false;
     CliEngine eo;
     cli_engine_init(&eo);
     for (int i = 1; i < argc; i++) {
@@ -91,8 +89,6 @@ int cmd_eval(int argc, char **argv) {
             tokens_path = argv[++i];
         } else if (strcmp(a, "--logits-out") == 0 && next) {
             out_path = argv[++i];
-        } else if (strcmp(a, "--exact") == 0) {
-            exact = true;
         } else if (strcmp(a, "--mode") == 0 && next) {
             const char *mode = argv[++i];
             if (strcmp(mode, "prefill") == 0) chunk = 0;
@@ -136,7 +132,7 @@ int cmd_eval(int argc, char **argv) {
         if (dump_dir) err_set(&err, "--dump does not run over MPI");
         else if (step > 4096) err_set(&err, "--mpi evaluates at most 4096 tokens per step (--mode chunk K)");
         else if (out_path && !o) err_set(&err, "cannot write '%s'", out_path);
-        else if (eval_engine(&eo, model_path, tokens, n_tokens, step, (int)greedy, exact, (int)threads, o, &err) == 0) rc = 0;
+        else if (eval_engine(&eo, model_path, tokens, n_tokens, step, (int)greedy, (int)threads, o, &err) == 0) rc = 0;
         if (o && fclose(o) != 0 && rc == 0) rc = 1, err_set(&err, "write to '%s' failed", out_path);
         if (rc) fprintf(stderr, "deltallm eval: %s\n", err.msg);
         free(tokens);
@@ -153,7 +149,7 @@ int cmd_eval(int argc, char **argv) {
     const int V = m->cfg.n_vocab;
     const int step = chunk ? (int)chunk : n_tokens;
     ForwardOptions fo = {.max_batch = step, .max_ctx = n_tokens + (int)greedy};
-    if (cli_engine_forward(&eo, exact, (int)threads, &fo, &err)) goto done;
+    if (cli_engine_forward(&eo, (int)threads, &fo, &err)) goto done;
     fw = forward_new(m, &fo, &err);
     if (!fw) goto done;
     st = seqstate_new(m, forward_backend(fw), n_tokens + (int)greedy, 0, 0, &err);

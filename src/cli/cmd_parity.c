@@ -10,7 +10,6 @@
 
 int cmd_parity(int argc, char **argv) {
     const char *model = NULL, *ref = NULL;
-    bool exact = false;
     double tol = 1e-5;
     long long threads = 0;
     CliEngine eo;
@@ -31,8 +30,6 @@ int cmd_parity(int argc, char **argv) {
             model = argv[++i];
         } else if (!strcmp(a, "--ref") && v) {
             ref = argv[++i];
-        } else if (!strcmp(a, "--exact")) {
-            exact = true;
         } else if (!strcmp(a, "--tol") && v) {
             if (cli_parse_float("parity", a, argv[++i], 0, 1e9, &tol)) return 2;
         } else if (!strcmp(a, "-t") && v) {
@@ -46,7 +43,7 @@ int cmd_parity(int argc, char **argv) {
     ParityRow rows[PARITY_MAX_ROWS];
     Err err = {{0}};
     ForwardOptions fo = {0};
-    int n = cli_engine_forward(&eo, exact, (int)threads, &fo, &err) ? -1 : parity_run(model, ref, &fo, tol, rows, &err);
+    int n = cli_engine_forward(&eo, (int)threads, &fo, &err) ? -1 : parity_run(model, ref, &fo, tol, rows, &err);
     if (n < 0) {
         fprintf(stderr, "deltallm parity: %s\n", err.msg);
         return 1;

@@ -40,11 +40,11 @@ static void runner_free(Runner *r) {
     free(r->logits);
 }
 
-static int runner_open(Runner *r, const char *path, int n_ctx, const CliEngine *eo, bool exact, int threads, Err *err) {
+static int runner_open(Runner *r, const char *path, int n_ctx, const CliEngine *eo, int threads, Err *err) {
     memset(r, 0, sizeof *r);
     if (!(r->m = model_load(path, err))) return -1;
     ForwardOptions fo = {.max_batch = n_ctx, .max_ctx = n_ctx};
-    if (cli_engine_forward(eo, exact, threads, &fo, err)) return -1;
+    if (cli_engine_forward(eo, threads, &fo, err)) return -1;
     if (!(r->fw = forward_new(r->m, &fo, err))) return -1;
     if (!(r->st = seqstate_new(r->m, forward_backend(r->fw), n_ctx, 0, 0, err))) return -1;
     if (!(r->logits = malloc(sizeof(float) * (size_t)n_ctx * (size_t)r->m->cfg.n_vocab))) return err_set(err, "out of memory for logits");
@@ -79,7 +79,6 @@ static int cmp_double(const void *a, const void *b) {
 int cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *base_path = NULL;
     long long n_ctx = 512, max_chunks = -1, threads = 0;
-    bool exact = false;
     CliEngine eo;
     cli_engine_init(&eo);
     for (int i = 1; i < argc; i++) {
@@ -106,8 +105,6 @@ int cmd_perplexity(int argc, char **argv) {
             if (cli_parse_int("perplexity", a, argv[++i], 1, 1 << 30, &max_chunks)) return 2;
         } else if (!strcmp(a, "-t") && v) {
             if (cli_parse_int("perplexity", a, argv[++i], 1, 1024, &threads)) return 2;
-        } else if (!strcmp(a, "--exact")) {
-            exact = true;
         } else {
             return cli_usage_error("perplexity", "unknown or incomplete option '%s'", a);
         }
@@ -127,7 +124,7 @@ int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "deltallm perplexity: cannot read %s: %s\n", text_path, strerror(errno));
         return 1;
     }
-    if (runner_open(&r, model_path, (int)n_ctx, &eo, exact, (int)threads, &err)) goto done;
+    if (runner_open(&r, model_path, (int)n_ctx, &eo, (int)threads, &err)) goto done;
     if (!(tok = tokenizer_load(r.m->gguf, &err))) goto done;
     if (tokenizer_encode(tok, text, len, 0, &ids, &err)) goto done;
     const int V = r.m->cfg.n_vocab;
@@ -139,7 +136,7 @@ int cmd_perplexity(int argc, char **argv) {
         goto done;
     }
     if (base_path) {
-        if (runner_open(&b, base_path, (int)n_ctx, &eo, exact, (int)threads, &err)) goto done;
+        if (runner_open(&b, base_path, (int)n_ctx, &eo, (int)threads, &err)) goto done;
         if (b.m->cfg.n_vocab != V) {
             err_set(&err, "--kl-base: %s has %d tokens in its vocabulary, the model %d", base_path, b.m->cfg.n_vocab, V);
             goto done;
@@ -156,7 +153,7 @@ int cmd_perplexity(int argc, char **argv) {
         goto done;
     }
     fprintf(stderr, "perplexity: %zu tokens, %lld windows of %lld, scoring %d positions each%s\n", ids.n, n_chunk, n_ctx, per,
-            exact ? " (exact mode)" : "");
+            eo.exact ? " (exact mode)" : "");
     double nll = 0, nll2 = 0, nll_b = 0, nll_b2 = 0, kl_sum = 0, kl_sum2 = 0;
     long long count = 0, same_top = 0;
     const double t0 = now_s();

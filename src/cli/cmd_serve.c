@@ -231,17 +231,13 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    DlEngineParams ep; /* the engine options as cli_engine resolves them (device, -ngl split, budget) */
-    dl_engine_params_init(&ep);
-    ep.model_path = c.model_path;
+    /* the engine options as cli_engine resolves them for run and chat, handed over whole (arithmetic, cache
+     * types, device, -ngl split, tuning, budget, MPI): nothing is copied field by field, so nothing is lost */
+    c.engine.model_path = c.model_path; /* -ngl reads the layer count */
     Err ae = {{0}};
-    if (cli_engine_apply(&eo, &ep, &ae)) return cli_usage_error("serve", "%s", ae.msg);
-    c.backend = ep.backend, c.isa = ep.isa, c.deltanet = ep.deltanet, c.no_pack = ep.no_pack;
-    c.stages = ep.stages, c.n_stages = ep.n_stages;
-    c.mem_budget = ep.mem_budget, c.cache_policy = ep.cache_policy;
+    if (cli_engine_apply(&eo, &c.engine, &ae)) return free(key_owned), cli_usage_error("serve", "%s", ae.msg);
     c.draft = draft_options_on(&dro, &c.draft_params);
     c.model_draft = dro.model;
-    c.mpi = ep.mpi, c.split = ep.split;
     dl_mpi_on_failure(stop_on_mpi_failure); /* a rank that died: fail what is running and shut down */
     Err err = {{0}};
     LoadProgress bar;

@@ -53,7 +53,6 @@ const char gen_options_help[] =
     "  --grammar G, --grammar-file F  constrain the output to a GBNF grammar (run)\n"
     "  --seed S                 sampling seed (default -1: random; -v prints it)\n"
     "  --ignore-eos             keep generating past end-of-generation tokens\n"
-    "  --exact                  F32 activations (the reference mode)\n"
     "  --no-mmap                read the weights into memory instead of mapping the file\n"
     "  --mlock                  read every weight page first and lock them in memory\n"
     "  --special                print control tokens too\n"
@@ -106,7 +105,6 @@ int gen_options_parse(GenOptions *o, const char *cmd, int argc, char **argv, int
     }
     else if (IS("--no-think")) o->think = false;
     else if (IS("--ignore-eos")) o->ignore_eos = true;
-    else if (IS("--exact")) o->exact = true;
     else if (IS("--no-mmap")) o->no_mmap = true;
     else if (IS("--mlock")) o->mlock = true;
     else if (IS("--special")) o->special = true;
@@ -131,7 +129,6 @@ DlEngine *gen_open_engine(const GenOptions *o, DlError *err) {
     ep.model_path = o->model;
     ep.n_ctx = (int)o->n_ctx;
     ep.n_threads = (int)o->threads;
-    ep.exact = o->exact;
     ep.no_mmap = o->no_mmap;
     ep.progress = load_progress_cb;
     ep.progress_user = &bar;

@@ -21,7 +21,7 @@ typedef struct GenOptions {
     const char *grammar, *grammar_file; /* GBNF (run: cli/gen_grammar.h) */
     const char *dry_breakers[16];
     int n_dry_breakers;
-    bool exact, no_mmap, mlock, verbose, ignore_eos, special, think;
+    bool no_mmap, mlock, verbose, ignore_eos, special, think;
     const char *system_prompt;
     const char *chat_template_file, *chat_format; /* override the GGUF's chat template */
     bool synthetic_note;                          /* make run: say the weights are random */

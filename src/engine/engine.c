@@ -99,7 +99,10 @@ DlEngine *dl_engine_open(const DlEngineParams *p, DlError *err) {
                              seqstate_bytes(en->model, n_ctx, en->st[0].be->kv_k, en->st[0].be->kv_v),
                              model_decode_bytes(en->model),
                              forward_ops_name(en->st[0].fw),
-                             forward_n_threads(en->st[0].fw)};
+                             forward_n_threads(en->st[0].fw),
+                             arith_name(mode),
+                             kv_format_name(en->kv_k),
+                             kv_format_name(en->kv_v)};
     for (int64_t i = 0; i < gguf_n_tensors(en->model->gguf); i++) en->info.weight_bytes += gguf_tensor(en->model->gguf, i)->nbytes;
     return en;
 fail:

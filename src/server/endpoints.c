@@ -120,6 +120,12 @@ static char *props_json(Server *s) {
     cJSON_AddNumberToObject(o, "n_ctx", s->info->n_ctx);
     cJSON_AddNumberToObject(o, "n_ctx_train", s->info->n_ctx_train);
     cJSON_AddNumberToObject(o, "n_vocab", s->info->n_vocab);
+    cJSON *eng = cJSON_AddObjectToObject(o, "engine"); /* how the model computes (--arith, -ctk, -ctv, ...) */
+    cJSON_AddStringToObject(eng, "arith", s->info->arith);
+    cJSON_AddStringToObject(eng, "cache_type_k", s->info->kv_type_k);
+    cJSON_AddStringToObject(eng, "cache_type_v", s->info->kv_type_v);
+    cJSON_AddStringToObject(eng, "kernels", s->info->ops);
+    cJSON_AddNumberToObject(eng, "threads", s->info->n_threads);
     const char *tmpl = dl_chat_template(s->engine);
     if (tmpl) json_add_string_n(o, "chat_template", tmpl, strlen(tmpl));
     else cJSON_AddNullToObject(o, "chat_template");

@@ -220,8 +220,11 @@ static void disk_evict_to(PrefixCache *pc, uint64_t budget) {
     }
 }
 
+/* DIR/<model and settings>-<key>-<pos>.dlckpt: fingerprint[1] hashes the model's fingerprint with the settings,
+ * so servers of other settings (another arithmetic or cache type) on one directory keep apart files rather than
+ * overwrite each other's */
 static void file_name(const PrefixCache *pc, uint64_t key, size_t pos, char *out, size_t cap) {
-    snprintf(out, cap, "%s/%08llx-%016llx-%zu.dlckpt", pc->dir, (unsigned long long)(pc->cfg.fingerprint[0] >> 32),
+    snprintf(out, cap, "%s/%08llx-%016llx-%zu.dlckpt", pc->dir, (unsigned long long)(pc->cfg.fingerprint[1] >> 32),
              (unsigned long long)key, pos);
 }
 

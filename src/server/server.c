@@ -32,6 +32,7 @@ void server_config_init(ServerConfig *c) {
     c->top_k = sp.top_k;
     c->n_predict = -1;
     dl_sampler_extra_init(&c->sampling_extra);
+    dl_engine_params_init(&c->engine);
 }
 
 static char *read_text_file(const char *path, Err *err) {
@@ -178,26 +179,22 @@ Server *server_start(const ServerConfig *c, Err *err) {
         goto fail;
     }
     const int segment = chunk < batch ? chunk : batch;
-    DlEngineParams p;
-    dl_engine_params_init(&p);
+    /* the engine's options whole (ServerConfig.engine); the server owns only these few */
+    DlEngineParams p = c->engine;
+    if ((p.model_path && (!c->model_path || strcmp(p.model_path, c->model_path))) || p.n_ctx || p.n_batch ||
+        p.n_seq_max || p.n_threads || p.no_mmap || p.progress) {
+        err_set(err, "ServerConfig.engine sets a parameter the server owns (model_path, n_ctx, n_batch, n_seq_max, "
+                     "n_threads, no_mmap, progress): set it in ServerConfig");
+        goto fail;
+    }
     p.model_path = c->model_path;
     p.n_ctx = c->ctx_size;
     p.n_batch = segment;
     p.n_seq_max = c->parallel;
     p.n_threads = c->threads;
-    p.backend = c->backend;
-    p.isa = c->isa;
-    p.deltanet = c->deltanet;
-    p.no_pack = c->no_pack;
-    p.mem_budget = c->mem_budget;
-    p.cache_policy = c->cache_policy;
     p.no_mmap = c->no_mmap;
     p.progress = c->load_progress;
     p.progress_user = c->load_progress_user;
-    p.mpi = c->mpi;
-    p.split = c->split;
-    p.stages = c->stages;
-    p.n_stages = c->n_stages;
     DlError de = {{0}};
     if (!(s->engine = dl_engine_open(&p, &de)) || (c->mlock && dl_engine_prefetch(s->engine, true, &de))) {
         err_set(err, "%s", de.msg);
@@ -208,9 +205,10 @@ Server *server_start(const ServerConfig *c, Err *err) {
         goto fail;
     }
     s->info = dl_engine_info(s->engine);
-    srv_log(LOG_INFO, "model %s: %s, %d layers, vocab %d, context %d per slot, %d slot(s), %d threads, kernels %s",
+    srv_log(LOG_INFO, "model %s: %s, %d layers, vocab %d, context %d per slot, %d slot(s), %d threads, kernels %s, "
+                      "arithmetic %s, K/V cache %s/%s",
             c->model_path, s->info->arch, s->info->n_layer, s->info->n_vocab, s->info->n_ctx, c->parallel,
-            s->info->n_threads, s->info->ops);
+            s->info->n_threads, s->info->ops, s->info->arith, s->info->kv_type_k, s->info->kv_type_v);
     if (s->info->n_ctx_train > 0 && s->info->n_ctx > s->info->n_ctx_train)
         srv_log(LOG_WARN, "the context per slot (%d tokens, %.1f MiB of state per slot) is larger than the model was "
                           "trained for (%d): output beyond %d tokens may degrade",
@@ -225,7 +223,7 @@ Server *server_start(const ServerConfig *c, Err *err) {
         goto fail;
     }
     if (c->mmproj) {
-        if (c->draft || c->mpi) {
+        if (c->draft || c->engine.mpi) {
             err_set(err, "--mmproj cannot be used with %s yet (images need one process and plain decoding)",
                     c->draft ? "drafting" : "--mpi");
             goto fail;
@@ -267,10 +265,29 @@ Server *server_start(const ServerConfig *c, Err *err) {
     s->defaults.completion_max_tokens = 16;
     if (!c->no_cache || c->slot_save_path) {
         if (model_fingerprint(c->model_path, &s->fingerprint[0], err)) goto fail;
-        char settings[256];
-        snprintf(settings, sizeof settings, "deltallm-ckpt v1 ops=%s threads=%d chunk=%d segment=%d", s->info->ops,
-                 s->info->n_threads, chunk, segment);
-        s->fingerprint[1] = hash64(settings, strlen(settings), s->fingerprint[0]);
+        /* everything a saved state's bits depend on: the kernels, the threads, the segments, the arithmetic,
+         * the caches' types (a snapshot's K/V rows are in them), the delta-net form, where each layer runs
+         * and a device's tuning */
+        SBuf st = {0};
+        char line[256];
+        snprintf(line, sizeof line, "deltallm-ckpt v2 ops=%s threads=%d chunk=%d segment=%d arith=%s kv=%s/%s dn=%s",
+                 s->info->ops, s->info->n_threads, chunk, segment, s->info->arith, s->info->kv_type_k,
+                 s->info->kv_type_v, c->engine.deltanet ? c->engine.deltanet : "auto");
+        sbuf_put(&st, line, strlen(line));
+        snprintf(line, sizeof line, " backend=%s tune=%s", c->engine.backend ? c->engine.backend : "cpu",
+                 c->engine.device_tune ? c->engine.device_tune : "");
+        sbuf_put(&st, line, strlen(line));
+        for (int i = 0; i < c->engine.n_stages && c->engine.stages; i++) {
+            const char *b = c->engine.stages[i].backend ? c->engine.stages[i].backend : c->engine.backend;
+            snprintf(line, sizeof line, " stage=%s:%d", b ? b : "cpu", c->engine.stages[i].n_layers);
+            sbuf_put(&st, line, strlen(line));
+        }
+        if (st.oom) {
+            sbuf_free(&st);
+            goto oom;
+        }
+        s->fingerprint[1] = hash64(st.p, st.n, s->fingerprint[0]);
+        sbuf_free(&st);
     }
     if (c->slot_save_path) {
         struct stat sb;

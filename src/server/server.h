@@ -48,22 +48,20 @@ typedef struct ServerConfig {
     int top_k;
     DlSamplerExtra sampling_extra; /* llama.cpp's further samplers, defaults for requests (dry_breakers unused) */
     int n_predict; /* default max_tokens for chat (-1: until the context is full) */
-    /* backend, ISA, delta-net form, packing (cli_engine.h); the rest of the engine parameters come from the
-     * fields above */
-    const char *backend, *isa, *deltanet;
-    bool no_pack;
-    uint64_t mem_budget;      /* DlEngineParams.mem_budget */
-    const char *cache_policy; /* DlEngineParams.cache_policy */
+    /* The engine's options as every command resolves them (cli_engine_apply: the arithmetic, the K and V
+     * cache types, the backend or device and -ngl's stages, ISA, delta-net form, packing, a device's tuning
+     * and library, the memory budget and expert cache, MPI), taken whole, so `serve` opens the engine `run`
+     * opens. server_start sets only what the server owns: model_path, n_ctx (ctx_size), n_batch (the
+     * segment), n_seq_max (parallel), n_threads (threads), no_mmap and progress from the fields above (here
+     * they stay 0 / NULL, model_path may name the same file: another value is refused, not overridden).
+     * server_config_init: dl_engine_params_init's. */
+    DlEngineParams engine;
     bool no_webui; /* no chat page at / */
-    bool mpi;          /* the layers over the ranks of an MPI job (this process is rank 0) */
-    const char *split; /* with mpi: each rank's share of the layers, or NULL (balanced) */
     bool draft;              /* speculative decoding in every slot (draft_params) */
     DlDraftParams draft_params;
     const char *model_draft; /* a smaller model of the same vocabulary drafts (NULL: the MTP block) */
-    const DlStage *stages;   /* -ngl's split (NULL: every layer on backend) */
     const char *mmproj;      /* the vision projector: chat requests may hold images (NULL: text only) */
     const char *vision_device; /* the backend the vision tower runs on (NULL: the CPU encoder's fast path) */
-    int n_stages;
 } ServerConfig;
 
 void server_config_init(ServerConfig *c);
