@@ -334,9 +334,14 @@ static void tile_dequant(KvPtr p, int64_t stride, int n, int d, float *dst) {
 #if defined(__AVX512F__)
 #define KT_MAXR 16 /* rows the direct path takes (more: the tile path, which transposes a tile once for all) */
 #define KT_PAD(R) ((R) <= 4 ? 4 : (R) <= 8 ? 8 : 16) /* rows its register tiles compute */
+#define KT_TYPE(t) true /* cache types it reads */
 #else
 #define KT_MAXR 12
 #define KT_PAD(R) (((R) + 5) / 6 * 6)
+/* AVX2 takes 6 rows at a time, so a group of 8 widens each tile twice: measured (seq_bench attnkv --isa avx2,
+ * 32k keys, 1 thread) f16 17.9–19.3 → 12.5–12.7 ms, q8_0 15.4–17.8 → 13.9–14.6, but q4_0 12.7–14.3 →
+ * 15.0–15.7 and f32 15.2–16.0 → 16.5–16.7: those two keep the tile path there */
+#define KT_TYPE(t) ((t) == FMT_F16 || (t) == FMT_Q8_0)
 #endif
 
 /* S[m][j] (row stride TK) for m < MR, j < 16·NV: keys j ≥ nk read as zero */
@@ -488,16 +493,19 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
                 const V16 sc = v16_set1(a->scale);
                 for (int i = 0; i < d; i += 16) v16_store(Qs + r * d + i, v16_mul(v16_load(q + i), sc));
             }
-        const bool direct = gemm && R <= KT_MAXR && d % 64 == 0; /* same bits as the tiles */
-        if (direct) /* the rows a register tile pads: zero Q, scores, O and rescale */
+        /* few rows: the products read the cache (the same bits as the tiles) */
+        const bool few = gemm && R <= KT_MAXR && d % 64 == 0;
+        const bool direct_k = few && KT_TYPE(a->k_type), direct_v = few && !vf32 && KT_TYPE(a->v_type);
+        if (direct_k || direct_v) /* the rows a register tile pads: zero Q, scores, O and rescale */
             for (int r = R; r < KT_PAD(R); r++) {
                 memset(Qs + r * d, 0, sizeof(float) * (size_t)d);
+                memset(S + r * TK, 0, sizeof(float) * TK);
                 memset(O + r * d, 0, sizeof(float) * (size_t)d);
                 AL[r] = 0.0f;
             }
         for (int k0t = 0; k0t < n_end; k0t += TK) {
             const int bk = n_end - k0t < TK ? n_end - k0t : TK;
-            if (direct)
+            if (direct_k)
                 kt_products(true, R, bk, d, Qs, kv_at(k0, k0t * kv_stride), kv_stride, S, NULL);
             else if (gemm && kf32) {
                 transpose_pad((const float *)k0.base + k0.i + k0t * kv_stride, kv_stride, bk, d, Kt, TK);
@@ -535,7 +543,7 @@ static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
                 L[r] = L[r] * AL[r] + v16_hsum(sum);
                 M[r] = m_new;
             }
-            if (direct && !vf32)
+            if (direct_v)
                 kt_products(false, R, bk, d, S, kv_at(v0, k0t * kv_stride), kv_stride, O, AL);
             else if (vf32)
                 gemm_nn(R, d, bk, S, TK, (const float *)v0.base + v0.i + k0t * kv_stride, kv_stride, O, d, INIT_ROWSCALE, AL,
