@@ -828,3 +828,63 @@ TEST(kernels, conv_silu_seqs_bitwise) {
         free(w);
     }
 }
+
+/* more sequences than one pool job takes (OPS_SEQS_MAX): 40 one-token sequences, each the bits of its single call
+ * (fused and recurrent forms, conv), 2 threads */
+TEST(kernels, seqs_more_than_one_job) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    enum { N = OPS_SEQS_MAX + 8, HV = 3, D = 32, C = 200, K = 4 };
+    DnCase c[N];
+    float *x[N], *st[N], *w = falloc((size_t)C * K);
+    for (size_t i = 0; i < (size_t)C * K; i++) w[i] = frand();
+    for (int i = 0; i < N; i++) {
+        c[i] = (DnCase){.T = 1 + i % 2, .Hk = 1, .Hv = HV, .D = D, .grouped = true, .state = true};
+        dn_make(&c[i]);
+        x[i] = falloc((size_t)c[i].T * C), st[i] = falloc((size_t)C * (K - 1));
+        for (size_t k = 0; k < (size_t)c[i].T * C; k++) x[i][k] = frand();
+        for (size_t k = 0; k < (size_t)C * (K - 1); k++) st[i][k] = frand();
+    }
+    for (int ii = 0; ii < n_isa; ii++) {
+        const Ops *ops = ops_cpu(isas[ii]);
+        OpCtx oc = {MATMUL_FAST, pool2(), NULL, 0};
+        for (int form = DN_FORM_RECURRENT; form <= DN_FORM_FUSED; form += 2) {
+            const size_t ns = form == DN_FORM_FUSED ? DELTANET_FUSED_FLOATS(HV, D, D) : (size_t)HV * D * D;
+            float *ro[N], *rs[N], *o[N], *s[N];
+            DeltaNetArgs a[N];
+            DeltaNetForm fm[N];
+            for (int i = 0; i < N; i++) {
+                const size_t nv = (size_t)c[i].T * HV * D;
+                ro[i] = fpoison(nv), o[i] = fpoison(nv), rs[i] = falloc(ns), s[i] = falloc(ns);
+                if (form == DN_FORM_FUSED) deltanet_state_to_fused(c[i].s0, rs[i], HV, D, D);
+                else memcpy(rs[i], c[i].s0, ns * sizeof(float));
+                memcpy(s[i], rs[i], ns * sizeof(float));
+                a[i] = (DeltaNetArgs){c[i].T, 1, HV, D, D, true, c[i].q, c[i].k, c[i].v, c[i].g, c[i].beta, rs[i], ro[i], NULL, NULL};
+                (form == DN_FORM_FUSED ? ops->deltanet_fused : ops->deltanet_recurrent)(&oc, &a[i]);
+                a[i].state = s[i], a[i].out = o[i], fm[i] = (DeltaNetForm)form;
+            }
+            ops->deltanet_seqs(&oc, a, fm, N);
+            for (int i = 0; i < N; i++) {
+                CHECK_MSG(same_bits(ro[i], o[i], (size_t)c[i].T * HV * D, NULL) && same_bits(rs[i], s[i], ns, NULL),
+                          "%s form %d seq %d of %d: differs from its single call", ops->name, form, i, N);
+                free(ro[i]), free(rs[i]), free(o[i]), free(s[i]);
+            }
+        }
+        float *ry[N], *rs[N], *y[N], *s[N];
+        ConvSeqArgs sa[N];
+        for (int i = 0; i < N; i++) {
+            const size_t nx = (size_t)c[i].T * C, ns = (size_t)C * (K - 1);
+            ry[i] = fpoison(nx), y[i] = fpoison(nx), rs[i] = fdup(st[i], ns), s[i] = fdup(st[i], ns);
+            ops->conv_silu(&oc, x[i], c[i].T, C, K, w, rs[i], ry[i]);
+            sa[i] = (ConvSeqArgs){x[i], c[i].T, s[i], y[i]};
+        }
+        ops->conv_silu_seqs(&oc, sa, N, C, K, w);
+        for (int i = 0; i < N; i++) {
+            CHECK_MSG(same_bits(ry[i], y[i], (size_t)c[i].T * C, NULL) && same_bits(rs[i], s[i], (size_t)C * (K - 1), NULL),
+                      "%s conv seq %d of %d: differs from its single call", ops->name, i, N);
+            free(ry[i]), free(rs[i]), free(y[i]), free(s[i]);
+        }
+    }
+    for (int i = 0; i < N; i++) dn_free(&c[i]), free(x[i]), free(st[i]);
+    free(w);
+}

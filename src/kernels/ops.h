@@ -232,7 +232,8 @@ void conv_silu_ref(const OpCtx *c, const float *x, int T, int C, int K, const fl
 void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a);
 void deltanet_chunked_ref(const OpCtx *c, const DeltaNetArgs *a);
 void deltanet_fused_ref(const OpCtx *c, const DeltaNetArgs *a);
-void conv_silu_seqs_ref(const OpCtx *c, const ConvSeqArgs *s, int n, int C, int K, const float *w); /* the calls in turn */
+/* the single calls in turn */
+void conv_silu_seqs_ref(const OpCtx *c, const ConvSeqArgs *s, int n, int C, int K, const float *w);
 void deltanet_seqs_ref(const OpCtx *c, const DeltaNetArgs *a, const DeltaNetForm *form, int n);
 void attention_ref(const OpCtx *c, const AttnArgs *a);
 void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n);

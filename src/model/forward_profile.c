@@ -184,7 +184,9 @@ void fwd_conv_silu_seqs(Forward *f, const ConvSeq *s, int n, int C, int K, const
 }
 
 void fwd_deltanet_seqs(Forward *f, const DeltaArgs *a, int n) {
-    const char *form = backend_state_layout(f->be) == STATE_FUSED ? "deltanet (fused)" : a->chunked ? "deltanet (chunked)" : "deltanet (recurrent)";
+    const char *form = backend_state_layout(f->be) == STATE_FUSED ? "deltanet (fused)"
+                       : a->chunked                                ? "deltanet (chunked)"
+                                                                   : "deltanet (recurrent)";
     TIMED(f, form, f->be->vt->deltanet_seqs(f->be, a, n));
 }
 

@@ -321,7 +321,10 @@ static void h_conv_silu_seqs(Backend *be, const ConvSeq *s, int n, int C, int K,
     for (int i0 = 0; i0 < n; i0 += OPS_SEQS_MAX) {
         const int m = n - i0 < OPS_SEQS_MAX ? n - i0 : OPS_SEQS_MAX;
         ConvSeqArgs cs[OPS_SEQS_MAX];
-        for (int i = 0; i < m; i++) cs[i] = (ConvSeqArgs){hf(s[i0 + i].x), s[i0 + i].T, hf(s[i0 + i].state), hf(s[i0 + i].y)};
+        for (int i = 0; i < m; i++) {
+            const ConvSeq *si = &s[i0 + i];
+            cs[i] = (ConvSeqArgs){hf(si->x), si->T, hf(si->state), hf(si->y)};
+        }
         hb->ops->conv_silu_seqs(&hb->oc, cs, m, C, K, w->host);
     }
 }
