@@ -7,7 +7,9 @@
  *   chunked delta-net: against the recurrent reference, max|Δ|/max|ref| ≤ 1e-5 on outputs and state;
  *   tiled attention: against attention_ref, max|Δ|/max|ref| ≤ 1e-5; in the fast arithmetic the same bits for a
  *   query row alone, in a batch or in chunks, across the switch from the mirroring kernel, on every cache type;
- *   1 thread and 2 threads: identical bits, for every kernel. */
+ *   1 thread and 2 threads: identical bits, for every kernel;
+ *   many sequences in one op (deltanet_seqs in its three forms, conv_silu_seqs): each sequence the bits of its
+ *   single call, every table, 1 and 2 threads. */
 #include "test.h"
 
 #include "base/fp16.h"
@@ -698,4 +700,191 @@ TEST(kernels, attention_tiled_fast_invariant) {
         free(c.q), free(c.k), free(c.v);
     }
     at_mode = MATMUL_GGML, at_kt = FMT_F32, at_vt = FMT_F32;
+}
+
+/* ---- many sequences in one op (Ops.deltanet_seqs, Ops.conv_silu_seqs) ------------------------------------ */
+
+/* N sequences of one layer's shape, each its own T, inputs and state, through deltanet_seqs against N single calls
+ * of the same table's form, bit for bit (outputs and states): every ISA level and the reference table, 1 and 2
+ * threads (2 threads split the odd head counts into row ranges), the three forms, one sequence out of place
+ * (state_in: a tentative one), d = 20 (the references' path) beside the kernels' */
+TEST(kernels, deltanet_seqs_bitwise) {
+    Isa isas[ISA_COUNT + 1];
+    int n_isa = test_isas(isas);
+    isas[n_isa++] = ISA_REF;
+    static const struct {
+        int Hk, Hv, D;
+        bool grouped;
+    } shapes[] = {{1, 3, 32, true}, {2, 6, 128, false}, {1, 1, 64, true}, {3, 3, 20, false}, {1, 5, 48, false}};
+    enum { N = 5 };
+    static const int Ts[N] = {1, 4, 1, 17, 70};
+    const size_t sbytes = deltanet_scratch_bytes(128, 128, 2);
+    void *scratch = NULL;
+    if (posix_memalign(&scratch, 64, sbytes) != 0) abort();
+    int n_cmp = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        DnCase c[N];
+        for (int i = 0; i < N; i++) {
+            c[i] = (DnCase){.T = Ts[i], .Hk = shapes[si].Hk, .Hv = shapes[si].Hv, .D = shapes[si].D,
+                            .grouped = shapes[si].grouped, .state = true};
+            dn_make(&c[i]);
+        }
+        const int D = shapes[si].D, Hv = shapes[si].Hv;
+        for (int form = DN_FORM_RECURRENT; form <= DN_FORM_FUSED; form++) {
+            const size_t ns = form == DN_FORM_FUSED ? DELTANET_FUSED_FLOATS(Hv, D, D) : (size_t)Hv * D * D;
+            float *s0[N];
+            for (int i = 0; i < N; i++) {
+                s0[i] = falloc(ns);
+                if (form == DN_FORM_FUSED) deltanet_state_to_fused(c[i].s0, s0[i], Hv, D, D);
+                else memcpy(s0[i], c[i].s0, ns * sizeof(float));
+            }
+            for (int ii = 0; ii < n_isa; ii++) {
+                const Ops *ops = isas[ii] == ISA_REF ? &ops_ref : ops_cpu(isas[ii]);
+                const DeltaNetFn one = form == DN_FORM_FUSED     ? ops->deltanet_fused
+                                       : form == DN_FORM_CHUNKED ? ops->deltanet_chunked
+                                                                 : ops->deltanet_recurrent;
+                for (int th = 1; th <= 2; th++) {
+                    OpCtx oc = {form == DN_FORM_FUSED ? MATMUL_FAST : MATMUL_GGML, th == 2 ? pool2() : NULL, scratch, sbytes};
+                    float *ro[N], *rs[N], *o[N], *s[N];
+                    DeltaNetArgs a[N];
+                    DeltaNetForm fm[N];
+                    for (int i = 0; i < N; i++) {
+                        const size_t nv = (size_t)c[i].T * Hv * D;
+                        const bool out_of_place = i == 2; /* the new state beside the old, as a tentative sequence's */
+                        ro[i] = fpoison(nv), o[i] = fpoison(nv);
+                        rs[i] = out_of_place ? fpoison(ns) : fdup(s0[i], ns);
+                        s[i] = out_of_place ? fpoison(ns) : fdup(s0[i], ns);
+                        a[i] = (DeltaNetArgs){c[i].T, c[i].Hk, Hv, D, D, c[i].grouped, c[i].q, c[i].k, c[i].v, c[i].g,
+                                              c[i].beta, rs[i], ro[i], out_of_place ? s0[i] : NULL, NULL};
+                        one(&oc, &a[i]);
+                        a[i].state = s[i], a[i].out = o[i];
+                        fm[i] = (DeltaNetForm)form;
+                    }
+                    ops->deltanet_seqs(&oc, a, fm, N);
+                    for (int i = 0; i < N; i++) {
+                        const size_t nv = (size_t)c[i].T * Hv * D;
+                        size_t w = 0;
+                        CHECK_MSG(same_bits(ro[i], o[i], nv, &w), "%s form %d Hv=%d D=%d %d thread(s) seq %d (T=%d): out[%zu] %.9g vs %.9g",
+                                  ops->name, form, Hv, D, th, i, c[i].T, w, ro[i][w], o[i][w]);
+                        CHECK_MSG(same_bits(rs[i], s[i], ns, &w), "%s form %d Hv=%d D=%d %d thread(s) seq %d (T=%d): state[%zu]",
+                                  ops->name, form, Hv, D, th, i, c[i].T, w);
+                        free(ro[i]), free(rs[i]), free(o[i]), free(s[i]);
+                        n_cmp++;
+                    }
+                }
+            }
+            for (int i = 0; i < N; i++) free(s0[i]);
+        }
+        for (int i = 0; i < N; i++) dn_free(&c[i]);
+    }
+    free(scratch);
+    test_note("%d sequences compared, the same bits as their single calls", n_cmp);
+}
+
+/* N sequences (T 1 … 20) through conv_silu_seqs against N conv_silu calls: bit for bit, every table, 1 and 2
+ * threads, channels not a multiple of 64 or of 16 */
+TEST(kernels, conv_silu_seqs_bitwise) {
+    Isa isas[ISA_COUNT + 1];
+    int n_isa = test_isas(isas);
+    isas[n_isa++] = ISA_REF;
+    static const struct {
+        int C, K;
+    } shapes[] = {{6144, 4}, {100, 4}, {37, 3}, {131, 5}};
+    enum { N = 6 };
+    static const int Ts[N] = {1, 1, 3, 20, 1, 2};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int C = shapes[si].C, K = shapes[si].K;
+        const size_t ns = (size_t)C * (K - 1);
+        float *w = falloc((size_t)C * K), *x[N], *st[N];
+        for (size_t i = 0; i < (size_t)C * K; i++) w[i] = frand();
+        for (int i = 0; i < N; i++) {
+            x[i] = falloc((size_t)Ts[i] * C), st[i] = falloc(ns);
+            for (size_t k = 0; k < (size_t)Ts[i] * C; k++) x[i][k] = frand() * 3.0f;
+            for (size_t k = 0; k < ns; k++) st[i][k] = frand() * 2.0f;
+        }
+        for (int ii = 0; ii < n_isa; ii++) {
+            const Ops *ops = isas[ii] == ISA_REF ? &ops_ref : ops_cpu(isas[ii]);
+            for (int th = 1; th <= 2; th++) {
+                OpCtx oc = {MATMUL_FAST, th == 2 ? pool2() : NULL, NULL, 0};
+                float *ry[N], *rs[N], *y[N], *s[N];
+                ConvSeqArgs sa[N];
+                for (int i = 0; i < N; i++) {
+                    const size_t nx = (size_t)Ts[i] * C;
+                    ry[i] = fpoison(nx), y[i] = fpoison(nx), rs[i] = fdup(st[i], ns), s[i] = fdup(st[i], ns);
+                    ops->conv_silu(&oc, x[i], Ts[i], C, K, w, rs[i], ry[i]);
+                    sa[i] = (ConvSeqArgs){x[i], Ts[i], s[i], y[i]};
+                }
+                ops->conv_silu_seqs(&oc, sa, N, C, K, w);
+                for (int i = 0; i < N; i++) {
+                    size_t at = 0;
+                    CHECK_MSG(same_bits(ry[i], y[i], (size_t)Ts[i] * C, &at) && same_bits(rs[i], s[i], ns, NULL),
+                              "%s C=%d K=%d %d thread(s) seq %d (T=%d): differs from its single call (y[%zu])", ops->name, C,
+                              K, th, i, Ts[i], at);
+                    free(ry[i]), free(rs[i]), free(y[i]), free(s[i]);
+                }
+            }
+        }
+        for (int i = 0; i < N; i++) free(x[i]), free(st[i]);
+        free(w);
+    }
+}
+
+/* more sequences than one pool job takes (OPS_SEQS_MAX): 40 one-token sequences, each the bits of its single call
+ * (fused and recurrent forms, conv), 2 threads */
+TEST(kernels, seqs_more_than_one_job) {
+    Isa isas[ISA_COUNT];
+    const int n_isa = test_isas(isas);
+    enum { N = OPS_SEQS_MAX + 8, HV = 3, D = 32, C = 200, K = 4 };
+    DnCase c[N];
+    float *x[N], *st[N], *w = falloc((size_t)C * K);
+    for (size_t i = 0; i < (size_t)C * K; i++) w[i] = frand();
+    for (int i = 0; i < N; i++) {
+        c[i] = (DnCase){.T = 1 + i % 2, .Hk = 1, .Hv = HV, .D = D, .grouped = true, .state = true};
+        dn_make(&c[i]);
+        x[i] = falloc((size_t)c[i].T * C), st[i] = falloc((size_t)C * (K - 1));
+        for (size_t k = 0; k < (size_t)c[i].T * C; k++) x[i][k] = frand();
+        for (size_t k = 0; k < (size_t)C * (K - 1); k++) st[i][k] = frand();
+    }
+    for (int ii = 0; ii < n_isa; ii++) {
+        const Ops *ops = ops_cpu(isas[ii]);
+        OpCtx oc = {MATMUL_FAST, pool2(), NULL, 0};
+        for (int form = DN_FORM_RECURRENT; form <= DN_FORM_FUSED; form += 2) {
+            const size_t ns = form == DN_FORM_FUSED ? DELTANET_FUSED_FLOATS(HV, D, D) : (size_t)HV * D * D;
+            float *ro[N], *rs[N], *o[N], *s[N];
+            DeltaNetArgs a[N];
+            DeltaNetForm fm[N];
+            for (int i = 0; i < N; i++) {
+                const size_t nv = (size_t)c[i].T * HV * D;
+                ro[i] = fpoison(nv), o[i] = fpoison(nv), rs[i] = falloc(ns), s[i] = falloc(ns);
+                if (form == DN_FORM_FUSED) deltanet_state_to_fused(c[i].s0, rs[i], HV, D, D);
+                else memcpy(rs[i], c[i].s0, ns * sizeof(float));
+                memcpy(s[i], rs[i], ns * sizeof(float));
+                a[i] = (DeltaNetArgs){c[i].T, 1, HV, D, D, true, c[i].q, c[i].k, c[i].v, c[i].g, c[i].beta, rs[i], ro[i], NULL, NULL};
+                (form == DN_FORM_FUSED ? ops->deltanet_fused : ops->deltanet_recurrent)(&oc, &a[i]);
+                a[i].state = s[i], a[i].out = o[i], fm[i] = (DeltaNetForm)form;
+            }
+            ops->deltanet_seqs(&oc, a, fm, N);
+            for (int i = 0; i < N; i++) {
+                CHECK_MSG(same_bits(ro[i], o[i], (size_t)c[i].T * HV * D, NULL) && same_bits(rs[i], s[i], ns, NULL),
+                          "%s form %d seq %d of %d: differs from its single call", ops->name, form, i, N);
+                free(ro[i]), free(rs[i]), free(o[i]), free(s[i]);
+            }
+        }
+        float *ry[N], *rs[N], *y[N], *s[N];
+        ConvSeqArgs sa[N];
+        for (int i = 0; i < N; i++) {
+            const size_t nx = (size_t)c[i].T * C, ns = (size_t)C * (K - 1);
+            ry[i] = fpoison(nx), y[i] = fpoison(nx), rs[i] = fdup(st[i], ns), s[i] = fdup(st[i], ns);
+            ops->conv_silu(&oc, x[i], c[i].T, C, K, w, rs[i], ry[i]);
+            sa[i] = (ConvSeqArgs){x[i], c[i].T, s[i], y[i]};
+        }
+        ops->conv_silu_seqs(&oc, sa, N, C, K, w);
+        for (int i = 0; i < N; i++) {
+            CHECK_MSG(same_bits(ry[i], y[i], (size_t)c[i].T * C, NULL) && same_bits(rs[i], s[i], (size_t)C * (K - 1), NULL),
+                      "%s conv seq %d of %d: differs from its single call", ops->name, i, N);
+            free(ry[i]), free(rs[i]), free(y[i]), free(s[i]);
+        }
+    }
+    for (int i = 0; i < N; i++) dn_free(&c[i]), free(x[i]), free(st[i]);
+    free(w);
 }

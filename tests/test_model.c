@@ -213,17 +213,18 @@ TEST(model, snapshot_restore_is_exact) {
     dl_engine_close(e);
 }
 
-/* In exact mode every op is independent of the batch: bitwise equal. In the default mode a batch of 3 rows
- * takes llama.cpp's GEMM summation order and a single row its GEMV order (as llama.cpp does), so the two
- * agree to float rounding only. */
-static void batched_vs_single(const char *model, bool exact) {
-    DlEngine *e = open_engine_mode(model, 64, 3, exact);
+/* In exact mode every op is independent of the batch: bitwise equal. So is the fast arithmetic (the default:
+ * batch-invariant products, and the conv and delta rule of all the sessions in one op, conv_silu_seqs /
+ * deltanet_seqs, with each session's single-call bits). `bitwise` false: agree to float rounding only (kept for
+ * the MoE model's check). n sessions (≤ 5), prompts of different lengths. */
+static void batched_vs_single_n(const char *model, bool exact, bool bitwise, int n) {
+    DlEngine *e = open_engine_mode(model, 64, n, exact);
     REQUIRE(e);
     DlError err = {{0}};
-    DlSession *s[3], *r[3];
+    DlSession *s[5], *r[5];
     const int V = dl_engine_info(e)->n_vocab;
-    int32_t prompt[3][9];
-    for (int k = 0; k < 3; k++) {
+    int32_t prompt[5][9];
+    for (int k = 0; k < n; k++) {
         s[k] = dl_session_new(e, &err);
         r[k] = dl_session_new(e, &err);
         REQUIRE(s[k] && r[k]);
@@ -232,24 +233,30 @@ static void batched_vs_single(const char *model, bool exact) {
         REQUIRE(dl_session_eval(r[k], prompt[k], 5 + k, &err) == 0);
     }
     for (int step = 0; step < 4; step++) {
-        int32_t tok[3] = {11 + step, 22 + step, 33 + step};
-        REQUIRE(dl_decode_batch(s, tok, 3, &err) == 0);
-        for (int k = 0; k < 3; k++) {
+        int32_t tok[5] = {11 + step, 22 + step, 33 + step, 44 + step, 55 + step};
+        REQUIRE(dl_decode_batch(s, tok, n, &err) == 0);
+        for (int k = 0; k < n; k++) {
             REQUIRE(dl_session_eval(r[k], &tok[k], 1, &err) == 0);
             const float *a = dl_session_logits(s[k]), *b = dl_session_logits(r[k]);
             double d = 0, m = 0;
             for (int v = 0; v < V; v++) d = fmax(d, fabs((double)a[v] - b[v])), m = fmax(m, fabs(a[v]));
-            if (exact)
-                CHECK_MSG(memcmp(a, b, sizeof(float) * (size_t)V) == 0, "session %d step %d: batched decode differs", k,
-                          step);
+            if (bitwise)
+                CHECK_MSG(memcmp(a, b, sizeof(float) * (size_t)V) == 0, "%s session %d step %d: batched decode differs (max|d| %.3g)",
+                          model, k, step, d);
             else
                 CHECK_MSG(d <= 1e-4 * m, "session %d step %d: batched vs single max|d| %.3g (max|logit| %.3g)", k, step,
                           d, m);
         }
     }
-    for (int k = 0; k < 3; k++) dl_session_free(s[k]), dl_session_free(r[k]);
+    for (int k = 0; k < n; k++) dl_session_free(s[k]), dl_session_free(r[k]);
     dl_engine_close(e);
 }
+static void batched_vs_single(const char *model, bool exact) { batched_vs_single_n(model, exact, exact, 3); }
 
 TEST(model, batched_decode_exact_bitwise) { batched_vs_single("models/m6-qwen35moe-iq2xxs.gguf", true); }
+/* the fast arithmetic: a session decoded beside 4 others gives the bits it gives alone (qwen35 and qwen3next) */
+TEST(model, batched_decode_fast_bitwise) {
+    batched_vs_single_n("models/m3-qwen35-dense-bf16.gguf", false, true, 5);
+    batched_vs_single_n("models/m8-qwen3next-wide-mixed.gguf", false, true, 5);
+}
 TEST(model, batched_decode_default_close) { batched_vs_single("models/m4-qwen35moe-q8_0.gguf", false); }

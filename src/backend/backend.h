@@ -137,6 +137,12 @@ typedef struct DeltaArgs {
     bool has_steps;
 } DeltaArgs;
 
+/* One sequence of BackendVt.conv_silu_seqs: conv_silu's x [T][C], state and y for it. */
+typedef struct ConvSeq {
+    BView x, state, y;
+    int T;
+} ConvSeq;
+
 /* Causal attention of T queries at positions pos0 … pos0+T−1 over the cache rows 0 … pos0+T−1
  * (kernels/ops.h AttnArgs, in views). rows_at, when set (a backend with graph ops), is int32 [T] on the device
  * holding the same values pos0 … pos0+T−1: a device reads them there, so that a recorded pass replayed at a
@@ -287,6 +293,13 @@ typedef struct BackendVt {
      * op, with the bits of the two; d's q, k, v, g and β are dn_prep's outputs and are not written. Optional, may
      * decline (false: nothing recorded, the forward pass makes the separate calls) */
     bool (*dn_prep_scan)(Backend *be, const DnPrepArgs *a, const DeltaArgs *d);
+    /* Many sequences of one layer in one op (the decode step of many sessions, docs/LONG_CONTEXT.md "Many
+     * streams"): conv_silu of n sequences (the same C, K and w; each its own x, T, state and y) and the delta rule
+     * of n sequences (each its own DeltaArgs), with the bits of the n single calls. No sequence's outputs or state
+     * may overlap another's. Optional: NULL (vulkan: its per-sequence dispatches are recorded, not handed off),
+     * and the forward pass makes the n calls. The CPU backend runs all the sequences' work items in one pool job */
+    void (*conv_silu_seqs)(Backend *be, const ConvSeq *s, int n, int C, int K, const Weight *w);
+    void (*deltanet_seqs)(Backend *be, const DeltaArgs *a, int n);
     /* attention with mul_sigmoid(out, gate) in its epilogue (gate row t, head h at t·g_row + h·g_head floats);
      * optional */
     void (*attention_gated)(Backend *be, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head);

@@ -100,7 +100,8 @@ const char *backend_first_device(void) {
 }
 
 /* The first required slot vt leaves empty, or NULL. The optional ones (BackendVt says which): matmul_swiglu,
- * matmul_add, matmul_add_gated, matmul_add_sigmoid, matmul_pair, dn_prep, dn_prep_scan, attention_gated, attn_prep,
+ * matmul_add, matmul_add_gated, matmul_add_sigmoid, matmul_pair, dn_prep, dn_prep_scan, conv_silu_seqs,
+ * deltanet_seqs, attention_gated, attn_prep,
  * moe_ffn, moe_ffn_combine,
  * graph_capture / graph_end / graph_replay, mark, marks, stats, copy_probe. */
 static const char *missing_op(const BackendVt *vt) {

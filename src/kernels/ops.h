@@ -178,6 +178,21 @@ typedef struct AttnArgs {
     uint32_t k_type, v_type;
 } AttnArgs;
 
+/* ---- many sequences in one op (Ops.conv_silu_seqs, Ops.deltanet_seqs) ---------------------------------- */
+
+/* one sequence's part of conv_silu_seqs: x [T][C], state [C][K-1], y [T][C] */
+typedef struct ConvSeqArgs {
+    const float *x;
+    int T;
+    float *state, *y;
+} ConvSeqArgs;
+
+/* the form of the delta rule a sequence of deltanet_seqs takes */
+typedef enum DeltaNetForm { DN_FORM_RECURRENT = 0, DN_FORM_CHUNKED = 1, DN_FORM_FUSED = 2 } DeltaNetForm;
+
+/* the most sequences one pool job of the fast kernels takes (more go in several) */
+#define OPS_SEQS_MAX 32
+
 /* ---- the table ---------------------------------------------------------------------------------------- */
 
 typedef struct Ops {
@@ -192,6 +207,14 @@ typedef struct Ops {
     void (*deltanet_chunked)(const OpCtx *c, const DeltaNetArgs *a);
     /* the fast arithmetic's recurrent form (deltanet_ref.c: fused; not llama.cpp's order) */
     void (*deltanet_fused)(const OpCtx *c, const DeltaNetArgs *a);
+    /* conv_silu over n sequences of one layer (the same C, K and w; each its own x, T, state and y, none of
+     * them overlapping another's) with the bits of the n conv_silu calls: the fast kernels take every
+     * sequence's work items in one pool_for (the step of many sessions, docs/LONG_CONTEXT.md "Many streams") */
+    void (*conv_silu_seqs)(const OpCtx *c, const ConvSeqArgs *s, int n, int C, int K, const float *w);
+    /* the delta rule over n sequences, sequence i in form[i] (each its own state, none overlapping another's),
+     * with the bits of the n calls of deltanet_recurrent / _chunked / _fused: one pool_for over all the
+     * sequences' work items in the fast kernels */
+    void (*deltanet_seqs)(const OpCtx *c, const DeltaNetArgs *a, const DeltaNetForm *form, int n);
     void (*attention)(const OpCtx *c, const AttnArgs *a);
     /* the elementwise row ops of ops_small (same bits as op_silu_row / op_swiglu_row, over `rows` rows of n) */
     void (*silu_rows)(const OpCtx *c, const float *x, float *y, int rows, int n);
@@ -209,6 +232,9 @@ void conv_silu_ref(const OpCtx *c, const float *x, int T, int C, int K, const fl
 void deltanet_recurrent_ref(const OpCtx *c, const DeltaNetArgs *a);
 void deltanet_chunked_ref(const OpCtx *c, const DeltaNetArgs *a);
 void deltanet_fused_ref(const OpCtx *c, const DeltaNetArgs *a);
+/* the single calls in turn */
+void conv_silu_seqs_ref(const OpCtx *c, const ConvSeqArgs *s, int n, int C, int K, const float *w);
+void deltanet_seqs_ref(const OpCtx *c, const DeltaNetArgs *a, const DeltaNetForm *form, int n);
 void attention_ref(const OpCtx *c, const AttnArgs *a);
 void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n);
 void swiglu_rows_ref(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);

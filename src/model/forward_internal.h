@@ -186,6 +186,9 @@ void fwd_gate_up(Forward *f, const char *const label[3], const Weight *wg, const
 void fwd_matmul_expert(Forward *f, const char *name, const Weight *w, int e, const void *data, BView x, int64_t T, BView y);
 void fwd_conv_silu(Forward *f, BView x, int T, int C, int K, const Weight *w, BView state, BView y);
 void fwd_deltanet(Forward *f, const DeltaArgs *a);
+/* conv_silu_seqs / deltanet_seqs (the backend has them): profiled as the single ops */
+void fwd_conv_silu_seqs(Forward *f, const ConvSeq *s, int n, int C, int K, const Weight *w);
+void fwd_deltanet_seqs(Forward *f, const DeltaArgs *a, int n);
 void fwd_attention(Forward *f, const AttentionArgs *a);
 void fwd_attention_gated(Forward *f, const AttentionArgs *a, BView gate, int64_t g_row, int64_t g_head);
 void fwd_moe_ffn(Forward *f, const MoeArgs *a);

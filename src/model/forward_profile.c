@@ -178,6 +178,18 @@ void fwd_deltanet(Forward *f, const DeltaArgs *a) {
     TIMED(f, form, f->be->vt->deltanet(f->be, a));
 }
 
+/* the ops for many sequences, under the single ops' labels (their shares of a step compare directly) */
+void fwd_conv_silu_seqs(Forward *f, const ConvSeq *s, int n, int C, int K, const Weight *w) {
+    TIMED(f, "conv1d+silu", f->be->vt->conv_silu_seqs(f->be, s, n, C, K, w));
+}
+
+void fwd_deltanet_seqs(Forward *f, const DeltaArgs *a, int n) {
+    const char *form = backend_state_layout(f->be) == STATE_FUSED ? "deltanet (fused)"
+                       : a->chunked                                ? "deltanet (chunked)"
+                                                                   : "deltanet (recurrent)";
+    TIMED(f, form, f->be->vt->deltanet_seqs(f->be, a, n));
+}
+
 void fwd_moe_ffn(Forward *f, const MoeArgs *a) { TIMED(f, "moe experts (fused)", f->be->vt->moe_ffn(f->be, a)); }
 
 bool fwd_moe_ffn_combine(Forward *f, const MoeArgs *a, BView w, BView out) {

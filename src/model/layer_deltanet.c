@@ -42,6 +42,17 @@ static void dump_qk_repeated(Forward *f, Bufs *b, int il) {
     }
 }
 
+/* sequences per conv_silu_seqs / deltanet_seqs call */
+#define SEQ_GROUP 32
+
+/* after a first tentative batch: the state before it stays in the rollback's slot, the new one (written there)
+ * becomes the layer's */
+static void swap_tentative(SeqState *st, int il, BView written) {
+    StateSeg *sg = &st->segs[st->seg_ssm[il]];
+    st->rb.ssm_alt[il] = sg->view;
+    sg->view = written;
+}
+
 void layer_deltanet(Forward *f, Bufs *b, int il) {
     const Model *m = f->m;
     const ModelConfig *c = &m->cfg;
@@ -67,6 +78,9 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
 
     /* 2. β and g (with a backend's dn_prep, one sequence and nothing dumped: after the conv, in its dispatch) */
     const bool tent = f->seqs[0].tentative;
+    /* several sequences through the backend's ops for many (one CPU pool job per layer for each, not one per
+     * sequence) */
+    const bool many = f->n_seqs > 1 && be->vt->conv_silu_seqs && be->vt->deltanet_seqs;
     const bool prep = be->vt->dn_prep && f->n_seqs == 1 && !tent && !fwd_dumping(f, il);
     GateArgs ga;
     if (c->arch == ARCH_QWEN3NEXT) {
@@ -107,7 +121,9 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
     if (c->arch != ARCH_QWEN3NEXT) fwd_dump(f, "beta_sigmoid", il, b->beta, 1, Hv, R, 1);
 
     /* 3. causal conv + SiLU, per sequence with its conv state (a tentative one keeps the window and its
-     * inputs first) */
+     * inputs first); with a backend's conv_silu_seqs, SEQ_GROUP sequences in one op (each group's copies first) */
+    ConvSeq cv[SEQ_GROUP];
+    int n_cv = 0;
     for (int s = 0; s < f->n_seqs; s++) {
         SeqState *st = f->seqs[s].state;
         const int64_t r0 = f->row0[s];
@@ -118,8 +134,16 @@ void layer_deltanet(Forward *f, Bufs *b, int il) {
             be->vt->copy_rows(be, bv_f32(st->rb.log[il], at * LW), LW, bv_f32(b->mixed, r0 * conv), conv,
                               f->seqs[s].n_tokens, conv);
         }
-        fwd_conv_silu(f, bv_f32(b->mixed, r0 * conv), f->seqs[s].n_tokens, conv, c->ssm_d_conv, l->conv1d, cs,
-                      bv_f32(b->conv_y, r0 * conv));
+        if (!many) {
+            fwd_conv_silu(f, bv_f32(b->mixed, r0 * conv), f->seqs[s].n_tokens, conv, c->ssm_d_conv, l->conv1d, cs,
+                          bv_f32(b->conv_y, r0 * conv));
+            continue;
+        }
+        cv[n_cv++] = (ConvSeq){bv_f32(b->mixed, r0 * conv), cs, bv_f32(b->conv_y, r0 * conv), f->seqs[s].n_tokens};
+        if (n_cv == SEQ_GROUP || s == f->n_seqs - 1) {
+            fwd_conv_silu_seqs(f, cv, n_cv, conv, c->ssm_d_conv, l->conv1d);
+            n_cv = 0;
+        }
     }
     fwd_dump(f, "conv_output_silu", il, b->conv_y, conv, R, 1, 1);
     /* the new conv state: each channel's last Kc-1 inputs (llama.cpp's conv_state_last view, [conv][Kc-1]) */
@@ -147,7 +171,11 @@ prepared:
     fwd_phase(f, scanned ? PH_DN_SCAN : PH_DN_PRE, &t0);
 
     /* 5. the delta rule, per sequence; a tentative one writes the new state beside the old and logs its
-     * inputs (q | k | v, g, β after the conv input) */
+     * inputs (q | k | v, g, β after the conv input); with a backend's deltanet_seqs, SEQ_GROUP sequences in one
+     * op (each group's logs first, its state swaps after) */
+    DeltaArgs da[SEQ_GROUP];
+    bool ft[SEQ_GROUP];
+    int n_da = 0, s_da = 0; /* the group's sequences: s_da … s_da + n_da − 1 */
     for (int s = 0; s < f->n_seqs && !scanned; s++) {
         SeqState *st = f->seqs[s].state;
         const int64_t r0 = f->row0[s];
@@ -168,10 +196,19 @@ prepared:
              * extending batch updates the current one in place */
             if (first_tent) a.state = st->rb.ssm_alt[il];
         }
-        fwd_deltanet(f, &a);
-        if (first_tent) {
-            st->rb.ssm_alt[il] = sg->view;
-            sg->view = a.state;
+        if (!many) {
+            fwd_deltanet(f, &a);
+            if (first_tent) swap_tentative(st, il, a.state);
+            continue;
+        }
+        if (n_da == 0) s_da = s;
+        ft[n_da] = first_tent;
+        da[n_da++] = a;
+        if (n_da == SEQ_GROUP || s == f->n_seqs - 1) {
+            fwd_deltanet_seqs(f, da, n_da);
+            for (int i = 0; i < n_da; i++)
+                if (ft[i]) swap_tentative(f->seqs[s_da + i].state, il, da[i].state);
+            n_da = 0;
         }
     }
     fwd_phase(f, PH_DN_SCAN, &t0);

@@ -292,18 +292,52 @@ static void h_conv_silu(Backend *be, BView x, int T, int C, int K, const Weight 
     hb->ops->conv_silu(&hb->oc, hf(x), T, C, K, w->host, hf(state), hf(y));
 }
 
+static DeltaNetArgs dn_args(const DeltaArgs *a) {
+    return (DeltaNetArgs){a->T, a->n_k_head, a->n_v_head, a->d_k, a->d_v, a->grouped,
+                          hf(a->q), hf(a->k), hf(a->v), hf(a->g), hf(a->beta), hf(a->state), hf(a->out),
+                          a->state_in.buf ? hf(a->state_in) : NULL, a->has_steps ? hf(a->steps) : NULL};
+}
+
+/* the fast arithmetic's form is the fused one at every length (chunks of DN_FUSED_C tokens, their dots with
+ * the base state as one GEMM, three multiply-adds per element and token; its state has its own layout,
+ * h_state_layout); the llama and exact arithmetics take llama.cpp's recurrent order or the chunked form */
+static DeltaNetForm dn_form(const Backend *be, const DeltaArgs *a) {
+    return be->mode == MATMUL_FAST ? DN_FORM_FUSED : a->chunked ? DN_FORM_CHUNKED : DN_FORM_RECURRENT;
+}
+
 static void h_deltanet(Backend *be, const DeltaArgs *a) {
     HostBackend *hb = host_of(be);
-    DeltaNetArgs d = {a->T, a->n_k_head, a->n_v_head, a->d_k, a->d_v, a->grouped,
-                      hf(a->q), hf(a->k), hf(a->v), hf(a->g), hf(a->beta), hf(a->state), hf(a->out),
-                      a->state_in.buf ? hf(a->state_in) : NULL, a->has_steps ? hf(a->steps) : NULL};
-    /* the fast arithmetic's form is the fused one at every length (chunks of DN_FUSED_C tokens, their dots with
-     * the base state as one GEMM, three multiply-adds per element and token; its state has its own layout,
-     * h_state_layout); the llama and exact arithmetics take llama.cpp's recurrent order or the chunked
-     * form */
-    if (be->mode == MATMUL_FAST) hb->ops->deltanet_fused(&hb->oc, &d);
-    else if (a->chunked) hb->ops->deltanet_chunked(&hb->oc, &d);
-    else hb->ops->deltanet_recurrent(&hb->oc, &d);
+    const DeltaNetArgs d = dn_args(a);
+    switch (dn_form(be, a)) {
+    case DN_FORM_FUSED: hb->ops->deltanet_fused(&hb->oc, &d); break;
+    case DN_FORM_CHUNKED: hb->ops->deltanet_chunked(&hb->oc, &d); break;
+    default: hb->ops->deltanet_recurrent(&hb->oc, &d); break;
+    }
+}
+
+/* the sequences' calls in one pool job (the kernels' conv_silu_seqs / deltanet_seqs), OPS_SEQS_MAX at a time */
+static void h_conv_silu_seqs(Backend *be, const ConvSeq *s, int n, int C, int K, const Weight *w) {
+    HostBackend *hb = host_of(be);
+    for (int i0 = 0; i0 < n; i0 += OPS_SEQS_MAX) {
+        const int m = n - i0 < OPS_SEQS_MAX ? n - i0 : OPS_SEQS_MAX;
+        ConvSeqArgs cs[OPS_SEQS_MAX];
+        for (int i = 0; i < m; i++) {
+            const ConvSeq *si = &s[i0 + i];
+            cs[i] = (ConvSeqArgs){hf(si->x), si->T, hf(si->state), hf(si->y)};
+        }
+        hb->ops->conv_silu_seqs(&hb->oc, cs, m, C, K, w->host);
+    }
+}
+
+static void h_deltanet_seqs(Backend *be, const DeltaArgs *a, int n) {
+    HostBackend *hb = host_of(be);
+    for (int i0 = 0; i0 < n; i0 += OPS_SEQS_MAX) {
+        const int m = n - i0 < OPS_SEQS_MAX ? n - i0 : OPS_SEQS_MAX;
+        DeltaNetArgs d[OPS_SEQS_MAX];
+        DeltaNetForm form[OPS_SEQS_MAX];
+        for (int i = 0; i < m; i++) d[i] = dn_args(&a[i0 + i]), form[i] = dn_form(be, &a[i0 + i]);
+        hb->ops->deltanet_seqs(&hb->oc, d, form, m);
+    }
 }
 
 static void h_attention(Backend *be, const AttentionArgs *a) {
@@ -354,6 +388,8 @@ static BackendVt host_vt(void) {
         .matmul_swiglu = h_matmul_swiglu,
         .conv_silu = h_conv_silu,
         .deltanet = h_deltanet,
+        .conv_silu_seqs = h_conv_silu_seqs,
+        .deltanet_seqs = h_deltanet_seqs,
         .attention = h_attention,
         .moe_ffn = host_moe_ffn,
         .stats = h_stats,

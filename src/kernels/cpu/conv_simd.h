@@ -149,3 +149,26 @@ void SEQ_FN(conv_silu)(const OpCtx *c, const float *x, int T, int C, int K, cons
     const int64_t n = (C + CONV_GROUP - 1) / CONV_GROUP;
     pool_for(c->pool, n, T >= 16 ? 1 : 8, conv_items, &j);
 }
+
+/* conv_silu over n sequences: each sequence's items (its own ConvJob) in one pool_for (SeqsJob), so each
+ * computes what it computes in that sequence's own call */
+void SEQ_FN(conv_silu_seqs)(const OpCtx *c, const ConvSeqArgs *s, int n, int C, int K, const float *w) {
+    if (K > CONV_MAX_TAPS || K < 2) {
+        conv_silu_seqs_ref(c, s, n, C, K, w);
+        return;
+    }
+    const int64_t items = (C + CONV_GROUP - 1) / CONV_GROUP;
+    for (int i0 = 0; i0 < n; i0 += OPS_SEQS_MAX) {
+        const int m = n - i0 < OPS_SEQS_MAX ? n - i0 : OPS_SEQS_MAX;
+        ConvJob jobs[OPS_SEQS_MAX];
+        SeqsJob sj = {0};
+        bool small = true; /* the single call's grain: 8 items for short sequences */
+        for (int i = 0; i < m; i++) {
+            const ConvSeqArgs *si = &s[i0 + i];
+            jobs[i] = (ConvJob){si->x, w, si->T, C, K, si->state, si->y};
+            seqs_add(&sj, conv_items, &jobs[i], items);
+            if (si->T >= 16) small = false;
+        }
+        pool_for(c->pool, sj.start[sj.n], small ? 8 : 1, seqs_items, &sj);
+    }
+}

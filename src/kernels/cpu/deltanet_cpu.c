@@ -27,6 +27,14 @@ DeltaNetFn deltanet_fused_cpu_select(Isa isa) {
     }
 }
 
+DeltaNetSeqsFn deltanet_seqs_cpu_select(Isa isa) {
+    switch (isa) {
+    case ISA_AVX512: return deltanet_seqs_avx512;
+    case ISA_AVX2: return deltanet_seqs_avx2;
+    default: return deltanet_seqs_ref;
+    }
+}
+
 size_t deltanet_scratch_bytes(int d_k, int d_v, int n_threads) {
     if (n_threads < 1) n_threads = 1;
     return chunk_ws_floats(d_k, d_v, NULL, NULL) * sizeof(float) * (size_t)n_threads;

@@ -470,19 +470,22 @@ static void fu_items(void *ctx, int64_t b, int64_t e, int thread) {
     }
 }
 
-void SEQ_FN(deltanet_fused)(const OpCtx *c, const DeltaNetArgs *a) {
-    if (a->d_v % 16 || a->d_k % 16 || a->T < 1 || a->steps) {
-        deltanet_fused_ref(c, a);
-        return;
-    }
+/* whether the fused kernel takes a (else the reference runs) */
+static bool fu_takes(const DeltaNetArgs *a) { return !(a->d_v % 16 || a->d_k % 16 || a->T < 1 || a->steps); }
+
+/* a's job: items of whole panels */
+static FuJob fu_job(const OpCtx *c, const DeltaNetArgs *a) {
+    return (FuJob){dn_split(a, pool_size(c->pool), FU_COLS), a->state_in ? a->state_in : a->state};
+}
+
+/* after the job's items: when heads were split between items, the pending keys, the scale and the count after
+ * the batch (the items read the ones before) */
+static void fu_tail(const FuJob *job) {
+    if (job->r.n_split == 1) return; /* the items wrote them */
+    const DeltaNetArgs *a = job->r.a;
+    const float *src = job->src;
     const int dk = a->d_k, dv = a->d_v, H = a->n_v_head;
     const size_t hb = DN_FUSED_HEAD(dk, dv), nS = (size_t)dk * dv;
-    const float *src = a->state_in ? a->state_in : a->state;
-    FuJob job = {dn_split(a, pool_size(c->pool), FU_COLS), src}; /* items of whole panels */
-    pool_for(c->pool, (int64_t)H * job.r.n_split, 1, fu_items, &job);
-    if (job.r.n_split == 1) return; /* the items wrote them */
-    /* heads split between items: the pending keys, the scale and the count after the batch (the items read
-     * the ones before) */
     for (int j = 0; j < H; j++) {
         float *K = a->state + (size_t)j * hb + nS, *tail = a->state + (size_t)H * hb + 2 * j;
         if (src != a->state) memcpy(K, src + (size_t)j * hb + nS, sizeof(float) * (size_t)FU_C * dk);
@@ -498,6 +501,16 @@ void SEQ_FN(deltanet_fused)(const OpCtx *c, const DeltaNetArgs *a) {
         }
         tail[0] = cs, tail[1] = (float)n;
     }
+}
+
+void SEQ_FN(deltanet_fused)(const OpCtx *c, const DeltaNetArgs *a) {
+    if (!fu_takes(a)) {
+        deltanet_fused_ref(c, a);
+        return;
+    }
+    FuJob job = fu_job(c, a);
+    pool_for(c->pool, (int64_t)a->n_v_head * job.r.n_split, 1, fu_items, &job);
+    fu_tail(&job);
 }
 
 #undef FU_R
@@ -617,17 +630,72 @@ static void chunk_items(void *ctx, int64_t b, int64_t e, int thread) {
     for (int64_t j = b; j < e; j++) chunk_head(job->a, (int)j, &w);
 }
 
+/* whether the chunked kernel takes a with c's scratch (else the reference runs) */
+static bool chunk_takes(const OpCtx *c, const DeltaNetArgs *a) {
+    const size_t need = chunk_ws_floats(a->d_k, a->d_v, NULL, NULL) * sizeof(float) * (size_t)pool_size(c->pool);
+    return !(a->d_k % 16 || a->d_v % 16 || a->T < 1 || !c->scratch || c->scratch_bytes < need ||
+             ((uintptr_t)c->scratch & 63));
+}
+
 void SEQ_FN(deltanet_chunked)(const OpCtx *c, const DeltaNetArgs *a) {
     ASSERT(!a->steps);
-    const size_t per = chunk_ws_floats(a->d_k, a->d_v, NULL, NULL);
-    const size_t need = per * sizeof(float) * (size_t)pool_size(c->pool);
-    if (a->d_k % 16 || a->d_v % 16 || a->T < 1 || !c->scratch || c->scratch_bytes < need ||
-        ((uintptr_t)c->scratch & 63)) {
+    if (!chunk_takes(c, a)) {
         deltanet_chunked_ref(c, a);
         return;
     }
-    ChunkJob job = {a, c->scratch, per};
+    ChunkJob job = {a, c->scratch, chunk_ws_floats(a->d_k, a->d_v, NULL, NULL)};
     pool_for(c->pool, a->n_v_head, 1, chunk_items, &job);
+}
+
+/* ---- many sequences in one pool job ------------------------------------------------------------------------ */
+
+/* Each sequence's job is the one its own call builds (the same split of heads into items, by the same thread
+ * count), its items concatenated with the others' into one pool_for (SeqsJob), so every item computes what it
+ * computes in the single call; a sequence the kernel would hand to the reference runs its own call first. The
+ * chunked items share the per-thread scratch as the single call's do (a thread runs one item at a time). */
+void SEQ_FN(deltanet_seqs)(const OpCtx *c, const DeltaNetArgs *a, const DeltaNetForm *form, int n) {
+    for (int i0 = 0; i0 < n; i0 += OPS_SEQS_MAX) {
+        const int m = n - i0 < OPS_SEQS_MAX ? n - i0 : OPS_SEQS_MAX;
+        RecJob rec[OPS_SEQS_MAX];
+        FuJob fu[OPS_SEQS_MAX];
+        ChunkJob ch[OPS_SEQS_MAX];
+        bool fused[OPS_SEQS_MAX] = {false};
+        SeqsJob sj = {0};
+        for (int i = 0; i < m; i++) {
+            const DeltaNetArgs *ai = &a[i0 + i];
+            const int H = ai->n_v_head;
+            switch (form[i0 + i]) {
+            case DN_FORM_FUSED:
+                if (!fu_takes(ai)) {
+                    deltanet_fused_ref(c, ai);
+                    break;
+                }
+                fu[i] = fu_job(c, ai), fused[i] = true;
+                seqs_add(&sj, fu_items, &fu[i], (int64_t)H * fu[i].r.n_split);
+                break;
+            case DN_FORM_CHUNKED:
+                ASSERT(!ai->steps);
+                if (!chunk_takes(c, ai)) {
+                    deltanet_chunked_ref(c, ai);
+                    break;
+                }
+                ch[i] = (ChunkJob){ai, c->scratch, chunk_ws_floats(ai->d_k, ai->d_v, NULL, NULL)};
+                seqs_add(&sj, chunk_items, &ch[i], H);
+                break;
+            default:
+                if (ai->d_k % 16 != 0 || ai->T < 1) {
+                    deltanet_recurrent_ref(c, ai);
+                    break;
+                }
+                rec[i] = dn_split(ai, pool_size(c->pool), REC_ROWS);
+                seqs_add(&sj, rec_items, &rec[i], (int64_t)H * rec[i].n_split);
+                break;
+            }
+        }
+        if (sj.n) pool_for(c->pool, sj.start[sj.n], 1, seqs_items, &sj);
+        for (int i = 0; i < m; i++)
+            if (fused[i]) fu_tail(&fu[i]);
+    }
 }
 
 #undef CS

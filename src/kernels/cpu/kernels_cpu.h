@@ -20,6 +20,10 @@ ConvSiluFn conv_cpu_select(Isa isa);          /* kernels/cpu/conv_cpu.c */
 DeltaNetFn deltanet_recurrent_cpu_select(Isa isa); /* kernels/cpu/deltanet_cpu.c */
 DeltaNetFn deltanet_chunked_cpu_select(Isa isa);
 DeltaNetFn deltanet_fused_cpu_select(Isa isa);
+typedef void (*ConvSiluSeqsFn)(const OpCtx *c, const ConvSeqArgs *s, int n, int C, int K, const float *w);
+typedef void (*DeltaNetSeqsFn)(const OpCtx *c, const DeltaNetArgs *a, const DeltaNetForm *form, int n);
+ConvSiluSeqsFn conv_seqs_cpu_select(Isa isa);        /* kernels/cpu/conv_cpu.c */
+DeltaNetSeqsFn deltanet_seqs_cpu_select(Isa isa);    /* kernels/cpu/deltanet_cpu.c */
 AttentionFn attention_cpu_select(Isa isa);    /* kernels/cpu/attention_cpu.c */
 typedef void (*SiluRowsFn)(const OpCtx *c, const float *x, float *y, int rows, int n);
 typedef void (*SwigluRowsFn)(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);

@@ -18,6 +18,8 @@ static void build_tables(void) {
             .deltanet_recurrent = deltanet_recurrent_cpu_select(isa),
             .deltanet_chunked = deltanet_chunked_cpu_select(isa),
             .deltanet_fused = deltanet_fused_cpu_select(isa),
+            .conv_silu_seqs = conv_seqs_cpu_select(isa),
+            .deltanet_seqs = deltanet_seqs_cpu_select(isa),
             .attention = attention_cpu_select(isa),
         };
         rowops_cpu_select(isa, &tables[isa].silu_rows, &tables[isa].swiglu_rows);

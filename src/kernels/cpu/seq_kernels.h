@@ -5,6 +5,7 @@
 #ifndef DL_KERNELS_CPU_SEQ_KERNELS_H
 #define DL_KERNELS_CPU_SEQ_KERNELS_H
 
+#include "base/pool.h"
 #include "kernels/ops.h"
 
 #define SEQ_DECLARE(isa)                                                                                   \
@@ -13,12 +14,43 @@
     void deltanet_fused_##isa(const OpCtx *c, const DeltaNetArgs *a);                                  \
     void conv_silu_##isa(const OpCtx *c, const float *x, int T, int C, int K, const float *w, float *state, \
                          float *y);                                                                         \
+    void conv_silu_seqs_##isa(const OpCtx *c, const ConvSeqArgs *s, int n, int C, int K, const float *w);     \
+    void deltanet_seqs_##isa(const OpCtx *c, const DeltaNetArgs *a, const DeltaNetForm *form, int n);        \
     void attention_mirror_##isa(const OpCtx *c, const AttnArgs *a);                                         \
     void attention_tiled_##isa(const OpCtx *c, const AttnArgs *a);                                          \
     void attention_##isa(const OpCtx *c, const AttnArgs *a);
 SEQ_DECLARE(avx2)
 SEQ_DECLARE(avx512)
 #undef SEQ_DECLARE
+
+/* Several sequences' pool jobs as one (conv_silu_seqs, deltanet_seqs): sequence s owns items [start[s],
+ * start[s+1]) of the joint range, run by fn[s](ctx[s], ·) with its own item numbers, so an item computes what it
+ * computes in that sequence's own pool_for (whatever thread takes it: the items write disjoint outputs). */
+typedef struct SeqsJob {
+    int n;
+    int64_t start[OPS_SEQS_MAX + 1];
+    PoolFn fn[OPS_SEQS_MAX];
+    void *ctx[OPS_SEQS_MAX];
+} SeqsJob;
+
+/* appends a sequence's job of n_items items */
+static inline void seqs_add(SeqsJob *j, PoolFn fn, void *ctx, int64_t n_items) {
+    if (j->n == 0) j->start[0] = 0;
+    j->fn[j->n] = fn, j->ctx[j->n] = ctx;
+    j->start[j->n + 1] = j->start[j->n] + n_items;
+    j->n++;
+}
+
+static inline void seqs_items(void *ctx, int64_t b, int64_t e, int thread) {
+    const SeqsJob *j = ctx;
+    int s = 0;
+    while (s < j->n && j->start[s + 1] <= b) s++;
+    for (; s < j->n && b < e; s++) {
+        const int64_t end = j->start[s + 1] < e ? j->start[s + 1] : e;
+        if (end > b) j->fn[s](j->ctx[s], b - j->start[s], end - j->start[s], thread);
+        b = end;
+    }
+}
 
 /* The chunked delta-net's per-thread workspace (floats; every part 64-byte aligned): with w NULL it only
  * counts. SV = [S (d_k rows) ; Vnew (CS rows)] × d_v, Kt d_k × CS, QP CS × (d_k + CS), X = [U | W] CS ×

@@ -56,6 +56,10 @@ void conv_silu_ref(const OpCtx *c, const float *x, int T, int C, int K, const fl
     pool_for(c->pool, T, 1, silu_rows, &j);
 }
 
+void conv_silu_seqs_ref(const OpCtx *c, const ConvSeqArgs *s, int n, int C, int K, const float *w) {
+    for (int i = 0; i < n; i++) conv_silu_ref(c, s[i].x, s[i].T, C, K, w, s[i].state, s[i].y);
+}
+
 typedef struct AttnJob {
     const AttnArgs *a;
     float *scratch; /* per thread: [n_pad] probabilities + [n_pad] gathered V column */

@@ -302,6 +302,14 @@ void deltanet_chunked_ref(const OpCtx *c, const DeltaNetArgs *a) {
     pool_for(c->pool, a->n_v_head, 1, chunked_heads, &j);
 }
 
+void deltanet_seqs_ref(const OpCtx *c, const DeltaNetArgs *a, const DeltaNetForm *form, int n) {
+    for (int i = 0; i < n; i++) {
+        if (form[i] == DN_FORM_FUSED) deltanet_fused_ref(c, &a[i]);
+        else if (form[i] == DN_FORM_CHUNKED) deltanet_chunked_ref(c, &a[i]);
+        else deltanet_recurrent_ref(c, &a[i]);
+    }
+}
+
 const Ops ops_ref = {
     .name = "ref",
     .matmul = matmul_ref,
@@ -309,6 +317,8 @@ const Ops ops_ref = {
     .deltanet_recurrent = deltanet_recurrent_ref,
     .deltanet_chunked = deltanet_chunked_ref,
     .deltanet_fused = deltanet_fused_ref,
+    .conv_silu_seqs = conv_silu_seqs_ref,
+    .deltanet_seqs = deltanet_seqs_ref,
     .attention = attention_ref,
     .silu_rows = silu_rows_ref,
     .swiglu_rows = swiglu_rows_ref,
