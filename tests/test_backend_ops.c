@@ -180,6 +180,20 @@ static bool same(const char *op, const char *what, const BeCase *c, const float 
 
 /* Runs `run` (which fills out[0..n)) on every backend and compares with the reference. */
 typedef void (*RunFn)(Env *e, const void *ctx, float *out);
+/* The op's output on the first listed backend (the scalar reference), malloc'd, for a check against its
+ * definition; NULL when that backend does not open (env_open has reported why). */
+static float *run_on_reference(MatMode mode, const Weight *w, int n_w, RunFn run, const void *ctx, size_t no) {
+    BeCase all[16];
+    backend_list(all, mode);
+    Env e;
+    float *out = NULL;
+    if (env_open(&e, &all[0], w, n_w)) {
+        out = malloc(no * sizeof *out);
+        run(&e, ctx, out);
+    }
+    env_close(&e);
+    return out;
+}
 static int over_backends(const char *op, const char *what, MatMode mode, const Weight *w, int n_w, RunFn run,
                          const void *ctx, size_t n) {
     BeCase cs[16];
@@ -1106,17 +1120,12 @@ TEST(backend_ops, vision_ops) {
         snprintf(what, sizeof what, "R=%d H=%d n=%d", vc.R, vc.H, vc.n);
         const size_t no = vis_out_floats(&vc);
         seen[vc.op] |= over_backends(vis_names[vc.op], what, MATMUL_GGML, ws, 2, run_vis, &vc, no) > 0;
-        BeCase all[16];
-        backend_list(all, MATMUL_GGML);
-        Env e;
-        if (env_open(&e, &all[0], ws, 2)) {
-            float *out = malloc(no * sizeof *out);
-            run_vis(&e, &vc, out);
+        float *out = run_on_reference(MATMUL_GGML, ws, 2, run_vis, &vc, no);
+        if (out) {
             const int bad = check_vis_definition(&vc, out);
             CHECK_MSG(bad == 0, "%s %s: %d elements off the op's definition", vis_names[vc.op], what, bad);
             free(out);
         }
-        env_close(&e);
     }
     for (int op = 0; op < VIS_COUNT; op++) CHECK_MSG(seen[op], "op %s never compared", vis_names[op]);
     free(a), free(w), free(bias);
@@ -1210,19 +1219,14 @@ TEST(backend_ops, rope_thw) {
                  tc.sections == qwen ? "[11,11,10,0]" : tc.sections ? "[3,3,2,4]" : "neox");
         const size_t no = thw_floats(&tc);
         compared |= over_backends("rope (thw)", what, MATMUL_GGML, NULL, 0, run_thw, &tc, no) > 0;
-        BeCase all[16];
-        backend_list(all, MATMUL_GGML);
-        Env e;
-        if (env_open(&e, &all[0], NULL, 0)) {
-            float *out = malloc(no * sizeof *out);
-            run_thw(&e, &tc, out);
+        float *out = run_on_reference(MATMUL_GGML, NULL, 0, run_thw, &tc, no);
+        if (out) {
             int hw = 0;
             const int bad = check_thw_definition(&tc, out, &hw);
             CHECK_MSG(bad == 0, "rope (thw) %s: %d elements off the definition", what, bad);
             CHECK_MSG(tc.sections ? hw > 0 : hw == 0, "rope (thw) %s: %d pairs on the h / w axes", what, hw);
             free(out);
         }
-        env_close(&e);
     }
     CHECK_MSG(compared, "rope (thw) never compared");
     /* text rows: t = h = w = p through the thw form = the one-position form, bit for bit, on every backend */

@@ -4,6 +4,7 @@
 #include "test.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,16 @@ Server *test_server_start(const ServerConfig *c) {
     Server *s = server_start(c, &err);
     CHECK_MSG(s, "the server did not start: %s", err.msg);
     return s;
+}
+
+int test_greedy_logprob(const float *logits, int V, double *lp) {
+    int best = 0;
+    double mx = -INFINITY, sum = 0;
+    for (int v = 0; v < V; v++)
+        if (logits[v] > mx) mx = logits[v], best = v;
+    for (int v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
+    *lp = -log(sum);
+    return best;
 }
 
 ApiDefaults test_api_defaults(void) {

@@ -17,6 +17,9 @@ void test_server_config(ServerConfig *c);
 Server *test_server_start(const ServerConfig *c);
 /* Defaults for api_parse as a server on m1 has them. */
 ApiDefaults test_api_defaults(void);
+/* The greedy token of a logits row of V and, in *lp, its log-probability (log-softmax in double): what a
+ * server's logprobs report for that token, as the tests recompute it from an engine's logits. */
+int test_greedy_logprob(const float *logits, int V, double *lp);
 
 typedef struct HttpResp {
     int status; /* 0: no response (connection closed or reset first) */

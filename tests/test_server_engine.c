@@ -180,13 +180,7 @@ static int run_logprobs(const char *const *engine_args, int n_args, double *lp) 
     if (ss && dl_tokenize(e, PROMPT, strlen(PROMPT), true, &ids, &n, &err) == 0 && dl_session_eval(ss, ids, n, &err) == 0) {
         const int V = dl_engine_info(e)->n_vocab;
         for (; k < N_GEN; k++) {
-            const float *l = dl_session_logits(ss);
-            int32_t best = 0;
-            double mx = -INFINITY, sum = 0;
-            for (int v = 0; v < V; v++)
-                if (l[v] > mx) mx = l[v], best = v;
-            for (int v = 0; v < V; v++) sum += exp((double)l[v] - mx);
-            lp[k] = -log(sum);
+            const int32_t best = test_greedy_logprob(dl_session_logits(ss), V, &lp[k]);
             if (dl_session_eval(ss, &best, 1, &err)) break;
         }
     }

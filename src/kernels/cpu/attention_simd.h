@@ -330,7 +330,8 @@ static void tile_dequant(KvPtr p, int64_t stride, int n, int d, float *dst) {
  * zero, of Qs[m][d]·K[j][d] in d order, and an output element gemm_tile's chain over the keys from AL[m]·O — only
  * the two 64-key tiles in the workspace go (decode's rows are few, so widening and transposing whole tiles
  * through L2 cost more than the products: seq_bench attnkv). Keys are widened 16 × 16 at a time and transposed in
- * L1; rows are taken KT_MR at a time (AVX-512: all of them, the keys split to keep 16 accumulators). */
+ * L1; AVX-512 takes all rows at once (padded to 4, 8 or 16, the keys split to keep 16 accumulators), AVX2 6 at
+ * a time. */
 #if defined(__AVX512F__)
 #define KT_MAXR 16 /* rows the direct path takes (more: the tile path, which transposes a tile once for all) */
 #define KT_PAD(R) ((R) <= 4 ? 4 : (R) <= 8 ? 8 : 16) /* rows its register tiles compute */
@@ -445,21 +446,18 @@ SIMD_INLINE void kt_pv_rows(int R, int nk, const float *P, KvPtr v0, int64_t vst
 /* the direct path per cache type (a constant in each copy) */
 static void kt_products(bool scores, int R, int nk, int d, const float *A, KvPtr p, int64_t stride, float *out,
                         const float *AL) {
-#define KT_CASE(T)                                                                                                   \
-    case T:                                                                                                          \
+#define KT_CALL(T)                                                                                                   \
+    do {                                                                                                             \
         if (scores) kt_scores_rows(R, nk, d, A, p, stride, out, T);                                                   \
         else kt_pv_rows(R, nk, A, p, stride, out, d, AL, T);                                                         \
-        break
+    } while (0)
     switch (p.type) {
-        KT_CASE(FMT_F16);
-        KT_CASE(FMT_Q8_0);
-        KT_CASE(FMT_Q4_0);
-    default:
-        if (scores) kt_scores_rows(R, nk, d, A, p, stride, out, FMT_F32);
-        else kt_pv_rows(R, nk, A, p, stride, out, d, AL, FMT_F32);
-        break;
+    case FMT_F16: KT_CALL(FMT_F16); break;
+    case FMT_Q8_0: KT_CALL(FMT_Q8_0); break;
+    case FMT_Q4_0: KT_CALL(FMT_Q4_0); break;
+    default: KT_CALL(FMT_F32); break;
     }
-#undef KT_CASE
+#undef KT_CALL
 }
 
 static void tiled_items(void *ctx, int64_t b, int64_t e, int thread) {
