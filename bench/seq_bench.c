@@ -1,6 +1,6 @@
 /* seq_bench.c — micro-benchmark of the sequence kernels at real shapes (docs/KERNELS.md has the numbers).
  *
- *   seq_bench [deltanet|conv|attn|attnkv|all] [--threads N] [--isa ref|avx2|avx512] [--quick]
+ *   seq_bench [deltanet|conv|attn|attnkv|attnpp|all] [--threads N] [--isa ref|avx2|avx512] [--quick]
  *
  * deltanet: recurrent (llama.cpp's order), fused (the fast arithmetic's) and chunked, Hk = 16, Hv = 16 and 32, d = 128, T = 1 … 4096: µs per token.
  * conv:     C = 8192 channels, 4 taps, T = 1 … 4096: µs per token.
@@ -9,7 +9,10 @@
  *           also as the fast arithmetic runs it (the scores always through the GEMM: batch-invariant).
  * attnkv:   the op as the fast arithmetic runs it (attention_cpu_select: mirroring up to ATTN_TILED_MIN_CTX, tiled
  *           after), decode (T = 1) at contexts 2048 … 32768 (--quick: … 8192) with the cache in F32, F16, Q8_0 and
- *           Q4_0 (K and V alike): µs per call per layer, and the cache's bytes read per call. */
+ *           Q4_0 (K and V alike): µs per call per layer, and the cache's bytes read per call.
+ * attnpp:   the op as the fast arithmetic runs a prompt's chunk at depth (the b1 shape: 8 query heads over 2 KV
+ *           heads of 256, an F16 cache): T = 512 rows at pos0 = n − 512 for n = 4096 … 32768 (--quick: … 16384):
+ *           µs per call per layer and the multiply-adds' rate (scores and P·V, causal). */
 #include "backend/backend.h"
 #include "base/pool.h"
 #include "gguf/format.h"
@@ -247,6 +250,38 @@ static void bench_attnkv(Pool *pool, Isa isa) {
     free(q), free(kf), free(vf), free(o), free(kq), free(vq), free(scratch);
 }
 
+/* ---- a prompt's chunk at depth (prefill's tiled attention on an F16 cache) ---- */
+static void bench_attnpp(Pool *pool, Isa isa) {
+    static const int Ns[] = {4096, 8192, 16384, 32768};
+    const int H = 8, Hkv = 2, d = 256, T = 512, Nmax = quick ? 16384 : 32768, row = Hkv * d;
+    const int nth = pool_size(pool);
+    AttentionFn op = attention_cpu_select(isa);
+    float *q = frandn((size_t)T * H * d, 1), *kf = frandn((size_t)Nmax * row, 1), *vf = frandn((size_t)Nmax * row, 1);
+    float *o = falloc((size_t)T * H * d);
+    const Format *ff = format_get(FMT_F16);
+    const size_t rb = kv_row_bytes(FMT_F16, row);
+    void *kq = malloc((size_t)Nmax * rb), *vq = malloc((size_t)Nmax * rb);
+    size_t sb = attention_fast_scratch_bytes(Nmax, d, H / Hkv, nth);
+    if (sb < attention_scratch_bytes(Nmax, nth)) sb = attention_scratch_bytes(Nmax, nth);
+    void *scratch = NULL;
+    if (!kq || !vq || posix_memalign(&scratch, 64, sb) != 0) abort();
+    for (int t = 0; t < Nmax; t++) {
+        ff->from_float(kf + (size_t)t * row, (uint8_t *)kq + (size_t)t * rb, row);
+        ff->from_float(vf + (size_t)t * row, (uint8_t *)vq + (size_t)t * rb, row);
+    }
+    printf("attention prefill chunk at depth, %s, H=%d Hkv=%d d=%d, T=%d, F16 cache, %d thread(s), the fast "
+           "arithmetic's op:\n  us/call (one layer), GMAC/s (scores + P·V)\n", isa_name(isa), H, Hkv, d, T, nth);
+    for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0] && Ns[ni] <= Nmax; ni++) {
+        const int n = Ns[ni];
+        AttnBench b = {op, {MATMUL_FAST, pool, scratch, sb}, {T, n - T, H, Hkv, d, 1.0f / 16.0f, q, kq, vq, o, FMT_F16, FMT_F16}};
+        const double t = timeit(attn_call, &b, 1.0);
+        const double mac = 2.0 * H * d * ((double)T * (n - T) + (double)T * (T + 1) / 2);
+        printf("  n=%-6d %12.1f %8.1f\n", n, t * 1e6, mac / t * 1e-9);
+        fflush(stdout);
+    }
+    free(q), free(kf), free(vf), free(o), free(kq), free(vq), free(scratch);
+}
+
 int main(int argc, char **argv) {
     const char *what = "all";
     int threads = 1;
@@ -274,6 +309,7 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "all") || !strcmp(what, "conv")) bench_conv(pool, isa);
     if ((!strcmp(what, "all") || !strcmp(what, "attn")) && isa != ISA_REF) bench_attn(pool, isa);
     if ((!strcmp(what, "all") || !strcmp(what, "attnkv")) && isa != ISA_REF) bench_attnkv(pool, isa);
+    if ((!strcmp(what, "all") || !strcmp(what, "attnpp")) && isa != ISA_REF) bench_attnpp(pool, isa);
     pool_destroy(pool);
     return 0;
 }

@@ -299,6 +299,7 @@ void SEQ_FN(attention_mirror)(const OpCtx *c, const AttnArgs *a) {
 /* ---- tiled ------------------------------------------------------------------------------------------------ */
 
 #define TQ_ROWS ATTN_TQ_ROWS
+#define TQ_ROWS_LLAMA 64 /* the llama arithmetic's rows per item (≤ TQ_ROWS) */
 #define TK ATTN_TK
 
 typedef struct TiledJob {
@@ -568,9 +569,17 @@ static void tiled_run(const OpCtx *c, const AttnArgs *a, bool gemm_always) {
         return;
     }
     TiledJob job = {a, c->scratch, per, a->n_head / a->n_head_kv, 0, 0, 0, 0, gemm_always};
-    job.hs = job.group < TQ_ROWS ? job.group : TQ_ROWS;
+    /* the llama arithmetic picks dot products or the GEMM by an item's rows, so its split stays the fixed one of
+     * TQ_ROWS_LLAMA rows; in the fast arithmetic a row's bits do not depend on the split, and up to TQ_ROWS rows
+     * share each tile's widening and transpose (done once per item) — fewer while there would be under 4 items
+     * per thread */
+    const int rows = gemm_always ? TQ_ROWS : TQ_ROWS_LLAMA;
+    job.hs = job.group < rows ? job.group : rows;
     job.n_hsub = (job.group + job.hs - 1) / job.hs;
-    job.bt = TQ_ROWS / job.hs;
+    job.bt = rows / job.hs;
+    while (gemm_always && job.bt > 1 &&
+           (int64_t)a->n_head_kv * job.n_hsub * ((a->T + job.bt - 1) / job.bt) < 4 * (int64_t)nth)
+        job.bt = (job.bt + 1) / 2;
     job.n_tblk = (a->T + job.bt - 1) / job.bt;
     pool_for(c->pool, (int64_t)a->n_head_kv * job.n_hsub * job.n_tblk, 1, tiled_items, &job);
 }
@@ -602,4 +611,5 @@ void SEQ_FN(attention)(const OpCtx *c, const AttnArgs *a) {
 }
 
 #undef TQ_ROWS
+#undef TQ_ROWS_LLAMA
 #undef TK
