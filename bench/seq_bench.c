@@ -273,7 +273,9 @@ static void bench_attnpp(Pool *pool, Isa isa) {
            "arithmetic's op:\n  us/call (one layer), GMAC/s (scores + P·V)\n", isa_name(isa), H, Hkv, d, T, nth);
     for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0] && Ns[ni] <= Nmax; ni++) {
         const int n = Ns[ni];
-        AttnBench b = {op, {MATMUL_FAST, pool, scratch, sb}, {T, n - T, H, Hkv, d, 1.0f / 16.0f, q, kq, vq, o, FMT_F16, FMT_F16}};
+        AttnBench b = {op,
+                       {MATMUL_FAST, pool, scratch, sb},
+                       {T, n - T, H, Hkv, d, 1.0f / 16.0f, q, kq, vq, o, FMT_F16, FMT_F16}};
         const double t = timeit(attn_call, &b, 1.0);
         const double mac = 2.0 * H * d * ((double)T * (n - T) + (double)T * (T + 1) / 2);
         printf("  n=%-6d %12.1f %8.1f\n", n, t * 1e6, mac / t * 1e-9);

@@ -14,16 +14,16 @@
  *   accumulators that are never −0, so it is skipped.
  *
  * tiled — online softmax (flash-attention style), for long contexts: items are (KV head, block of query
- *   tokens) with all the query heads of the group as rows (up to 64 rows); for each tile of 64 keys (fixed
- *   blocks from position 0, whatever the batch) the scores, the running max / sum, and O = diag(α)·O + P·V_tile
- *   through gemm_nn; nothing of size T×n_kv exists. Not bit-identical to the reference (the exp of each score
- *   is taken against a running max): within ~1e-6 relative. Batch-invariant when the scores always go through
- *   the GEMM (gemm_always): every element of gemm_nn is one fma chain over k whatever the rows and columns, a
- *   row's tiles are the same fixed blocks, keys it does not see add exact zeros (P = 0, α = 1), and its max, sum
- *   and output depend on its own scores only — so a query row gives the same bits alone, in a batch, in chunks
- *   or in a verify. F16 / Q8_0 / Q4_0 caches: each key / value tile is dequantized (tile_dequant, the bits of
- *   kv_v16) into the workspace first. An item of at most KT_MAXR rows (decode, short verifies) skips the
- *   workspace tiles: its products read the cache directly (kt_products), prefetching the next tile, with the
+ *   tokens) with all the query heads of the group as rows (up to 256 rows; 64 in the llama arithmetic); for
+ *   each tile of 64 keys (fixed blocks from position 0, whatever the batch) the scores, the running max / sum,
+ *   and O = diag(α)·O + P·V_tile through gemm_nn; nothing of size T×n_kv exists. Not bit-identical to the
+ *   reference (the exp of each score is taken against a running max): within ~1e-6 relative. Batch-invariant when
+ *   the scores always go through the GEMM (gemm_always): every element of gemm_nn is one fma chain over k whatever
+ *   the rows and columns, a row's tiles are the same fixed blocks, keys it does not see add exact zeros (P = 0, α =
+ *   1), and its max, sum and output depend on its own scores only — so a query row gives the same bits alone, in a
+ *   batch, in chunks or in a verify. F16 / Q8_0 / Q4_0 caches: each key / value tile is dequantized (tile_dequant,
+ *   the bits of kv_v16) into the workspace first. An item of at most KT_MAXR rows (decode, short verifies) skips
+ *   the workspace tiles: its products read the cache directly (kt_products), prefetching the next tile, with the
  *   same bits — at depth 32k decode is bound by the cache's latency, not its arithmetic.
  *
  * The op: the llama arithmetic mirrors below ATTN_TILED_MIN_CTX context positions (pos0 + T) and tiles from

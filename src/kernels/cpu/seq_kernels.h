@@ -80,14 +80,14 @@ static inline size_t chunk_ws_floats(int dk, int dv, ChunkWs *w, float *base) {
     return o;
 }
 
-/* The tiled attention's per-thread workspace (floats): scores [ATTN_TQ_ROWS][ATTN_TK], O [ATTN_TQ_ROWS][d],
- * running max, sum and rescale factor per row (+16), scaled Q [ATTN_TQ_ROWS][d], transposed keys [d][ATTN_TK],
- * a dequantized key or value tile [ATTN_TK][d] (F16 / Q8_0 / Q4_0 caches). */
 /* query rows (tokens × heads of a group) per work item, at most: each 64-key tile is widened (F16 / Q8_0 / Q4_0) and
  * transposed once per item, so more rows share it — 64 rows spent ~28 % of a prompt chunk's attention at depth on
  * that (docs/LONG_CONTEXT.md, issue 32); 256 rows keep O and Q (256 KiB each at d = 256) in L2 */
 #define ATTN_TQ_ROWS 256
 #define ATTN_TK 64      /* keys per tile */
+/* The tiled attention's per-thread workspace (floats): scores [ATTN_TQ_ROWS][ATTN_TK], O [ATTN_TQ_ROWS][d],
+ * running max, sum and rescale factor per row (+16), scaled Q [ATTN_TQ_ROWS][d], transposed keys [d][ATTN_TK],
+ * a dequantized key or value tile [ATTN_TK][d] (F16 / Q8_0 / Q4_0 caches): 707 KiB at d = 256. */
 static inline size_t attn_tiled_floats(int d) {
     return (size_t)ATTN_TQ_ROWS * ATTN_TK + 2 * (size_t)ATTN_TQ_ROWS * (size_t)d + 3 * ATTN_TQ_ROWS + 16 +
            2 * (size_t)d * ATTN_TK;
