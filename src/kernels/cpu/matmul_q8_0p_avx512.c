@@ -19,6 +19,8 @@
 
 #define P_INLINE static inline __attribute__((always_inline))
 #define TILE_T 8 /* tokens per GEMM tile */
+/* software prefetch distance of the tiles of 2-8 tokens (the GEMV of one token runs without: below) */
+#define PF_BYTES 8192
 
 typedef struct PTok {
     const int8_t *qs;
@@ -45,9 +47,16 @@ P_INLINE void panel_tile(const uint8_t *q, int64_t nb, const PTok *tk, const int
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *qb = q + q8p16_q(i);
-        /* decode streams the panels from memory with no software prefetch: the hardware's alone was faster on
-         * this machine (b1 tg128 1 thread 28-33 -> 33-39 t/s, 2 threads 51-57 -> 58-70, alternating; a 2 KiB
-         * distance in between; the K-quant GEMVs need theirs, matmul_kpanel_avx512.c) */
+        /* decode (one token) streams the panels from memory with no software prefetch: the hardware's alone was
+         * faster on this machine (b1 tg128 1 thread 28-33 -> 33-39 t/s, 2 threads 51-57 -> 58-70, alternating; a
+         * 2 KiB distance in between; the K-quant GEMVs need theirs, matmul_kpanel_avx512.c). With 2-8 tokens the
+         * tile computes 2-8x longer per byte and the hardware's prefetch no longer keeps the stream ahead: the
+         * 248320 × 1024 head (270 MB, cold), T = 8, 1 thread, 34-38 -> 16-19 ms (2026-12-07, docs/KERNELS.md).
+         * A block is 512 quant bytes; an odd one's pair also ends with the 64 bytes of both blocks' scales. */
+        if (C >= 2) {
+#pragma GCC unroll 9
+            for (int g = 0; g < 8 + (int)(i & 1); g++) _mm_prefetch((const char *)qb + PF_BYTES + 64 * g, _MM_HINT_T0);
+        }
         __m512i S[TILE_T];
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) S[c] = _mm512_set1_epi32(tk[c].corr32[i]);
