@@ -239,7 +239,7 @@ static void check_format(const Format *f, Pool *pool2) {
 
 static void check_format_pass(const Format *f, Pool *pool2, Isa isa, const char *label) {
     static const int64_t rows_list[] = {1, 3, 7, 8, 33, 48, 64, 128, 257};
-    static const int64_t T_list[] = {1, 2, 3, 5, 7, 13, 17, 64}; /* 7: the small-batch 16 × T tiles; 13: Q8_0's 16-row tiles up to 16 tokens */
+    static const int64_t T_list[] = {1, 2, 3, 4, 5, 7, 8, 13, 17, 64}; /* 2-8: the small-batch tiles (16 × T, Q8_0's 32 × T); 13: Q8_0's 16-row tiles up to 16 tokens */
     {
         int cases = 0, bad = 0, skipped = 0;
         const int blk = f->block == 1 ? 16 : f->block; /* float formats: 16-element steps, plus odd widths */

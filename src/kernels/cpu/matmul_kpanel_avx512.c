@@ -481,6 +481,12 @@ TILE_FN(q4k, 5, 0)
 TILE_FN(q4k, 6, 0)
 TILE_FN(q4k, 7, 0)
 TILE_FN(q4k, 8, 0)
+TILE_FN(q4k, 3, 1)
+TILE_FN(q4k, 4, 1)
+TILE_FN(q4k, 5, 1)
+TILE_FN(q4k, 6, 1)
+TILE_FN(q4k, 7, 1)
+TILE_FN(q4k, 8, 1)
 TILE_FN(q5k, 1, 1)
 TILE_FN(q5k, 2, 1)
 TILE_FN(q5k, 3, 0)
@@ -513,10 +519,13 @@ typedef void (*TileFn)(const uint8_t *, int64_t, const QTok *, float (*)[16]);
 /* [0]: inside a prefill item (the panel is reused by the item's later tiles: no prefetch); [1]: a small batch
  * (≤ SMALL_T tokens: a speculative verify, a few streams' decode), one pass over the matrix like the decode GEMV,
  * so it streams the panels with the GEMV's prefetch (the same integers and fma: the same bits) */
-/* Q4_K keeps the prefill tiles for 3-8 tokens: its prefetching ones measured no faster (T = 3 the same, T = 4
- * 0.284 -> 0.314 ms, 4096², 1 thread); Q5_K / Q6_K gain 2.7-3x at T = 3-4 and 1.4x at T = 8 (docs/KERNELS.md) */
+/* Q4_K's small batches took the prefill item's tiles (no prefetch) until 2026-12-07: on 4096² (17.8 MB, warm in
+ * the L3 between matmul_bench's repetitions) the prefetching ones looked no faster (T = 4 0.284 -> 0.314 ms), but
+ * decode streams its weights from memory: 65536 × 4096 (151 MB), 1 thread, T = 3 15.9-16.0 -> 5.7-9.9 ms, T = 4
+ * 17.9-18.3 -> 9.1-11.3, T = 8 30.1-34.9 -> 16.1-16.7 (docs/KERNELS.md). Q5_K / Q6_K gain 2.7-3x at T = 3-4 and
+ * 1.4x at T = 8 */
 static const TileFn q4k_tiles[2][TILE_T + 1] = {{NULL, q4k1_1, q4k2_1, q4k3_0, q4k4_0, q4k5_0, q4k6_0, q4k7_0, q4k8_0},
-                                                {NULL, q4k1_1, q4k2_1, q4k3_0, q4k4_0, q4k5_0, q4k6_0, q4k7_0, q4k8_0}};
+                                                {NULL, q4k1_1, q4k2_1, q4k3_1, q4k4_1, q4k5_1, q4k6_1, q4k7_1, q4k8_1}};
 static const TileFn q5k_tiles[2][TILE_T + 1] = {{NULL, q5k1_1, q5k2_1, q5k3_0, q5k4_0, q5k5_0, q5k6_0, q5k7_0, q5k8_0},
                                                 {NULL, q5k1_1, q5k2_1, q5k3_1, q5k4_1, q5k5_1, q5k6_1, q5k7_1, q5k8_1}};
 static const TileFn q6k_tiles[2][TILE_T + 1] = {{NULL, q6k1_1, q6k2_1, q6k3_0, q6k4_0, q6k5_0, q6k6_0, q6k7_0, q6k8_0},
