@@ -563,12 +563,17 @@ size_t mm_k_p16_tmp_bytes(int64_t K) { return 2 * (size_t)(K / QK_K) * DEC_SB; }
  * Built once per work item and token, read as one broadcast per use. */
 #define TB_INTS 16
 static void bs_table(const bool q6, const QTok *tk, int64_t nsb, int32_t *tb) {
+    /* a few vector steps per super-block (items of 5-8 tokens are 64 rows: a scalar loop cost ~1/4 of them) */
+    const __m128i lo16 = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const int16_t *bs = tk->bs + sb * 16;
-        if (q6)
-            for (int g = 0; g < 16; g++) tb[16 * sb + g] = -32 * (int32_t)bs[g];
-        else
-            for (int p = 0; p < 4; p++) tb[4 * sb + p] = bsum32_pair_i(bs, p);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)(tk->bs + sb * 16));
+        if (q6) /* -32·bs[g] */
+            _mm512_storeu_si512(tb + 16 * sb, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(bs), 5)));
+        else { /* bsum32_pair_i(p): the int16 sums bs[2k] + bs[2k+1] (their low 16 bits), two to an int32 */
+            const __m256i s = _mm256_madd_epi16(bs, _mm256_set1_epi16(1)); /* 8 int32 */
+            const __m128i l = _mm_shuffle_epi8(_mm256_castsi256_si128(s), lo16), h = _mm_shuffle_epi8(_mm256_extracti128_si256(s, 1), lo16);
+            _mm_storeu_si128((__m128i *)(tb + 4 * sb), _mm_unpacklo_epi64(l, h));
+        }
     }
 }
 
