@@ -33,11 +33,12 @@ typedef struct QTok {
     const int8_t *qs;
     const float *d;
     const int16_t *bs;
+    const int32_t *tb; /* the small batches' per-token table (bs_table), else NULL */
 } QTok;
 
 Q_INLINE QTok q_tok(const MmJob *j, int64_t t) {
     const uint8_t *r = mm_act_row(j, t);
-    QTok k = {(const int8_t *)(r + j->al.qs), (const float *)(r + j->al.d), (const int16_t *)(r + j->al.bsums)};
+    QTok k = {(const int8_t *)(r + j->al.qs), (const float *)(r + j->al.d), (const int16_t *)(r + j->al.bsums), NULL};
     return k;
 }
 
@@ -65,10 +66,11 @@ Q_INLINE __m512i pairs16(const uint8_t *p, const bool sgn) {
 }
 
 /* (bsums of 32-element sub-block 2p, of 2p + 1) as two int16 (each ≤ 32·128 in magnitude), broadcast */
-Q_INLINE __m512i bsum32_pair(const int16_t *bs, int p) {
+Q_INLINE int32_t bsum32_pair_i(const int16_t *bs, int p) {
     const int16_t lo = (int16_t)(bs[4 * p] + bs[4 * p + 1]), hi = (int16_t)(bs[4 * p + 2] + bs[4 * p + 3]);
-    return _mm512_set1_epi32((int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16));
+    return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
 }
+Q_INLINE __m512i bsum32_pair(const int16_t *bs, int p) { return _mm512_set1_epi32(bsum32_pair_i(bs, p)); }
 
 /* Q6_K's 6-bit codes of group r: the nibble lo (bits 0-3 of each byte; above them anything) with bits 2r, 2r+1 of
  * qh moved to bits 4, 5 (a 16-bit shift: what it carries across bytes is masked off); m4 = 15s, m30 = 0x30s */
@@ -90,7 +92,7 @@ Q_INLINE void q5k_codes(__m512i v, __m512i h, int j, __m512i m4, __m512i b4, __m
 /* Q4_K (q5 false) or Q5_K: one panel's nsb super-blocks with C tokens: out[c][r]. Q5_K's fifth bits come from its
  * qh vector m: bit 2j for the low nibbles' elements, 2j+1 for the high ones'. */
 Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf,
-                        float out[][16]) {
+                        const bool tb, float out[][16]) {
     const size_t SB = q5 ? Q5K_P16_SB : Q4K_P16_SB, at = q5 ? 2560 : 2048; /* scales; mins +128, d +256, dmin +288 */
     __m512 acc[TILE_T], accm[TILE_T];
 #pragma GCC unroll 8
@@ -139,7 +141,8 @@ Q_INLINE void q45k_tile(const bool q5, const uint8_t *panel, int64_t nsb, const 
         for (int p = 0; p < 4; p++) {
             const __m512i mp = pairs16(b + at + 128 + 32 * p, false);
 #pragma GCC unroll 8
-            for (int c = 0; c < C; c++) M[c] = _mm512_dpwssd_epi32(M[c], mp, bsum32_pair(tk[c].bs + sb * 16, p));
+            for (int c = 0; c < C; c++)
+                M[c] = _mm512_dpwssd_epi32(M[c], mp, tb ? _mm512_set1_epi32(tk[c].tb[4 * sb + p]) : bsum32_pair(tk[c].bs + sb * 16, p));
         }
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
@@ -355,7 +358,8 @@ static void q5k_tile2x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *dec
 
 /* Q6_K: one panel's nsb super-blocks with C tokens. Element 128h + 32r + 4m + i: low 4 bits from ql vector
  * 16h + 8(r & 1) + m (nibble r >> 1), high 2 bits from qh vector 8h + m (bits 2r); sub-block of 16 = 8h + 2r + m/4. */
-Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
+Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, const bool tb,
+                       float out[][16]) {
     __m512 acc[TILE_T];
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
@@ -372,7 +376,13 @@ Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
             const int h = hr >> 2, r = hr & 3;
             __m512i I0[TILE_T], I1[TILE_T];
 #pragma GCC unroll 8
-            for (int c = 0; c < C; c++) I0[c] = I1[c] = _mm512_setzero_si512();
+            for (int c = 0; c < C; c++) {
+                if (tb) { /* the -32 offset's share as the start (q6k_gemv's integers): no second total */
+                    I0[c] = _mm512_set1_epi32(tk[c].tb[16 * sb + 8 * h + 2 * r]);
+                    I1[c] = _mm512_set1_epi32(tk[c].tb[16 * sb + 8 * h + 2 * r + 1]);
+                } else
+                    I0[c] = I1[c] = _mm512_setzero_si512();
+            }
 #pragma GCC unroll 8
             for (int m = 0; m < 8; m++) {
                 const __m512i l = _mm512_loadu_si512(b + 64 * (16 * h + 8 * (r & 1) + m));
@@ -392,6 +402,12 @@ Q_INLINE void q6k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
                 S[c] = _mm512_add_epi32(S[c], _mm512_add_epi32(_mm512_mullo_epi32(I0[c], s0), _mm512_mullo_epi32(I1[c], s1)));
         }
         const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 3328)));
+        if (tb) {
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++)
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[c]), _mm512_mul_ps(d16, _mm512_set1_ps(tk[c].d[sb])), acc[c]);
+            continue;
+        }
         __m512i M[TILE_T]; /* Σ sc·bsums, the -32 offset's share, by vpdpwssd over pairs of sub-blocks */
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) M[c] = _mm512_setzero_si512();
@@ -462,45 +478,52 @@ Q_INLINE void q6k_gemv(const uint8_t *panel, int64_t nsb, const QTok *tk, const 
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out[c], acc[c]);
 }
 
-Q_INLINE void q4k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
-    q45k_tile(false, panel, nsb, tk, C, pf, out);
+Q_INLINE void q4k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, const bool tb,
+                       float out[][16]) {
+    q45k_tile(false, panel, nsb, tk, C, pf, tb, out);
 }
-Q_INLINE void q5k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, float out[][16]) {
-    q45k_tile(true, panel, nsb, tk, C, pf, out);
+Q_INLINE void q5k_tile(const uint8_t *panel, int64_t nsb, const QTok *tk, const int C, const bool pf, const bool tb,
+                       float out[][16]) {
+    q45k_tile(true, panel, nsb, tk, C, pf, tb, out);
 }
 
+/* F##C##_##PF: C tokens, PF the prefetch; the small batches' (_2) prefetch and read the per-token table */
 #define TILE_FN(F, C, PF)                                                                                          \
     static void F##C##_##PF(const uint8_t *panel, int64_t nsb, const QTok *tk, float out[][16]) {                  \
-        F##_tile(panel, nsb, tk, C, PF, out);                                                                      \
+        F##_tile(panel, nsb, tk, C, (PF) != 0, (PF) == 2, out);                                                    \
     }
 TILE_FN(q4k, 1, 1)
 TILE_FN(q4k, 2, 1)
+TILE_FN(q4k, 1, 2)
+TILE_FN(q4k, 2, 2)
 TILE_FN(q4k, 3, 0)
 TILE_FN(q4k, 4, 0)
 TILE_FN(q4k, 5, 0)
 TILE_FN(q4k, 6, 0)
 TILE_FN(q4k, 7, 0)
 TILE_FN(q4k, 8, 0)
-TILE_FN(q4k, 3, 1)
-TILE_FN(q4k, 4, 1)
-TILE_FN(q4k, 5, 1)
-TILE_FN(q4k, 6, 1)
-TILE_FN(q4k, 7, 1)
-TILE_FN(q4k, 8, 1)
+TILE_FN(q4k, 3, 2)
+TILE_FN(q4k, 4, 2)
+TILE_FN(q4k, 5, 2)
+TILE_FN(q4k, 6, 2)
+TILE_FN(q4k, 7, 2)
+TILE_FN(q4k, 8, 2)
 TILE_FN(q5k, 1, 1)
 TILE_FN(q5k, 2, 1)
+TILE_FN(q5k, 1, 2)
+TILE_FN(q5k, 2, 2)
 TILE_FN(q5k, 3, 0)
 TILE_FN(q5k, 4, 0)
 TILE_FN(q5k, 5, 0)
 TILE_FN(q5k, 6, 0)
 TILE_FN(q5k, 7, 0)
 TILE_FN(q5k, 8, 0)
-TILE_FN(q5k, 3, 1)
-TILE_FN(q5k, 4, 1)
-TILE_FN(q5k, 5, 1)
-TILE_FN(q5k, 6, 1)
-TILE_FN(q5k, 7, 1)
-TILE_FN(q5k, 8, 1)
+TILE_FN(q5k, 3, 2)
+TILE_FN(q5k, 4, 2)
+TILE_FN(q5k, 5, 2)
+TILE_FN(q5k, 6, 2)
+TILE_FN(q5k, 7, 2)
+TILE_FN(q5k, 8, 2)
 static void q6k1_1(const uint8_t *panel, int64_t nsb, const QTok *tk, float out[][16]) { q6k_gemv(panel, nsb, tk, 1, out); }
 static void q6k2_1(const uint8_t *panel, int64_t nsb, const QTok *tk, float out[][16]) { q6k_gemv(panel, nsb, tk, 2, out); }
 TILE_FN(q6k, 3, 0)
@@ -509,12 +532,12 @@ TILE_FN(q6k, 5, 0)
 TILE_FN(q6k, 6, 0)
 TILE_FN(q6k, 7, 0)
 TILE_FN(q6k, 8, 0)
-TILE_FN(q6k, 3, 1)
-TILE_FN(q6k, 4, 1)
-TILE_FN(q6k, 5, 1)
-TILE_FN(q6k, 6, 1)
-TILE_FN(q6k, 7, 1)
-TILE_FN(q6k, 8, 1)
+TILE_FN(q6k, 3, 2)
+TILE_FN(q6k, 4, 2)
+TILE_FN(q6k, 5, 2)
+TILE_FN(q6k, 6, 2)
+TILE_FN(q6k, 7, 2)
+TILE_FN(q6k, 8, 2)
 typedef void (*TileFn)(const uint8_t *, int64_t, const QTok *, float (*)[16]);
 /* [0]: inside a prefill item (the panel is reused by the item's later tiles: no prefetch); [1]: a small batch
  * (≤ SMALL_T tokens: a speculative verify, a few streams' decode), one pass over the matrix like the decode GEMV,
@@ -525,13 +548,34 @@ typedef void (*TileFn)(const uint8_t *, int64_t, const QTok *, float (*)[16]);
  * 17.9-18.3 -> 9.1-11.3, T = 8 30.1-34.9 -> 16.1-16.7 (docs/KERNELS.md). Q5_K / Q6_K gain 2.7-3x at T = 3-4 and
  * 1.4x at T = 8 */
 static const TileFn q4k_tiles[2][TILE_T + 1] = {{NULL, q4k1_1, q4k2_1, q4k3_0, q4k4_0, q4k5_0, q4k6_0, q4k7_0, q4k8_0},
-                                                {NULL, q4k1_1, q4k2_1, q4k3_1, q4k4_1, q4k5_1, q4k6_1, q4k7_1, q4k8_1}};
+                                                {NULL, q4k1_2, q4k2_2, q4k3_2, q4k4_2, q4k5_2, q4k6_2, q4k7_2, q4k8_2}};
 static const TileFn q5k_tiles[2][TILE_T + 1] = {{NULL, q5k1_1, q5k2_1, q5k3_0, q5k4_0, q5k5_0, q5k6_0, q5k7_0, q5k8_0},
-                                                {NULL, q5k1_1, q5k2_1, q5k3_1, q5k4_1, q5k5_1, q5k6_1, q5k7_1, q5k8_1}};
+                                                {NULL, q5k1_2, q5k2_2, q5k3_2, q5k4_2, q5k5_2, q5k6_2, q5k7_2, q5k8_2}};
 static const TileFn q6k_tiles[2][TILE_T + 1] = {{NULL, q6k1_1, q6k2_1, q6k3_0, q6k4_0, q6k5_0, q6k6_0, q6k7_0, q6k8_0},
-                                                {NULL, q6k1_1, q6k2_1, q6k3_1, q6k4_1, q6k5_1, q6k6_1, q6k7_1, q6k8_1}};
+                                                {NULL, q6k1_1, q6k2_1, q6k3_2, q6k4_2, q6k5_2, q6k6_2, q6k7_2, q6k8_2}};
 
 size_t mm_k_p16_tmp_bytes(int64_t K) { return 2 * (size_t)(K / QK_K) * DEC_SB; }
+
+/* The small batches' per-token table (TB_INTS int32 per super-block, in tmp: ≤ SMALL_T·64·nsb bytes), what the
+ * tiles otherwise rebuild for every panel from the activations' bsums: Q6_K the -32 offset's share of each
+ * 16-element sub-block, -32·bsum (the start of its integer total, as in q6k_gemv: Σ sc·(I − 32·bs) = S − 32·Σ
+ * sc·bs, the same integer); Q4_K / Q5_K the pairs of 32-element bsums (bsum32_pair) the minimums' vpdpwssd takes.
+ * Built once per work item and token, read as one broadcast per use. */
+#define TB_INTS 16
+static void bs_table(const bool q6, const QTok *tk, int64_t nsb, int32_t *tb) {
+    /* a few vector steps per super-block (items of 5-8 tokens are 64 rows: a scalar loop cost ~1/4 of them) */
+    const __m128i lo16 = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)(tk->bs + sb * 16));
+        if (q6) /* -32·bs[g] */
+            _mm512_storeu_si512(tb + 16 * sb, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(bs), 5)));
+        else { /* bsum32_pair_i(p): the int16 sums bs[2k] + bs[2k+1] (their low 16 bits), two to an int32 */
+            const __m256i s = _mm256_madd_epi16(bs, _mm256_set1_epi16(1)); /* 8 int32 */
+            const __m128i l = _mm_shuffle_epi8(_mm256_castsi256_si128(s), lo16), h = _mm_shuffle_epi8(_mm256_extracti128_si256(s, 1), lo16);
+            _mm_storeu_si128((__m128i *)(tb + 4 * sb), _mm_unpacklo_epi64(l, h));
+        }
+    }
+}
 
 void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_t t1, uint8_t *tmp) {
     const int64_t nsb = j->K / QK_K;
@@ -573,13 +617,21 @@ void mm_k_p16_compute(const MmJob *j, int64_t o0, int64_t o1, int64_t t0, int64_
                 for (int c = 0; c < nc; c++) memcpy(j->y + (t + c) * j->O + o + 16 * h, out[c], sizeof out[c]);
             }
         }
+    QTok stk[SMALL_T]; /* a small batch's tokens, with their tables */
+    if (small && o < o1)
+        for (int c = 0; c < t1 - t0; c++) {
+            stk[c] = q_tok(j, t0 + c);
+            int32_t *tb = (int32_t *)tmp + (size_t)c * TB_INTS * (size_t)nsb;
+            bs_table(ty == FMT_Q6_K, &stk[c], nsb, tb);
+            stk[c].tb = tb;
+        }
     for (; o < o1; o += 16) { /* o0, o1: multiples of 16 (the driver aligns P16 items) */
         const uint8_t *panel = (const uint8_t *)j->w->pack + (size_t)(o / 16) * panel_bytes;
         const int nr = o1 - o < 16 ? (int)(o1 - o) : 16;
         for (int64_t t = t0; t < t1; t += TILE_T) {
             const int nc = t1 - t < TILE_T ? (int)(t1 - t) : TILE_T;
             QTok tk[TILE_T];
-            for (int c = 0; c < nc; c++) tk[c] = q_tok(j, t + c);
+            for (int c = 0; c < nc; c++) tk[c] = small ? stk[c] : q_tok(j, t + c);
             float out[TILE_T][16];
             tiles[nc](panel, nsb, tk, out);
             for (int c = 0; c < nc; c++)
