@@ -191,7 +191,7 @@ TEST(cli, bench_slots_list_at_depth) {
               "stdout '%s', stderr '%s'", o ? o : "", e ? e : "");
     free(o), free(e);
     o = e = NULL;
-    snprintf(args, sizeof args, "bench -m assets/tinybible-f16.gguf -p 0 -n 3 --slots 2,0");
+    snprintf(args, sizeof args, "bench -m assets/tinybible-f16.gguf -p 0 -n 3 --slots 2,0 --no-prefetch");
     CHECK_MSG(cli_run(args, NULL, &o, &e) == 2 && empty(o) && e && strstr(e, "bad --slots list '2,0'"), "stderr '%s'", e ? e : "");
     free(o), free(e);
 }

@@ -346,7 +346,7 @@ TEST(device, cli_devices_device_and_ngl) {
                       text[0] ? text[0] : "");
         }
         for (int i = 0; i < 4; i++) free(text[i]);
-        snprintf(args, sizeof args, "bench -m '%s' -p 8 -n 4 -r 1 --device %s", model, name);
+        snprintf(args, sizeof args, "bench -m '%s' -p 8 -n 4 -r 1 --no-prefetch --device %s", model, name);
         char *bench = cli_out(args);
         CHECK_MSG(bench && strstr(bench, name) && strstr(bench, "tg4"), "bench: %s", bench ? bench : "");
         free(bench);
