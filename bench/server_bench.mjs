@@ -8,7 +8,9 @@
 // turn's prompt, default 4000); REPS (2nd-turn measurements each way, default 3); GEN_TOKENS (per request
 // in the throughput runs, default 64); PER_CLIENT (requests each client sends, default 3); CLIENTS (the parallel
 // client counts of the throughput runs, default "1 2 4"); THROUGHPUT_ONLY=1 skips the conversation part (any
-// llama-server-compatible server: bench/server_vs_ik.sh points it at ik_llama.cpp's llama-server too).
+// llama-server-compatible server: bench/server_vs_ik.sh points it at ik_llama.cpp's llama-server too); STREAM=1
+// sends the throughput requests with stream: true (llama-server answers a non-streamed completion whose text is
+// not valid UTF-8, as a random-weight model's often is, with HTTP 500; its event stream replaces the bad bytes).
 import { BASE, readSSE } from '../tests/server/lib.mjs';
 
 const TARGET = +(process.env.TARGET_TOKENS || 4000);
@@ -17,6 +19,7 @@ const GEN = +(process.env.GEN_TOKENS || 64);
 const PER_CLIENT = +(process.env.PER_CLIENT || 3);
 const CLIENTS = (process.env.CLIENTS || '1 2 4').trim().split(/\s+/).map(Number);
 const THROUGHPUT_ONLY = process.env.THROUGHPUT_ONLY === '1';
+const STREAM = process.env.STREAM === '1';
 const headers = { 'Content-Type': 'application/json' };
 
 function words(n, seed) {
@@ -55,6 +58,23 @@ async function ttft(messages, cache) {
     if (ev.usage) usage = ev.usage;
   });
   return { ms: first ?? performance.now() - t0, usage };
+}
+
+// Streams a completion to its end; returns the last usage and timings the events carried (the generated count
+// falls back to timings.predicted_n where a server sends no usage in its stream).
+async function streamed(path, body) {
+  const r = await fetch(BASE + path, { method: 'POST', headers,
+    body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }) });
+  if (r.status !== 200) throw new Error(`${r.status}: ${await r.text()}`);
+  let usage = null, timings = null;
+  await readSSE(r, (ev) => {
+    if (ev === '[DONE]') return;
+    if (ev.usage) usage = ev.usage;
+    if (ev.timings) timings = ev.timings;
+  });
+  if (!usage && timings?.predicted_n !== undefined) usage = { completion_tokens: timings.predicted_n };
+  if (!usage) throw new Error(`${path}: the stream carried no usage and no timings`);
+  return { usage, timings };
 }
 
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
@@ -97,8 +117,9 @@ async function throughput(clients, perClient) {
   const decodeRates = [];
   await Promise.all(Array.from({ length: clients }, async (_, c) => {
     for (let i = 0; i < perClient; i++) {
-      const j = await post('/v1/completions', { prompt: `Client ${c}, request ${i}: ${words(20, 1000 + c * 97 + i)}`,
-        max_tokens: GEN, temperature: 0.8, seed: c * 1000 + i, ignore_eos: true, cache_prompt: false });
+      const body = { prompt: `Client ${c}, request ${i}: ${words(20, 1000 + c * 97 + i)}`,
+        max_tokens: GEN, temperature: 0.8, seed: c * 1000 + i, ignore_eos: true, cache_prompt: false };
+      const j = STREAM ? await streamed('/v1/completions', body) : await post('/v1/completions', body);
       tokens += j.usage.completion_tokens;
       decodeRates.push(j.timings?.predicted_per_second ?? NaN);
     }

@@ -6,7 +6,8 @@
 #   IK_SERVER=/path/to/llama-server bench/server_vs_ik.sh MODEL.gguf
 # env: DELTALLM_BIN (default build/deltallm), IK_SERVER (required), NP (slots, default 8), CLIENTS (default
 #      "$NP"), THREADS (default 2), CTX (per slot, default 1024), GEN_TOKENS (default 64), PER_CLIENT (default
-#      2), ROUNDS (default 1), PORT (default 18431).
+#      2), ROUNDS (default 1), PORT (default 18431), STREAM (default 1: the requests stream their tokens, which
+#      llama-server needs on a random-weight model: it answers a non-streamed text that is not UTF-8 with HTTP 500).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${DELTALLM_BIN:-$root/build/deltallm}
@@ -14,6 +15,7 @@ MODEL=${1:?usage: IK_SERVER=llama-server bench/server_vs_ik.sh MODEL.gguf}
 IK_SERVER=${IK_SERVER:?IK_SERVER names the llama-server of ik_llama.cpp}
 NP=${NP:-8}; THREADS=${THREADS:-2}; CTX=${CTX:-1024}; ROUNDS=${ROUNDS:-1}; PORT=${PORT:-18431}
 export CLIENTS="${CLIENTS:-$NP}" GEN_TOKENS="${GEN_TOKENS:-64}" PER_CLIENT="${PER_CLIENT:-2}" THROUGHPUT_ONLY=1
+export STREAM="${STREAM:-1}"
 export DELTALLM_URL="http://127.0.0.1:$PORT"
 TMP=$(mktemp -d); PID=
 trap '[ -z "$PID" ] || kill "$PID" 2>/dev/null; rm -rf "$TMP"' EXIT
