@@ -427,3 +427,47 @@ TEST(kernels, matmul_swiglu_one_pass_bitwise) {
     test_note("%d cases: gate+up+swiglu in one pass = matmul, matmul, swiglu_rows bit for bit", cases);
     pool_destroy(pool2);
 }
+
+/* ---- row norms ------------------------------------------------------------------------------------------ */
+
+/* Ops.norm_rows of every ISA level against norm_rows_ref (op_rmsnorm / op_l2norm row by row), bit for bit:
+ * 1-8 rows, odd lengths (tails of the 8-column transposes and the 16-wide scaling), RMS with and without a
+ * weight, L2, the gate's z, in place and not, values spread over many binades so the double sums round. */
+TEST(kernels, norm_rows_bitwise) {
+    static const int n_list[] = {1, 5, 8, 15, 16, 17, 33, 128, 256, 1027};
+    int cases = 0, bad = 0;
+    for (int isa = ISA_REF; isa < ISA_COUNT; isa++) {
+        if (!isa_supported((Isa)isa)) continue;
+        const Ops *ops = ops_cpu((Isa)isa);
+        for (size_t ni = 0; ni < sizeof n_list / sizeof n_list[0]; ni++) {
+            const int n = n_list[ni];
+            float *x = xaligned(sizeof(float) * 8 * (size_t)n + 64), *w = xaligned(sizeof(float) * (size_t)n);
+            float *z = xaligned(sizeof(float) * 8 * (size_t)n), *y0 = xaligned(sizeof(float) * 8 * (size_t)n);
+            float *y1 = xaligned(sizeof(float) * 8 * (size_t)n + 64);
+            for (int i = 0; i < n; i++) w[i] = trand_act();
+            for (int i = 0; i < 8 * n; i++) z[i] = trand_act();
+            for (int m = 1; m <= NORM_ROWS_MAX; m++)
+                for (int v = 0; v < 8; v++, cases++) {
+                    const bool l2 = v & 1, z_on = (v >> 1) & 1, in_place = (v >> 2) & 1;
+                    for (int i = 0; i < 8 * n; i++) x[i] = trand_act() * ldexpf(1.0f, (i * 7) % 23 - 11);
+                    NormRows a = {.w = (v & 2) && !l2 ? NULL : w, .m = m, .n = n, .eps = 1e-6f, .l2 = l2, .z_on = z_on};
+                    for (int k = 0; k < m; k++) a.x[k] = x + (size_t)k * n, a.y[k] = y0 + (size_t)k * n, a.z[k] = z + (size_t)k * n;
+                    norm_rows_ref(&a);
+                    /* the fast one on rows at odd offsets (unaligned), in place or into NaN */
+                    float *xs = y1 + 3;
+                    for (int i = 0; i < m * n; i++) xs[i] = in_place ? x[i] : NAN;
+                    NormRows b = a;
+                    for (int k = 0; k < m; k++) b.x[k] = in_place ? xs + (size_t)k * n : a.x[k], b.y[k] = xs + (size_t)k * n;
+                    ops->norm_rows(&b);
+                    if (memcmp(y0, xs, sizeof(float) * (size_t)(m * n)) != 0) {
+                        bad++;
+                        CHECK_MSG(0, "%s n %d m %d l2 %d z %d in place %d w %d: norm rows differ", isa_name((Isa)isa), n, m, l2, z_on,
+                                  in_place, a.w != NULL);
+                    }
+                }
+            free(x), free(w), free(z), free(y0), free(y1);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d of %d cases differ", bad, cases);
+    test_note("%d cases: norm_rows = op_rmsnorm / op_l2norm row by row, bit for bit", cases);
+}

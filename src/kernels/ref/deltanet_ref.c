@@ -323,4 +323,5 @@ const Ops ops_ref = {
     .silu_rows = silu_rows_ref,
     .swiglu_rows = swiglu_rows_ref,
     .matmul_swiglu = matmul_swiglu_ref,
+    .norm_rows = norm_rows_ref,
 };
