@@ -238,6 +238,9 @@ typedef struct Ops {
     void (*matmul_swiglu)(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y, float *u);
     /* a few rows' norms on the calling thread (NormRows): the AVX-512 form sums 8 rows at once, a row per lane */
     void (*norm_rows)(const NormRows *a);
+    /* o[i] *= op_sigmoid(g[i]) for i < n, the same bits (libm's expf; the AVX-512 form reproduces glibc's and
+     * is only taken where it matches the running libm) */
+    void (*mul_sigmoid)(float *o, const float *g, int n);
 } Ops;
 
 extern const Ops ops_ref; /* the scalar reference implementations */
@@ -255,6 +258,7 @@ void attention_ref(const OpCtx *c, const AttnArgs *a);
 void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n);
 void swiglu_rows_ref(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);
 void norm_rows_ref(const NormRows *a); /* op_rmsnorm / op_l2norm row by row */
+void mul_sigmoid_ref(float *o, const float *g, int n);
 void matmul_swiglu_ref(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y, float *u);
 
 /* Chunk length of the chunked delta-net form. */

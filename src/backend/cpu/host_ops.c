@@ -192,12 +192,12 @@ static void mul_sigmoid_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
         for (int h = 0; h < s->heads; h++) {
             float *o = j->y + r * s->y_row + h * s->y_head;
             const float *gate = j->x + r * s->x_row + h * s->x_head;
-            for (int i = 0; i < s->n; i++) o[i] *= op_sigmoid(gate[i]);
+            j->ops->mul_sigmoid(o, gate, s->n);
         }
 }
 
 static void h_mul_sigmoid(Backend *be, BView yv, BView gv, const VecSet *s) {
-    SetJob j = {hf(gv), NULL, hf(yv), s, 0.f, false, NULL};
+    SetJob j = {hf(gv), NULL, hf(yv), s, 0.f, false, host_of(be)->ops};
     pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), mul_sigmoid_rows, &j);
 }
 

@@ -30,6 +30,8 @@ typedef void (*SwigluRowsFn)(const OpCtx *c, const float *g, const float *u, flo
 void rowops_cpu_select(Isa isa, SiluRowsFn *silu, SwigluRowsFn *swiglu); /* kernels/cpu/rowops_cpu.c */
 typedef void (*NormRowsFn)(const NormRows *a);
 NormRowsFn norm_rows_cpu_select(Isa isa); /* kernels/cpu/rowops_cpu.c */
+typedef void (*MulSigmoidFn)(float *o, const float *g, int n);
+MulSigmoidFn mul_sigmoid_cpu_select(Isa isa); /* kernels/cpu/rowops_cpu.c */
 
 /* The op table for an ISA level (static storage). */
 const Ops *ops_cpu(Isa isa);

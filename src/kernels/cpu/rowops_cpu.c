@@ -7,6 +7,8 @@ void silu_rows_avx2(const OpCtx *c, const float *x, float *y, int rows, int n);
 void swiglu_rows_avx2(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);
 
 void norm_rows_avx512(const NormRows *a);
+void mul_sigmoid_avx512(float *o, const float *g, int n);
+bool sigmoid_fast_ok(void); /* norm_avx512.c: its expf gives the running libm's bits */
 
 void rowops_cpu_select(Isa isa, SiluRowsFn *silu, SwigluRowsFn *swiglu) {
     switch (isa) {
@@ -17,3 +19,8 @@ void rowops_cpu_select(Isa isa, SiluRowsFn *silu, SwigluRowsFn *swiglu) {
 }
 
 NormRowsFn norm_rows_cpu_select(Isa isa) { return isa == ISA_AVX512 ? norm_rows_avx512 : norm_rows_ref; }
+
+/* the AVX-512 sigmoid gate only on AVX-512 machines whose libm it reproduces (every table is built on any CPU) */
+MulSigmoidFn mul_sigmoid_cpu_select(Isa isa) {
+    return isa == ISA_AVX512 && isa_supported(ISA_AVX512) && sigmoid_fast_ok() ? mul_sigmoid_avx512 : mul_sigmoid_ref;
+}

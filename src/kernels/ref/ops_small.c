@@ -34,6 +34,10 @@ void norm_rows_ref(const NormRows *a) {
     }
 }
 
+void mul_sigmoid_ref(float *o, const float *g, int n) {
+    for (int i = 0; i < n; i++) o[i] *= op_sigmoid(g[i]);
+}
+
 float op_silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* ggml's vector exp: n = round(x·log2 e), b = x − n·ln2 (two-part constant, fused), a degree-5 polynomial in
