@@ -427,3 +427,84 @@ TEST(kernels, matmul_swiglu_one_pass_bitwise) {
     test_note("%d cases: gate+up+swiglu in one pass = matmul, matmul, swiglu_rows bit for bit", cases);
     pool_destroy(pool2);
 }
+
+/* ---- row norms ------------------------------------------------------------------------------------------ */
+
+/* Ops.norm_rows of every ISA level against norm_rows_ref (op_rmsnorm / op_l2norm row by row), bit for bit:
+ * 1-8 rows, odd lengths (tails of the 8-column transposes and the 16-wide scaling), RMS with and without a
+ * weight, L2, the gate's z, in place and not, values spread over many binades so the double sums round. */
+TEST(kernels, norm_rows_bitwise) {
+    static const int n_list[] = {1, 5, 8, 15, 16, 17, 33, 128, 256, 1027};
+    int cases = 0, bad = 0;
+    for (int isa = ISA_REF; isa < ISA_COUNT; isa++) {
+        if (!isa_supported((Isa)isa)) continue;
+        const Ops *ops = ops_cpu((Isa)isa);
+        for (size_t ni = 0; ni < sizeof n_list / sizeof n_list[0]; ni++) {
+            const int n = n_list[ni];
+            float *x = xaligned(sizeof(float) * 8 * (size_t)n + 64), *w = xaligned(sizeof(float) * (size_t)n);
+            float *z = xaligned(sizeof(float) * 8 * (size_t)n), *y0 = xaligned(sizeof(float) * 8 * (size_t)n);
+            float *y1 = xaligned(sizeof(float) * 8 * (size_t)n + 64);
+            for (int i = 0; i < n; i++) w[i] = trand_act();
+            for (int i = 0; i < 8 * n; i++) z[i] = trand_act();
+            for (int m = 1; m <= NORM_ROWS_MAX; m++)
+                for (int v = 0; v < 8; v++, cases++) {
+                    const bool l2 = v & 1, z_on = (v >> 1) & 1, in_place = (v >> 2) & 1;
+                    for (int i = 0; i < 8 * n; i++) x[i] = trand_act() * ldexpf(1.0f, (i * 7) % 23 - 11);
+                    NormRows a = {.w = (v & 2) && !l2 ? NULL : w, .m = m, .n = n, .eps = 1e-6f, .l2 = l2, .z_on = z_on};
+                    for (int k = 0; k < m; k++) a.x[k] = x + (size_t)k * n, a.y[k] = y0 + (size_t)k * n, a.z[k] = z + (size_t)k * n;
+                    norm_rows_ref(&a);
+                    /* the fast one on rows at odd offsets (unaligned), in place or into NaN */
+                    float *xs = y1 + 3;
+                    for (int i = 0; i < m * n; i++) xs[i] = in_place ? x[i] : NAN;
+                    NormRows b = a;
+                    for (int k = 0; k < m; k++) b.x[k] = in_place ? xs + (size_t)k * n : a.x[k], b.y[k] = xs + (size_t)k * n;
+                    ops->norm_rows(&b);
+                    if (memcmp(y0, xs, sizeof(float) * (size_t)(m * n)) != 0) {
+                        bad++;
+                        CHECK_MSG(0, "%s n %d m %d l2 %d z %d in place %d w %d: norm rows differ", isa_name((Isa)isa), n, m, l2, z_on,
+                                  in_place, a.w != NULL);
+                    }
+                }
+            free(x), free(w), free(z), free(y0), free(y1);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d of %d cases differ", bad, cases);
+    test_note("%d cases: norm_rows = op_rmsnorm / op_l2norm row by row, bit for bit", cases);
+}
+
+/* Ops.mul_sigmoid of every ISA level against mul_sigmoid_ref (libm's expf), bit for bit: every 97th float of
+ * [-104, 104] (both signs, all binades down to the subnormals), odd lengths (the 16-wide body and the tail).
+ * Where the AVX-512 form does not match this libm the table keeps the reference (the note says which). */
+TEST(kernels, mul_sigmoid_bitwise) {
+    enum { N = 1 << 16 };
+    float *g = xaligned(sizeof(float) * N), *o0 = xaligned(sizeof(float) * N), *o1 = xaligned(sizeof(float) * N);
+    int cases = 0, bad = 0;
+    for (int isa = ISA_REF; isa < ISA_COUNT; isa++) {
+        if (!isa_supported((Isa)isa)) continue;
+        const Ops *ops = ops_cpu((Isa)isa);
+        if (isa == ISA_AVX512) test_note("AVX-512 sigmoid gate: %s", ops->mul_sigmoid == mul_sigmoid_ref ? "reference (libm differs)" : "fast");
+        uint32_t u = 0;
+        while (u < 0x42d00000u) { /* up to 104.0f */
+            int n = 0;
+            for (; n < N && u < 0x42d00000u; n++, u += 97u * 64u) {
+                float f;
+                memcpy(&f, &u, 4);
+                g[n] = (n & 1) ? -f : f;
+            }
+            for (int k = 0; k < n; k++) o0[k] = o1[k] = 1.0f + (float)(k % 1000) * 0x1p-10f;
+            for (int len = n; len > 0; len -= len > 1000 ? 31 * 1000 : len) { /* n, then shorter odd prefixes */
+                mul_sigmoid_ref(o0, g, len);
+                ops->mul_sigmoid(o1, g, len);
+                cases++;
+                if (memcmp(o0, o1, sizeof(float) * (size_t)len) != 0) {
+                    bad++;
+                    CHECK_MSG(0, "%s: sigmoid gate differs (len %d)", isa_name((Isa)isa), len);
+                    break;
+                }
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%d of %d cases differ", bad, cases);
+    test_note("%d cases: mul_sigmoid = o · op_sigmoid(g), bit for bit", cases);
+    free(g), free(o0), free(o1);
+}

@@ -195,6 +195,20 @@ typedef enum DeltaNetForm { DN_FORM_RECURRENT = 0, DN_FORM_CHUNKED = 1, DN_FORM_
 
 /* ---- the table ---------------------------------------------------------------------------------------- */
 
+/* RMS or L2 norms of m ≤ NORM_ROWS_MAX rows of n floats (ops_small.c's op_rmsnorm / op_l2norm, the same bits):
+ * y[k] = norm(x[k]) (RMS: times w when w is not NULL), then times z[k] elementwise when z is not NULL. Each
+ * y[k] is x[k] itself or overlaps no x row. */
+#define NORM_ROWS_MAX 8
+typedef struct NormRows {
+    const float *x[NORM_ROWS_MAX];
+    float *y[NORM_ROWS_MAX];
+    const float *z[NORM_ROWS_MAX]; /* ignored when z_on is false */
+    const float *w;                /* RMS weight, or NULL */
+    int m, n;
+    float eps;
+    bool l2, z_on;
+} NormRows;
+
 typedef struct Ops {
     const char *name;
     /* y[t][o] = W[o]·x[t] for t < T, o < w->rows; x is [T][w->cols], y is [T][w->rows] */
@@ -222,6 +236,11 @@ typedef struct Ops {
     /* a SwiGLU FFN's first half: y = silu(wg·x) ⊙ (wu·x), the bits of matmul(wg) into y, matmul(wu) into u and
      * swiglu_rows(y, u, y); u [T][wu->rows] is a work area (it holds the up product after) */
     void (*matmul_swiglu)(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y, float *u);
+    /* a few rows' norms on the calling thread (NormRows): the AVX-512 form sums 8 rows at once, a row per lane */
+    void (*norm_rows)(const NormRows *a);
+    /* o[i] *= op_sigmoid(g[i]) for i < n, the same bits (libm's expf; the AVX-512 form reproduces glibc's and
+     * is only taken where it matches the running libm) */
+    void (*mul_sigmoid)(float *o, const float *g, int n);
 } Ops;
 
 extern const Ops ops_ref; /* the scalar reference implementations */
@@ -238,6 +257,8 @@ void deltanet_seqs_ref(const OpCtx *c, const DeltaNetArgs *a, const DeltaNetForm
 void attention_ref(const OpCtx *c, const AttnArgs *a);
 void silu_rows_ref(const OpCtx *c, const float *x, float *y, int rows, int n);
 void swiglu_rows_ref(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);
+void norm_rows_ref(const NormRows *a); /* op_rmsnorm / op_l2norm row by row */
+void mul_sigmoid_ref(float *o, const float *g, int n);
 void matmul_swiglu_ref(const OpCtx *c, const MatW *wg, const MatW *wu, const float *x, int64_t T, float *y, float *u);
 
 /* Chunk length of the chunked delta-net form. */

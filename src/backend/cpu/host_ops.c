@@ -50,28 +50,30 @@ typedef struct SetJob {
     const VecSet *s;
     float eps;
     bool l2; /* norm_rows: the L2 norm, else RMS with w */
+    const Ops *ops;
 } SetJob;
 
 static void norm_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
     (void)thread;
     const SetJob *j = ctx;
     const VecSet *s = j->s;
+    NormRows a = {.w = j->w, .n = s->n, .eps = j->eps, .l2 = j->l2};
     for (int64_t r = r0; r < r1; r++)
         for (int h = 0; h < s->heads; h++) {
-            const float *x = j->x + r * s->x_row + h * s->x_head;
-            float *y = j->y + r * s->y_row + h * s->y_head;
-            if (j->l2) op_l2norm(x, s->n, j->eps, y);
-            else op_rmsnorm(x, j->w, s->n, j->eps, y);
+            a.x[a.m] = j->x + r * s->x_row + h * s->x_head;
+            a.y[a.m] = j->y + r * s->y_row + h * s->y_head;
+            if (++a.m == NORM_ROWS_MAX) j->ops->norm_rows(&a), a.m = 0;
         }
+    if (a.m) j->ops->norm_rows(&a);
 }
 
 static void h_rms_norm(Backend *be, BView xv, BView yv, const Weight *w, const VecSet *s, float eps) {
-    SetJob j = {hf(xv), w ? w->host : NULL, hf(yv), s, eps, false};
+    SetJob j = {hf(xv), w ? w->host : NULL, hf(yv), s, eps, false, host_of(be)->ops};
     pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), norm_rows, &j);
 }
 
 static void h_l2_norm(Backend *be, BView xv, BView yv, const VecSet *s, float eps) {
-    SetJob j = {hf(xv), NULL, hf(yv), s, eps, true};
+    SetJob j = {hf(xv), NULL, hf(yv), s, eps, true, host_of(be)->ops};
     pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), norm_rows, &j);
 }
 
@@ -82,7 +84,7 @@ static void add_range(void *ctx, int64_t i0, int64_t i1, int thread) {
 }
 
 static void h_add(Backend *be, BView yv, BView xv, int64_t n) {
-    SetJob j = {hf_n(xv, n), NULL, hf_n(yv, n), NULL, 0.f, false};
+    SetJob j = {hf_n(xv, n), NULL, hf_n(yv, n), NULL, 0.f, false, NULL};
     pool_for(host_of(be)->pool, n, 4096, add_range, &j);
 }
 
@@ -112,23 +114,25 @@ typedef struct GatedJob {
     float *out;
     int n;
     float eps;
+    const Ops *ops;
 } GatedJob;
 
 static void gated_norm_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
     (void)thread;
     const GatedJob *j = ctx;
+    NormRows a = {.w = j->w, .n = j->n, .eps = j->eps, .z_on = true};
     for (int64_t i = r0; i < r1; i++) {
-        float *on = j->out + i * j->n;
-        op_rmsnorm(j->o + i * j->n, j->w, j->n, j->eps, on);
-        for (int x = 0; x < j->n; x++) on[x] *= j->z[i * j->n + x];
+        a.x[a.m] = j->o + i * j->n, a.y[a.m] = j->out + i * j->n, a.z[a.m] = j->z + i * j->n;
+        if (++a.m == NORM_ROWS_MAX) j->ops->norm_rows(&a), a.m = 0;
     }
+    if (a.m) j->ops->norm_rows(&a);
 }
 
 static void h_gated_norm(Backend *be, BView ov, BView zv, const Weight *w, int rows, int n, float eps, BView outv) {
     HostBackend *hb = host_of(be);
     float *z = hf(zv);
     hb->ops->silu_rows(&hb->oc, z, z, rows, n);
-    GatedJob j = {hf(ov), z, w->host, hf(outv), n, eps};
+    GatedJob j = {hf(ov), z, w->host, hf(outv), n, eps, hb->ops};
     pool_for(hb->pool, rows, row_grain(n), gated_norm_rows, &j);
 }
 
@@ -188,12 +192,12 @@ static void mul_sigmoid_rows(void *ctx, int64_t r0, int64_t r1, int thread) {
         for (int h = 0; h < s->heads; h++) {
             float *o = j->y + r * s->y_row + h * s->y_head;
             const float *gate = j->x + r * s->x_row + h * s->x_head;
-            for (int i = 0; i < s->n; i++) o[i] *= op_sigmoid(gate[i]);
+            j->ops->mul_sigmoid(o, gate, s->n);
         }
 }
 
 static void h_mul_sigmoid(Backend *be, BView yv, BView gv, const VecSet *s) {
-    SetJob j = {hf(gv), NULL, hf(yv), s, 0.f, false};
+    SetJob j = {hf(gv), NULL, hf(yv), s, 0.f, false, host_of(be)->ops};
     pool_for(host_of(be)->pool, s->rows, row_grain((int64_t)s->heads * s->n), mul_sigmoid_rows, &j);
 }
 

@@ -28,6 +28,10 @@ AttentionFn attention_cpu_select(Isa isa);    /* kernels/cpu/attention_cpu.c */
 typedef void (*SiluRowsFn)(const OpCtx *c, const float *x, float *y, int rows, int n);
 typedef void (*SwigluRowsFn)(const OpCtx *c, const float *g, const float *u, float *y, int rows, int n);
 void rowops_cpu_select(Isa isa, SiluRowsFn *silu, SwigluRowsFn *swiglu); /* kernels/cpu/rowops_cpu.c */
+typedef void (*NormRowsFn)(const NormRows *a);
+NormRowsFn norm_rows_cpu_select(Isa isa); /* kernels/cpu/rowops_cpu.c */
+typedef void (*MulSigmoidFn)(float *o, const float *g, int n);
+MulSigmoidFn mul_sigmoid_cpu_select(Isa isa); /* kernels/cpu/rowops_cpu.c */
 
 /* The op table for an ISA level (static storage). */
 const Ops *ops_cpu(Isa isa);

@@ -21,6 +21,8 @@ static void build_tables(void) {
             .conv_silu_seqs = conv_seqs_cpu_select(isa),
             .deltanet_seqs = deltanet_seqs_cpu_select(isa),
             .attention = attention_cpu_select(isa),
+            .norm_rows = norm_rows_cpu_select(isa),
+            .mul_sigmoid = mul_sigmoid_cpu_select(isa),
         };
         rowops_cpu_select(isa, &tables[isa].silu_rows, &tables[isa].swiglu_rows);
     }

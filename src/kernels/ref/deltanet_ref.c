@@ -323,4 +323,6 @@ const Ops ops_ref = {
     .silu_rows = silu_rows_ref,
     .swiglu_rows = swiglu_rows_ref,
     .matmul_swiglu = matmul_swiglu_ref,
+    .norm_rows = norm_rows_ref,
+    .mul_sigmoid = mul_sigmoid_ref,
 };

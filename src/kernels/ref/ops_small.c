@@ -25,6 +25,19 @@ void op_l2norm(const float *x, int n, float eps, float *y) {
     for (int i = 0; i < n; i++) y[i] = x[i] * scale;
 }
 
+void norm_rows_ref(const NormRows *a) {
+    for (int k = 0; k < a->m; k++) {
+        if (a->l2) op_l2norm(a->x[k], a->n, a->eps, a->y[k]);
+        else op_rmsnorm(a->x[k], a->w, a->n, a->eps, a->y[k]);
+        if (a->z_on)
+            for (int i = 0; i < a->n; i++) a->y[k][i] *= a->z[k][i];
+    }
+}
+
+void mul_sigmoid_ref(float *o, const float *g, int n) {
+    for (int i = 0; i < n; i++) o[i] *= op_sigmoid(g[i]);
+}
+
 float op_silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* ggml's vector exp: n = round(x·log2 e), b = x − n·ln2 (two-part constant, fused), a degree-5 polynomial in
