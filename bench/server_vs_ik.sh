@@ -35,6 +35,9 @@ run() {  # name, command...
   echo "#### $name ($(date -u '+%H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg))"
   node "$root/bench/server_bench.mjs" | sed -n '/^| [0-9]/p'
   kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
+  # the next server listens on the next port: after llama-server's exit its port stayed refused to a new
+  # listener for a while (EADDRINUSE in the second round, with SO_REUSEADDR and nothing listening)
+  PORT=$((PORT + 1)); DELTALLM_URL="http://127.0.0.1:$PORT"
 }
 echo "server_vs_ik: $(basename "$MODEL"), $NP slots, clients $CLIENTS, $THREADS threads, $GEN_TOKENS tokens x $PER_CLIENT requests per client, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "| parallel clients | requests | generated tokens | wall (s) | aggregate tok/s | median per-request tok/s |"
