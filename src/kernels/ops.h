@@ -270,6 +270,8 @@ void matmul_swiglu_ref(const OpCtx *c, const MatW *wg, const MatW *wu, const flo
 void op_rmsnorm(const float *x, const float *w, int n, float eps, float *y);
 /* y = x / max(‖x‖₂, eps); y may alias x. */
 void op_l2norm(const float *x, int n, float eps, float *y);
+/* the factor both norms scale x by, from the double sum of x² (every norm kernel takes it from here) */
+float op_norm_scale(double sumsq, int n, float eps, bool l2);
 float op_silu(float x);    /* libm expf */
 float op_sigmoid(float x); /* libm expf, as ggml */
 float op_softplus(float x);

@@ -52,12 +52,7 @@ void norm_rows_avx512(const NormRows *a) {
         const float *xk = a->x[k];
         double s = sum[k];
         for (int t = i; t < n; t++) s += (double)(xk[t] * xk[t]);
-        float scale;
-        if (a->l2) scale = 1.0f / fmaxf(sqrtf((float)s), a->eps);
-        else {
-            const float mean = (float)(s / n);
-            scale = 1.0f / sqrtf(mean + a->eps);
-        }
+        const float scale = op_norm_scale(s, n, a->eps, a->l2);
         float *y = a->y[k];
         const float *w = a->l2 ? NULL : a->w, *z = a->z_on ? a->z[k] : NULL;
         const __m512 vs = _mm512_set1_ps(scale);
@@ -147,6 +142,6 @@ bool sigmoid_fast_ok(void) {
     for (int k = 0; k < 16; k++) x[n++] = edge[k];
     for (int k = 0; k < n; k++) g[k] = x[k], o[k] = r[k] = 1.0f + (float)k * 0x1p-12f;
     mul_sigmoid_avx512(o, g, n);
-    for (int k = 0; k < n; k++) r[k] *= op_sigmoid(g[k]);
+    mul_sigmoid_ref(r, g, n);
     return memcmp(o, r, sizeof(float) * (size_t)n) == 0;
 }

@@ -7,11 +7,16 @@
 
 #include <math.h>
 
+float op_norm_scale(double sumsq, int n, float eps, bool l2) {
+    if (l2) return 1.0f / fmaxf(sqrtf((float)sumsq), eps);
+    const float mean = (float)(sumsq / n);
+    return 1.0f / sqrtf(mean + eps);
+}
+
 void op_rmsnorm(const float *x, const float *w, int n, float eps, float *y) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / n);
-    const float scale = 1.0f / sqrtf(mean + eps);
+    const float scale = op_norm_scale(sum, n, eps, false);
     if (w)
         for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
     else
@@ -21,7 +26,7 @@ void op_rmsnorm(const float *x, const float *w, int n, float eps, float *y) {
 void op_l2norm(const float *x, int n, float eps, float *y) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    const float scale = op_norm_scale(sum, n, eps, true);
     for (int i = 0; i < n; i++) y[i] = x[i] * scale;
 }
 
